@@ -188,3 +188,20 @@ func TestDefinitionSaysWhichVersionsPinEachRevision(t *testing.T) {
 		}
 	}
 }
+
+// A node whose policy cannot work as written says so on its version's
+// page, as relais apply does (evolution QA).
+func TestAFutilePolicyIsFlagged(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT5M", "deadline": "PT2M"}))
+	env.Process("crm_ok", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT1M", "deadline": "PT2M"}))
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if got := text(b.mustGet("/console/processes/crm_only/versions/1", 200), "policy-warning"); got != "No retry can run: the deadline ends the occurrence before its retry delay passes." {
+		t.Errorf("a futile retry: warning %q", got)
+	}
+	if n := count(b.mustGet("/console/processes/crm_ok/versions/1", 200), "policy-warning"); n != 0 {
+		t.Errorf("a retry before the deadline is flagged (%d)", n)
+	}
+}

@@ -105,6 +105,8 @@ type nodeRow struct {
 	Routes                                         []string
 	OnError                                        []string
 	Policy                                         string
+	// PolicyWarning says what in the policy can never work as written.
+	PolicyWarning string
 	// Bindings say what feeds each input of the pinned revision.
 	Bindings []string
 	Counts   []statusCount
@@ -365,12 +367,24 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 			deadline := formatDuration(ctx, n.Policy.Deadline)
 			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})
 		}
+		if n.RetriesFutile() {
+			// As relais apply warns (evolution QA: the page showed the
+			// policy without a word).
+			row.PolicyWarning = T(ctx, "No retry can run: the deadline ends the occurrence before its retry delay passes.")
+		}
 	} else if n.Kind == process.KindPush {
 		timeout := formatDuration(ctx, n.PushTimeout(lim))
 		row.Policy = T(ctx, "timeout %s", timeout)
 		if n.Timeout == 0 {
 			// The node sets none: the configured default applies.
 			row.Policy = T(ctx, "timeout %s (the default)", timeout)
+		}
+		if n.Policy.Deadline > 0 {
+			deadline := formatDuration(ctx, n.Policy.Deadline)
+			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})
+		}
+		if n.CallOutlastsDeadline() {
+			row.PolicyWarning = T(ctx, "The call may last past the deadline, which cuts it short (deadline_exceeded).")
 		}
 	}
 	for _, s := range occurrenceStatuses {

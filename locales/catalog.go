@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     353,
 	"%d held instances match now.":             64,
 	"%d hours":                                 369,
-	"%d items":                                 795,
+	"%d items":                                 797,
 	"%d left":                                  530,
 	"%d min":                                   352,
 	"%d minutes":                               370,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              793,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              795,
 	"%d ms": 372,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         704,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 703,
@@ -101,19 +101,19 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 650,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 520,
 	"%s–%s":                         337,
-	"(%d characters in all)":        797,
+	"(%d characters in all)":        799,
 	"(%d handed back, not counted)": 529,
-	"(each item)":                   783,
-	"(in %s)":                       796,
+	"(each item)":                   785,
+	"(in %s)":                       798,
 	"(worker %s)":                   578,
 	"0 seconds":                     367,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            760,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            762,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 567,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       313,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 660,
 	"A revision is a definition’s: choose the definition too.": 615,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 748,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   747,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 750,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   749,
 	"A version is a process’s: choose the process too.":              416,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
@@ -133,7 +133,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       200,
 	"All processes":                       427,
 	"All statuses":                        429,
-	"All workers":                         810,
+	"All workers":                         812,
 	"An operator abandoned the instance.": 566,
 	"Any definition":                      428,
 	"Apply filters":                       122,
@@ -149,7 +149,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           728,
+	"Back to the occurrence":           730,
 	"Back without saving":              662,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
@@ -163,13 +163,13 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    521,
 	"Calls":                           291,
 	"Calls signed (Relais-Signature)": 293,
-	"Camunda 7 facade":                815,
+	"Camunda 7 facade":                817,
 	"Cancelled: the instance was stopped (%s).":               590,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 589,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           730,
-	"Cannot reveal it here":                                   726,
+	"Cannot reveal":                                           732,
+	"Cannot reveal it here":                                   728,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
@@ -186,7 +186,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    331,
 	"Completions and failures per 5-minute slot, oldest first": 335,
 	"Completions and failures, last hour":                      314,
-	"Connected":                                                806,
+	"Connected":                                                808,
 	"Constraints":                                              210,
 	"Consumer":                                                 490,
 	"Consumer and worker":                                      626,
@@ -194,7 +194,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    723,
+	"Counts as of %s (%s); refreshed every few seconds.":                    725,
 	"Counts by status": 621,
 	"Created":          383,
 	"Created from":     84,
@@ -211,7 +211,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
 	"Definitions by key":                         275,
-	"Definitions served":                         804,
+	"Definitions served":                         806,
 	"Definitions, those needing attention first": 315,
 	"Deleted by retention":                       406,
 	"Description":                                211,
@@ -248,9 +248,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 539,
 	"Every attempt, oldest first": 489,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  733,
-	"Expired token":                        770,
-	"Expires":                              767,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  735,
+	"Expired token":                        772,
+	"Expires":                              769,
 	"External tasks":                       140,
 	"Failed":                               319,
 	"Failed (%s).":                         588,
@@ -283,7 +283,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                405,
 	"Held instances":          318,
 	"ID":                      190,
-	"In flight":               805,
+	"In flight":               807,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 332,
 	"Inputs": 235,
 	"Inputs an instance of this version is started with": 691,
@@ -296,10 +296,10 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 89,
 	"Instances of this version": 692,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.":     828,
-	"It takes every revision its consumer is granted: %s.": 827,
-	"It takes revision %d only.":                           831,
-	"It takes revisions %s only.":                          833,
+	"It takes every revision its consumer is granted.":     830,
+	"It takes every revision its consumer is granted: %s.": 829,
+	"It takes revision %d only.":                           833,
+	"It takes revisions %s only.":                          835,
 	"Its calls":                                            292,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 298,
@@ -308,12 +308,12 @@ var messageKeyToIndex = map[string]int{
 	"Its instance went on along the node’s error path.":                              587,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               775,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               777,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
 	"Jan":                     355,
 	"Jul":                     361,
 	"Jun":                     360,
-	"Keep it":                 777,
+	"Keep it":                 779,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       294,
@@ -324,8 +324,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 545,
 	"Last reserved":           542,
 	"Last saved":              216,
-	"Last seen":               807,
-	"Last used":               766,
+	"Last seen":               809,
+	"Last used":               768,
 	"Latest":                  693,
 	"Latest revision":         277,
 	"Lists every change from one revision to another, and whom it may break.": 226,
@@ -342,7 +342,7 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais": 613,
 	"Message from Relais, quoting the destination’s answer":            612,
 	"Message from the worker (its own words, protected values masked)": 611,
-	"Method not allowed": 737,
+	"Method not allowed": 739,
 	"Mode":               511,
 	"More filters: instance, revision, consumer, destination, dates": 617,
 	"Name":                    191,
@@ -360,10 +360,10 @@ var messageKeyToIndex = map[string]int{
 	"No destination yet.":                                                       281,
 	"No inputs.":                                                                236,
 	"No inputs: an instance starts with an empty object.":                       690,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    746,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 744,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    748,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 746,
 	"No instance matches these filters.": 426,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 745,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 747,
 	"No live worker takes %s now (Workers page).":                                               569,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 570,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           571,
@@ -378,20 +378,21 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 536,
 	"No process has the key “%s”.":                         98,
 	"No process is published yet.":                         675,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             824,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             823,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             826,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             825,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
-	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              764,
-	"No value was revealed.": 735,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 719,
+	"No revision yet: the Working copy has never been snapshotted.":                     218,
+	"No token.":              766,
+	"No value was revealed.": 737,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              501,
 	"No worker has reserved this occurrence yet.":                                        498,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 825,
-	"No worker is connected.":           808,
-	"No worker serves this definition.": 811,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 822,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 827,
+	"No worker is connected.":           810,
+	"No worker serves this definition.": 813,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 824,
 	"Node":                  379,
 	"Nodes":                 682,
 	"Nodes of this version": 699,
@@ -403,7 +404,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             742,
+	"Nothing to find: the search box is empty.":                             744,
 	"Nothing was done.":        31,
 	"Nov":                      365,
 	"Now":                      507,
@@ -411,17 +412,17 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            485,
 	"Occurrence offered again": 113,
 	"Occurrences now":          688,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          820,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 821,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          822,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 823,
 	"Occurrences, newest first": 622,
 	"Oct":                       364,
 	"Offered from %s — %s.":     574,
 	"Oldest claimable waits":    320,
 	"On error":                  687,
 	"On success":                686,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         731,
-	"Only administrators may reveal a sensitive value.":                                                           724,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 761,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         733,
+	"Only administrators may reveal a sensitive value.":                                                           726,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 763,
 	"Open":             317,
 	"Operator actions": 375,
 	"Operator actions on this instance, newest first": 388,
@@ -433,7 +434,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     240,
 	"Outputs, labelled by revision %d's contract":     533,
 	"Pages": 643,
-	"Paste your token in the field: it is empty.": 758,
+	"Paste your token in the field: it is empty.": 760,
 	"Path":                            376,
 	"Pause reloading":                 161,
 	"Pinned by":                       270,
@@ -452,7 +453,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 423,
 	"Processes":                       141,
 	"Processes by key":                673,
-	"Protocol":                        803,
+	"Protocol":                        805,
 	"Published":                       224,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 671,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       672,
@@ -505,37 +506,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 537,
-	"Revealed by %s at %s; recorded in the audit log.": 729,
+	"Revealed by %s at %s; recorded in the audit log.": 731,
 	"Reveals":               150,
-	"Reveals, newest first": 734,
+	"Reveals, newest first": 736,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 829,
-	"Revoke the %s token “%s”?": 774,
-	"Revoke the token":          776,
-	"Revoke token %d":           773,
-	"Revoke…":                   771,
-	"Role":                      765,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 831,
+	"Revoke the %s token “%s”?": 776,
+	"Revoke the token":          778,
+	"Revoke token %d":           775,
+	"Revoke…":                   773,
+	"Role":                      767,
 	"Route":                     381,
 	"Routing output":            215,
 	"Row %s":                    647,
 	"Rows %s–%s":                648,
 	"Save settings":             661,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      725,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      727,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 295,
-	"Search":                               740,
-	"Secret values can never be revealed.": 732,
+	"Search":                               742,
+	"Secret values can never be revealed.": 734,
 	"Sep":                                  363,
-	"Served by %d workers":                 826,
+	"Served by %d workers":                 828,
 	"Settled":                              384,
 	"Settlement date":                      616,
 	"Show all definitions":                 328,
 	"Show times in":                        657,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 753,
-	"Sign in with an operator, designer or administrator token.": 754,
+	"Sign in": 755,
+	"Sign in with an operator, designer or administrator token.": 756,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
@@ -545,8 +546,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 762,
-	"Staff tokens, oldest first": 763,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 764,
+	"Staff tokens, oldest first": 765,
 	"Start node":                 679,
 	"Started":                    401,
 	"State":                      194,
@@ -570,14 +571,15 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 274,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           743,
+	"That is too long to be an id or a business key.":                                           745,
 	"The %d largest groups; the filter matches more.":                                           90,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 510,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 283,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
 	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            560,
-	"The bulk action must be its id (a UUID).": 127,
-	"The call could not be prepared.":          561,
+	"The bulk action must be its id (a UUID).":                                      127,
+	"The call could not be prepared.":                                               561,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 722,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 579,
 	"The chart’s numbers": 334,
 	"The confirmed count is missing: start again from the list.":                                                                                                            102,
@@ -616,15 +618,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        46,
 	"The result did not match the revision's outputs contract.": 559,
 	"The revision must be a whole number, 1 or more.":           614,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 756,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        750,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     780,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 758,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        752,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     782,
 	"The version must be a whole number from 1.":                                                                                                        415,
 	"These revisions have the same contracts.":                                                                                                          234,
 	"These settings are kept in this browser only.":                                                                                                     656,
-	"They take every revision their consumer is granted.":                                                                                               830,
-	"They take revision %d only.":                                                                                                                       832,
-	"They take revisions %s only.":                                                                                                                      834,
+	"They take every revision their consumer is granted.":                                                                                               832,
+	"They take revision %d only.":                                                                                                                       834,
+	"They take revisions %s only.":                                                                                                                      836,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 651,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
 	"This contract has no inputs.":  532,
@@ -634,7 +636,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           739,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           741,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 302,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
@@ -653,27 +655,27 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            779,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           778,
-	"This page does not accept that request.": 738,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            781,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           780,
+	"This page does not accept that request.": 740,
 	"This page reloads every %d seconds.":     160,
 	"This process takes no inputs.":           392,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 727,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 729,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 759,
+	"This token is unknown, revoked or expired.": 761,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 700,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            701,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           755,
+	"Token":                           757,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 757,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 759,
 	"Totals of all definitions, not narrowed by the other filters":         632,
 	"Totals of definition %s, not narrowed by the other filters":           631,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 741,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 743,
 	"URL":                              286,
 	"UTC (coordinated universal time)": 663,
 	"Unknown action.":                  54,
@@ -692,19 +694,19 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       109,
 	"Whole message":                                             500,
 	"Why (recorded with the reveal)":                            538,
-	"Worker":                                                    802,
+	"Worker":                                                    804,
 	"Worker id":                                                 491,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        800,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        802,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 801,
-	"Workers serving %s":                   809,
+	"Workers seen within three heartbeats": 803,
+	"Workers serving %s":                   811,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 749,
+	"You are signed out.": 751,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 751,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          752,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 753,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          754,
 	"[redacted]":                          610,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
@@ -716,11 +718,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 714,
 	"any other error":                     304,
 	"as of %s (%s); counts are refreshed every few seconds.": 634,
-	"at least %d characters":                                 784,
-	"at least %d items":                                      791,
+	"at least %d characters":                                 786,
+	"at least %d items":                                      793,
 	"at most %d":                                             526,
-	"at most %d characters":                                  785,
-	"at most %d items":                                       792,
+	"at most %d characters":                                  787,
+	"at most %d items":                                       794,
 	"at most %d since the last operator retry":               527,
 	"available":                                              433,
 	"boolean":                                                448,
@@ -742,7 +744,7 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                115,
 	"designer":                                               463,
 	"disconnected":                                           444,
-	"each item of %s":                                        782,
+	"each item of %s":                                        784,
 	"end (completes)":                                        707,
 	"end (fails)":                                            708,
 	"end: completes the instance":                            307,
@@ -750,8 +752,8 @@ var messageKeyToIndex = map[string]int{
 	"ended instances are kept %s (RELAIS_RETENTION)":                         408,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 409,
 	"erase":                                  6,
-	"every revision its consumer is granted": 816,
-	"every revision its consumer is granted: %s": 812,
+	"every revision its consumer is granted": 818,
+	"every revision its consumer is granted: %s": 814,
 	"exact, case-sensitive":                      420,
 	"expired":                                    441,
 	"failed":                                     437,
@@ -759,7 +761,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                467,
 	"field removed":                              468,
 	"format":                                     478,
-	"format %s":                                  787,
+	"format %s":                                  789,
 	"from":                                       120,
 	"held":                                       440,
 	"held for an operator":                       305,
@@ -773,25 +775,25 @@ var messageKeyToIndex = map[string]int{
 	"in progress":                                499,
 	"instance held here":                         630,
 	"instance id":                                620,
-	"instances held":                             721,
-	"instances held: %s":                         722,
+	"instances held":                             723,
+	"instances held: %s":                         724,
 	"integer":                                    446,
 	"its name, exactly":                          619,
 	"just now":                                   350,
 	"list":                                       453,
 	"lock until":                                 641,
-	"long polling":                               814,
+	"long polling":                               816,
 	"long wait":                                  326,
 	"masked value":                               285,
 	"maximum":                                    480,
-	"maximum %s":                                 789,
+	"maximum %s":                                 791,
 	"maximum items":                              482,
 	"maximum length":                             476,
 	"minimum":                                    479,
-	"minimum %s":                                 788,
+	"minimum %s":                                 790,
 	"minimum items":                              481,
 	"minimum length":                             475,
-	"never":                                      768,
+	"never":                                      770,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 407,
 	"next attempt":                 638,
 	"no":                           466,
@@ -801,31 +803,31 @@ var messageKeyToIndex = map[string]int{
 	"no header":                    290,
 	"no process version":           271,
 	"no worker":                    327,
-	"no worker takes revision %d":  818,
-	"no worker takes revisions %s": 819,
+	"no worker takes revision %d":  820,
+	"no worker takes revisions %s": 821,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 549,
 	"no: version %d is": 695,
 	"none":              268,
-	"none (revealed before reasons were asked for)": 736,
+	"none (revealed before reasons were asked for)": 738,
 	"none yet": 278,
 	"none: a failed call takes the node’s error path": 516,
 	"normal":       454,
-	"not provided": 794,
+	"not provided": 796,
 	"not set":      269,
-	"not yet":      769,
-	"null":         798,
+	"not yet":      771,
+	"null":         800,
 	"number":       447,
 	"object":       452,
 	"older versions, from version %d (each links the one before)": 677,
 	"on error":                           303,
 	"one attempt, no retry, priority %d": 717,
-	"one of: %s":                         790,
+	"one of: %s":                         792,
 	"operator":                           462,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
 	"pattern":                            477,
-	"pattern %s":                         786,
+	"pattern %s":                         788,
 	"pull":                               705,
 	"pull %s":                            310,
 	"pull (a worker fetches it)":         459,
@@ -841,25 +843,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           434,
 	"retry":                              3,
 	"revision %d":                        635,
-	"revisions %s":                       817,
+	"revisions %s":                       819,
 	"revoked":                            197,
 	"routing changed":                    474,
-	"routing output":                     781,
+	"routing output":                     783,
 	"routing output %s → %s":             257,
 	"running":                            439,
 	"secret":                             456,
 	"sensitive":                          455,
 	"settled":                            637,
 	"stop":                               5,
-	"stream":                             813,
+	"stream":                             815,
 	"text":                               445,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             772,
-	"timeout %s":               719,
-	"timeout %s (the default)": 720,
+	"this session":             774,
+	"timeout %s":               720,
+	"timeout %s (the default)": 721,
 	"to":                       121,
 	"type changed":             469,
-	"unexpected value":         799,
+	"unexpected value":         801,
 	"unknown":                  609,
 	"values added: %s":         260,
 	"values changed":           471,
@@ -876,7 +878,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":         712,
 }
 
-var enIndex = []uint32{ // 836 elements
+var enIndex = []uint32{ // 838 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1080,42 +1082,43 @@ var enIndex = []uint32{ // 836 elements
 	0x000077a6, 0x000077b2, 0x000077c2, 0x000077d0,
 	0x000077e0, 0x000077ea, 0x0000780d, 0x00007826,
 	0x00007839, 0x000078a5, 0x000078cb, 0x000078da,
-	0x000078e8, 0x00007904, 0x00007913, 0x00007929,
-	0x00007962, 0x00007994, 0x000079ec, 0x00007a02,
-	0x00007ad0, 0x00007ae7, 0x00007b1e, 0x00007b2c,
-	0x00007b70, 0x00007b95, 0x00007c0c, 0x00007c22,
+	0x0000792c, 0x0000793a, 0x00007956, 0x000079a4,
+	0x000079b3, 0x000079c9, 0x00007a02, 0x00007a34,
+	0x00007a8c, 0x00007aa2, 0x00007b70, 0x00007b87,
+	0x00007bbe, 0x00007bcc, 0x00007c10, 0x00007c35,
 	// Entry 2E0 - 2FF
-	0x00007c39, 0x00007c67, 0x00007c7a, 0x00007ca2,
-	0x00007d26, 0x00007d2d, 0x00007d95, 0x00007dbf,
-	0x00007def, 0x00007f44, 0x0000807e, 0x0000811e,
-	0x000081f5, 0x000082ce, 0x000082e2, 0x0000833d,
-	0x000083e8, 0x0000846a, 0x00008472, 0x000084ad,
-	0x000084b3, 0x00008545, 0x000085dd, 0x00008609,
-	0x00008634, 0x00008682, 0x000086ee, 0x00008795,
-	0x000087b0, 0x000087ba, 0x000087bf, 0x000087c9,
+	0x00007cac, 0x00007cc2, 0x00007cd9, 0x00007d07,
+	0x00007d1a, 0x00007d42, 0x00007dc6, 0x00007dcd,
+	0x00007e35, 0x00007e5f, 0x00007e8f, 0x00007fe4,
+	0x0000811e, 0x000081be, 0x00008295, 0x0000836e,
+	0x00008382, 0x000083dd, 0x00008488, 0x0000850a,
+	0x00008512, 0x0000854d, 0x00008553, 0x000085e5,
+	0x0000867d, 0x000086a9, 0x000086d4, 0x00008722,
+	0x0000878e, 0x00008835, 0x00008850, 0x0000885a,
 	// Entry 300 - 31F
-	0x000087d1, 0x000087d7, 0x000087df, 0x000087ed,
-	0x000087f7, 0x00008804, 0x00008817, 0x0000883b,
-	0x000088bb, 0x000088cc, 0x000088d4, 0x00008949,
-	0x0000899d, 0x000089e5, 0x000089f4, 0x00008a07,
-	0x00008a13, 0x00008a4f, 0x00008a89, 0x00008a97,
-	0x00008aa4, 0x00008ab2, 0x00008ac0, 0x00008ace,
-	0x00008b00, 0x00008b30, 0x00008b8c, 0x00008b99,
-	0x00008bb9, 0x00008bc4, 0x00008bde, 0x00008be3,
+	0x0000885f, 0x00008869, 0x00008871, 0x00008877,
+	0x0000887f, 0x0000888d, 0x00008897, 0x000088a4,
+	0x000088b7, 0x000088db, 0x0000895b, 0x0000896c,
+	0x00008974, 0x000089e9, 0x00008a3d, 0x00008a85,
+	0x00008a94, 0x00008aa7, 0x00008ab3, 0x00008aef,
+	0x00008b29, 0x00008b37, 0x00008b44, 0x00008b52,
+	0x00008b60, 0x00008b6e, 0x00008ba0, 0x00008bd0,
+	0x00008c2c, 0x00008c39, 0x00008c59, 0x00008c64,
 	// Entry 320 - 33F
-	0x00008bf4, 0x00008c7a, 0x00008c9f, 0x00008ca6,
-	0x00008caf, 0x00008cc2, 0x00008ccc, 0x00008cd6,
-	0x00008ce0, 0x00008cf8, 0x00008d0e, 0x00008d1a,
-	0x00008d3c, 0x00008d6a, 0x00008d71, 0x00008d7e,
-	0x00008d8f, 0x00008db6, 0x00008dc6, 0x00008de5,
-	0x00008e05, 0x00008edd, 0x00008fbe, 0x00009012,
-	0x00009062, 0x000090c2, 0x00009115, 0x0000914d,
-	0x00009185, 0x000091b6, 0x00009206, 0x0000923a,
+	0x00008c7e, 0x00008c83, 0x00008c94, 0x00008d1a,
+	0x00008d3f, 0x00008d46, 0x00008d4f, 0x00008d62,
+	0x00008d6c, 0x00008d76, 0x00008d80, 0x00008d98,
+	0x00008dae, 0x00008dba, 0x00008ddc, 0x00008e0a,
+	0x00008e11, 0x00008e1e, 0x00008e2f, 0x00008e56,
+	0x00008e66, 0x00008e85, 0x00008ea5, 0x00008f7d,
+	0x0000905e, 0x000090b2, 0x00009102, 0x00009162,
+	0x000091b5, 0x000091ed, 0x00009225, 0x00009256,
 	// Entry 340 - 35F
-	0x00009258, 0x00009277, 0x00009296, 0x000092b6,
-} // Size: 3368 bytes
+	0x000092a6, 0x000092da, 0x000092f8, 0x00009317,
+	0x00009336, 0x00009356,
+} // Size: 3376 bytes
 
-const enData string = "" + // Size: 37558 bytes
+const enData string = "" + // Size: 37718 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1583,108 +1586,110 @@ const enData string = "" + // Size: 37558 bytes
 	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
 	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
 	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
-	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
-	". Another replica may reveal it; ask your administrator to start every r" +
-	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
-	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02This form was sent from another site: the " +
-	"console takes its forms from its own pages only. Open the console and se" +
-	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
-	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
-	"s key is found only whole and exactly as given, capitals and accents inc" +
-	"luded: a list shows a long one shortened, so copy it from its instance’s" +
-	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02A token in the address is not used: " +
-	"you are signed in already. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
-	"ste it in the field below. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
-	"igned in with is revoked, and you are signed out: sign in with another o" +
-	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server), so your last action was not applie" +
-	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
-	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
-	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
-	"or administrator token.\x02Token\x02The token is checked once and never " +
-	"stored in your browser; a session cookie stands for it for up to 8 hours" +
-	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
-	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02every revision its cons" +
-	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
-	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
-	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
-	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
-	"it, with their consumers granted it (a worker naming no revision takes t" +
-	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
-	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
-	"rs to them, with their consumers granted them (a worker naming no revisi" +
-	"on takes those its consumer is granted; a process version pins them)." +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
-	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
-	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
-	"take every revision their consumer is granted.\x02It takes revision %[1]" +
-	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
-	"ly.\x02They take revisions %[1]s only."
+	"1]s\x02No retry can run: the deadline ends the occurrence before its ret" +
+	"ry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The " +
+	"call may last past the deadline, which cuts it short (deadline_exceeded)" +
+	".\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]" +
+	"s); refreshed every few seconds.\x02Only administrators may reveal a sen" +
+	"sitive value.\x02Say why you reveal this value: the reason is recorded w" +
+	"ith the reveal in the audit log.\x02Cannot reveal it here\x02This replic" +
+	"a lacks the data key the value was sealed with, so it cannot open it (no" +
+	"thing was recorded). Another replica may reveal it; ask your administrat" +
+	"or to start every replica with the same data keys.\x02Back to the occurr" +
+	"ence\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot" +
+	" reveal\x02Only a value this page shows as hidden (sensitive) can be rev" +
+	"ealed.\x02Secret values can never be revealed.\x02Every sensitive value " +
+	"an administrator revealed: who, when, which field and why. The values th" +
+	"emselves are never kept.\x02Reveals, newest first\x02No value was reveal" +
+	"ed.\x02none (revealed before reasons were asked for)\x02Method not allow" +
+	"ed\x02This page does not accept that request.\x02This form was sent from" +
+	" another site: the console takes its forms from its own pages only. Open" +
+	" the console and send it from there.\x02Search\x02Type an instance or oc" +
+	"currence id (a whole UUID, as the title of its page shows it), or a busi" +
+	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
+	"ng to be an id or a business key.\x02No instance has “%[1]s” as its busi" +
+	"ness key. A business key is found only whole and exactly as given, capit" +
+	"als and accents included: a list shows a long one shortened, so copy it " +
+	"from its instance’s page. An ended instance is deleted once the retentio" +
+	"n period (RELAIS_RETENTION) has passed, or at once when an administrator" +
+	" erases it.\x02No instance or occurrence has the id “%[1]s”, and no inst" +
+	"ance has it as its business key. An ended instance is deleted, with its " +
+	"occurrences and attempts, once the retention period (RELAIS_RETENTION) h" +
+	"as passed, or at once when an administrator erases it; the audit log kee" +
+	"ps the operator actions taken on it.\x02No instance has “%[1]s” as its b" +
+	"usiness key, and it is not a whole id: the lists show the end of each id" +
+	". Open the row, or copy its link, for the whole id.\x02A token in the ad" +
+	"dress is not used: you are signed in already. The address has put it in " +
+	"your browser’s history, and perhaps in a proxy’s logs: if others may rea" +
+	"d them, have the token revoked and use a new one.\x02A token in the addr" +
+	"ess is not used: paste it in the field below. The address has put it in " +
+	"your browser’s history, and perhaps in a proxy’s logs: if others may rea" +
+	"d them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
+	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
+	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
+	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
+	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
+	"ers to it, with their consumers granted it (a worker naming no revision " +
+	"takes those its consumer is granted; a process version pins it).\x02Occu" +
+	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
+	"e workers to them, with their consumers granted them (a worker naming no" +
+	" revision takes those its consumer is granted; a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
+	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
+	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
+	"hey take every revision their consumer is granted.\x02It takes revision " +
+	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
+	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 836 elements
+var frIndex = []uint32{ // 838 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1888,42 +1893,43 @@ var frIndex = []uint32{ // 836 elements
 	0x000099bb, 0x000099cb, 0x000099db, 0x000099e9,
 	0x000099f9, 0x00009a03, 0x00009a2c, 0x00009a46,
 	0x00009a61, 0x00009aef, 0x00009b2d, 0x00009b3e,
-	0x00009b4b, 0x00009b66, 0x00009b7a, 0x00009b98,
-	0x00009be3, 0x00009c24, 0x00009c9a, 0x00009cb9,
-	0x00009dcf, 0x00009de8, 0x00009e2e, 0x00009e46,
-	0x00009e99, 0x00009ed4, 0x00009f6c, 0x00009f98,
+	0x00009bd5, 0x00009be2, 0x00009bfd, 0x00009c56,
+	0x00009c6a, 0x00009c88, 0x00009cd3, 0x00009d14,
+	0x00009d8a, 0x00009da9, 0x00009ebf, 0x00009ed8,
+	0x00009f1e, 0x00009f36, 0x00009f89, 0x00009fc4,
 	// Entry 2E0 - 2FF
-	0x00009fbe, 0x00009ff2, 0x0000a00a, 0x0000a035,
-	0x0000a0de, 0x0000a0e8, 0x0000a170, 0x0000a1a5,
-	0x0000a1e6, 0x0000a362, 0x0000a4dd, 0x0000a5b6,
-	0x0000a6cb, 0x0000a7e7, 0x0000a800, 0x0000a87c,
-	0x0000a945, 0x0000a9ce, 0x0000a9db, 0x0000aa2d,
-	0x0000aa33, 0x0000aae7, 0x0000ab97, 0x0000abc9,
-	0x0000abf5, 0x0000ac5e, 0x0000ad05, 0x0000adc7,
-	0x0000adf7, 0x0000ae04, 0x0000ae0a, 0x0000ae20,
+	0x0000a05c, 0x0000a088, 0x0000a0ae, 0x0000a0e2,
+	0x0000a0fa, 0x0000a125, 0x0000a1ce, 0x0000a1d8,
+	0x0000a260, 0x0000a295, 0x0000a2d6, 0x0000a452,
+	0x0000a5cd, 0x0000a6a6, 0x0000a7bb, 0x0000a8d7,
+	0x0000a8f0, 0x0000a96c, 0x0000aa35, 0x0000aabe,
+	0x0000aacb, 0x0000ab1d, 0x0000ab23, 0x0000abd7,
+	0x0000ac87, 0x0000acb9, 0x0000ace5, 0x0000ad4e,
+	0x0000adf5, 0x0000aeb7, 0x0000aee7, 0x0000aef4,
 	// Entry 300 - 31F
-	0x0000ae2b, 0x0000ae32, 0x0000ae3d, 0x0000ae4b,
-	0x0000ae58, 0x0000ae66, 0x0000ae7f, 0x0000aeac,
-	0x0000af55, 0x0000af68, 0x0000af72, 0x0000b001,
-	0x0000b062, 0x0000b0be, 0x0000b0d0, 0x0000b0ea,
-	0x0000b0fd, 0x0000b13b, 0x0000b177, 0x0000b194,
-	0x0000b1a1, 0x0000b1af, 0x0000b1bd, 0x0000b1cd,
-	0x0000b209, 0x0000b243, 0x0000b2c0, 0x0000b2cb,
-	0x0000b2f5, 0x0000b302, 0x0000b31e, 0x0000b322,
+	0x0000aefa, 0x0000af10, 0x0000af1b, 0x0000af22,
+	0x0000af2d, 0x0000af3b, 0x0000af48, 0x0000af56,
+	0x0000af6f, 0x0000af9c, 0x0000b045, 0x0000b058,
+	0x0000b062, 0x0000b0f1, 0x0000b152, 0x0000b1ae,
+	0x0000b1c0, 0x0000b1da, 0x0000b1ed, 0x0000b22b,
+	0x0000b267, 0x0000b284, 0x0000b291, 0x0000b29f,
+	0x0000b2ad, 0x0000b2bd, 0x0000b2f9, 0x0000b333,
+	0x0000b3b0, 0x0000b3bb, 0x0000b3e5, 0x0000b3f2,
 	// Entry 320 - 33F
-	0x0000b334, 0x0000b3f6, 0x0000b429, 0x0000b434,
-	0x0000b43e, 0x0000b453, 0x0000b45c, 0x0000b466,
-	0x0000b47b, 0x0000b49f, 0x0000b4b9, 0x0000b4ce,
-	0x0000b4fa, 0x0000b539, 0x0000b53e, 0x0000b553,
-	0x0000b565, 0x0000b59a, 0x0000b5ab, 0x0000b5d8,
-	0x0000b607, 0x0000b729, 0x0000b84b, 0x0000b8c1,
-	0x0000b94c, 0x0000b9db, 0x0000ba42, 0x0000ba84,
-	0x0000bad6, 0x0000bb1e, 0x0000bb91, 0x0000bbd9,
+	0x0000b40e, 0x0000b412, 0x0000b424, 0x0000b4e6,
+	0x0000b519, 0x0000b524, 0x0000b52e, 0x0000b543,
+	0x0000b54c, 0x0000b556, 0x0000b56b, 0x0000b58f,
+	0x0000b5a9, 0x0000b5be, 0x0000b5ea, 0x0000b629,
+	0x0000b62e, 0x0000b643, 0x0000b655, 0x0000b68a,
+	0x0000b69b, 0x0000b6c8, 0x0000b6f7, 0x0000b819,
+	0x0000b93b, 0x0000b9b1, 0x0000ba3c, 0x0000bacb,
+	0x0000bb32, 0x0000bb74, 0x0000bbc6, 0x0000bc0e,
 	// Entry 340 - 35F
-	0x0000bc07, 0x0000bc35, 0x0000bc68, 0x0000bc9b,
-} // Size: 3368 bytes
+	0x0000bc81, 0x0000bcc9, 0x0000bcf7, 0x0000bd25,
+	0x0000bd58, 0x0000bd8b,
+} // Size: 3376 bytes
 
-const frData string = "" + // Size: 48283 bytes
+const frData string = "" + // Size: 48523 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2499,129 +2505,132 @@ const frData string = "" + // Size: 48283 bytes
 	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
 	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
 	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
-	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
-	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
-	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de do" +
-	"nnées qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a été " +
-	"enregistré). Une autre réplique peut la révéler\u202f; demandez à votre " +
-	"administrateur de démarrer toutes les répliques avec les mêmes clés de d" +
-	"onnées.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; con" +
-	"signé dans le journal d’audit.\x02Révélation impossible\x02Seule une val" +
-	"eur que cette page affiche masquée (sensible) peut être révélée.\x02Les " +
-	"valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensi" +
-	"ble qu’un administrateur a révélée\u202f: qui, quand, quel champ et pour" +
-	"quoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations," +
-	" les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (r" +
-	"évélée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cet" +
-	"te page n’accepte pas cette requête.\x02Ce formulaire a été envoyé depui" +
-	"s un autre site\u202f: la console n’accepte que les formulaires de ses p" +
-	"ropres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recher" +
-	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID comp" +
-	"let, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à" +
-	" chercher\u202f: le champ de recherche est vide.\x02C’est trop long pour" +
-	" être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[" +
-	"1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et t" +
-	"elle quelle, majuscules et accents compris\u202f: une liste abrège les l" +
-	"ongues, copiez-la depuis la page de son instance. Une instance terminée " +
-	"est supprimée une fois la durée de conservation (RELAIS_RETENTION) écoul" +
-	"ée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni oc" +
-	"currence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé" +
-	" métier. Une instance terminée est supprimée, avec ses occurrences et se" +
-	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
-	"ée, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit" +
-	" garde les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’ad" +
-	"resse n’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mi" +
-	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
-	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
-	" et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
-	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
-	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les administr" +
+	"ateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révél" +
+	"ez cette valeur\u202f: le motif est consigné avec la révélation dans le " +
+	"journal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a p" +
+	"as la clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir" +
+	" (rien n’a été enregistré). Une autre réplique peut la révéler\u202f; de" +
+	"mandez à votre administrateur de démarrer toutes les répliques avec les " +
+	"mêmes clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %" +
+	"[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance. Une i" +
+	"nstance terminée est supprimée une fois la durée de conservation (RELAIS" +
+	"_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucun" +
+	"e instance ni occurrence n’a l’identifiant « %[1]s », et aucune instance" +
+	" ne l’a pour clé métier. Une instance terminée est supprimée, avec ses o" +
+	"ccurrences et ses tentatives, une fois la durée de conservation (RELAIS_" +
+	"RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le " +
+	"journal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un " +
+	"jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L" +
+	"’adresse l’a mis dans l’historique de votre navigateur, et peut-être d" +
+	"ans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites " +
+	"révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse " +
+	"n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l" +
+	"’a mis dans l’historique de votre navigateur, et peut-être dans les jo" +
+	"urnaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer l" +
+	"e jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton " +
+	"avec lequel vous vous étiez connecté est révoqué, et vous êtes déconnect" +
+	"é\u202f: connectez-vous avec un autre.\x02Votre session avait pris fin " +
+	"(inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serve" +
+	"ur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous" +
+	", puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion" +
+	" ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnec" +
+	"tez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, d" +
+	"e concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une f" +
+	"ois et n’est jamais conservé dans votre navigateur\u202f; un cookie de s" +
+	"ession le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures" +
+	" au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis" +
+	" votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions" +
+	" échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez" +
+	" votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, " +
+	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administr" +
+	"ateurs voient cette page\u202f: les jetons, les consommateurs, les desti" +
+	"nations, le journal des révélations et les effacements sont de leur ress" +
+	"ort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) n" +
+	"on révoqués. Les jetons des consommateurs se gèrent avec leurs consommat" +
+	"eurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personn" +
+	"el, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisa" +
+	"tion\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 92577 bytes (90KiB); checksum: 36695120
+	// Total table size 92993 bytes (90KiB); checksum: BD33FD75

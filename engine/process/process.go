@@ -232,6 +232,20 @@ type Limits struct {
 	MaxPushTimeout time.Duration
 }
 
+// RetriesFutile reports whether a pull node's retries can never run: a
+// retry delay no shorter than its deadline, which ends the occurrence
+// first, so that its budget of attempts is one in effect.
+func (n *Node) RetriesFutile() bool {
+	pol := n.Policy
+	return n.Kind == KindPull && pol.MaxAttempts > 1 && pol.Deadline > 0 && pol.RetryDelay >= pol.Deadline
+}
+
+// CallOutlastsDeadline reports whether a push node's own timeout is longer
+// than its deadline, which then cuts the call short (deadline_exceeded).
+func (n *Node) CallOutlastsDeadline() bool {
+	return n.Kind == KindPush && n.Policy.Deadline > 0 && n.Timeout > n.Policy.Deadline
+}
+
 // PushTimeout returns the node's effective push budget: its own timeout,
 // else lim.DefaultPushTimeout, else FallbackPushTimeout. The default is
 // resolved here rather than at parse time because it belongs to the

@@ -835,12 +835,13 @@ func futileRetries(p *process.Process) string {
 	}
 	var notes []string
 	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
-		pol := p.Nodes[name].Policy
-		if p.Nodes[name].Kind == process.KindPull && pol.MaxAttempts > 1 && pol.Deadline > 0 && pol.RetryDelay >= pol.Deadline {
+		n := p.Nodes[name]
+		pol := n.Policy
+		if n.RetriesFutile() {
 			notes = append(notes, fmt.Sprintf("node %s retries after %s, no sooner than its deadline (%s) ends the occurrence: no retry can run (shorten retry_delay or lengthen the deadline)",
 				name, isoduration.Format(pol.RetryDelay), isoduration.Format(pol.Deadline)))
 		}
-		if n := p.Nodes[name]; n.Kind == process.KindPush && pol.Deadline > 0 && n.Timeout > pol.Deadline {
+		if n.CallOutlastsDeadline() {
 			// The deadline cuts the call short first (push QA: it
 			// published without a word).
 			notes = append(notes, fmt.Sprintf("node %s's call may take %s, past its deadline (%s), which cuts it short (deadline_exceeded): lengthen the deadline or shorten the timeout",
