@@ -1,11 +1,9 @@
 package stream
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // strictJSON is the Connect protocol's JSON codec refusing members the
@@ -47,46 +47,64 @@ func (c strictJSON) Unmarshal(data []byte, message any) error {
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, m); err != nil {
 		hint := jsonHint(err.Error())
 		if hint == "" {
-			hint = shapeHint(data, m.ProtoReflect().Descriptor())
+			hint = shapeHint(data, m.ProtoReflect().Descriptor(), err.Error())
 		}
 		return fmt.Errorf("%w%s", err, hint)
 	}
 	return nil
 }
 
-// shapeHint names the first member of data, at any depth, whose JSON
-// type is not what md's field takes (60 or {"seconds": 60} for a
-// duration, "all" for a list of revisions): protobuf's JSON then says only
-// "unexpected token", at a column (verifier QA). Empty when none is found.
-func shapeHint(data []byte, md protoreflect.MessageDescriptor) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
+// shapeHint names a member of data, at any depth, whose JSON type is not
+// what md's field takes (60 or {"seconds": 60} for a duration, "all" for a
+// list of revisions): protobuf's JSON then says only "unexpected token",
+// at a column (verifier QA). It names the member msg (protobuf's error)
+// names when msg names one, else the first in document order, which is
+// where protobuf stopped; "" when none is found.
+func shapeHint(data []byte, md protoreflect.MessageDescriptor, msg string) string {
+	root, err := jsontree.Read(data, 64)
+	if err != nil {
 		return ""
 	}
-	if at, want := messageMismatch(v, md, ""); at != "" {
-		return " (" + at + " is " + want + ")"
+	var found []mismatch
+	messageMismatches(root, md, "", &found)
+	if len(found) == 0 {
+		return ""
 	}
-	return ""
+	pick := found[0]
+	if named := fieldNamed.FindStringSubmatch(msg); named != nil {
+		i := slices.IndexFunc(found, func(m mismatch) bool { return m.jsonName == named[1] || m.protoName == named[1] })
+		if i < 0 {
+			return "" // protobuf's words are about another member
+		}
+		pick = found[i]
+	}
+	return " (" + pick.at + " is " + pick.want + ")"
 }
 
-// messageMismatch finds the first member of v, an object read for md,
-// whose type its field does not take, in key order: its path and what it
-// takes.
-func messageMismatch(v any, md protoreflect.MessageDescriptor, at string) (string, string) {
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return "", ""
+// fieldNamed finds the field protobuf's JSON error names ("invalid value
+// for string field workerId: 7").
+var fieldNamed = regexp.MustCompile(`field ([A-Za-z_][A-Za-z0-9_]*)`)
+
+// mismatch is a member whose JSON type its field does not take, with
+// the field's names as protobuf's errors may say them.
+type mismatch struct {
+	at, jsonName, protoName, want string
+}
+
+// messageMismatches appends the members of n, an object read for md,
+// whose type their field does not take, in document order.
+func messageMismatches(n *jsontree.Node, md protoreflect.MessageDescriptor, at string, found *[]mismatch) {
+	if n.Kind != jsontree.Object {
+		return
 	}
 	fields := md.Fields()
-	for _, name := range slices.Sorted(maps.Keys(obj)) {
-		val := obj[name]
+	for k, name := range n.Keys {
+		val := n.Vals[k]
 		f := fields.ByJSONName(name)
 		if f == nil {
 			f = fields.ByName(protoreflect.Name(name))
 		}
-		if f == nil || val == nil || f.IsMap() {
+		if f == nil || val.Kind == jsontree.Null || f.IsMap() {
 			continue
 		}
 		path := name
@@ -94,77 +112,67 @@ func messageMismatch(v any, md protoreflect.MessageDescriptor, at string) (strin
 			path = at + "." + name
 		}
 		if f.IsList() {
-			items, ok := val.([]any)
-			if !ok {
-				return path, "a list, as " + listExample(f)
+			if val.Kind != jsontree.Array {
+				*found = append(*found, mismatch{at: path, jsonName: f.JSONName(), protoName: string(f.Name()), want: "a list, as " + listExample(f)})
+				continue
 			}
-			for i, item := range items {
-				if p, want := valueMismatch(item, f, path+"["+strconv.Itoa(i)+"]"); p != "" {
-					return p, want
-				}
+			for i, item := range val.Items {
+				valueMismatches(item, f, path+"["+strconv.Itoa(i)+"]", found)
 			}
 			continue
 		}
-		if p, want := valueMismatch(val, f, path); p != "" {
-			return p, want
-		}
+		valueMismatches(val, f, path, found)
 	}
-	return "", ""
 }
 
-// valueMismatch is messageMismatch for one value of field f.
-func valueMismatch(v any, f protoreflect.FieldDescriptor, at string) (string, string) {
-	_, isString := v.(string)
+// valueMismatches is messageMismatches for one value of field f.
+func valueMismatches(v *jsontree.Node, f protoreflect.FieldDescriptor, at string, found *[]mismatch) {
+	add := func(want string) {
+		*found = append(*found, mismatch{at: at, jsonName: f.JSONName(), protoName: string(f.Name()), want: want})
+	}
+	isString := v.Kind == jsontree.String
 	switch f.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		switch f.Message().FullName() {
 		case "google.protobuf.Duration":
 			if !isString {
-				return at, `a duration: a string of seconds ending in s, as "60s"`
+				add(`a duration: a string of seconds ending in s, as "60s"`)
 			}
 		case "google.protobuf.Timestamp":
 			if !isString {
-				return at, `a time: an RFC 3339 string in UTC, as "2026-12-06T10:00:00Z"`
+				add(`a time: an RFC 3339 string in UTC, as "2026-12-06T10:00:00Z"`)
 			}
 		default:
 			if strings.HasPrefix(string(f.Message().FullName()), "google.protobuf.") {
-				return "", "" // wrappers, Struct, Value: protobuf's words do
+				return // wrappers, Struct, Value: protobuf's words do
 			}
-			if _, ok := v.(map[string]any); !ok {
-				return at, "an object"
+			if v.Kind != jsontree.Object {
+				add("an object")
+				return
 			}
-			return messageMismatch(v, f.Message(), at)
+			messageMismatches(v, f.Message(), at, found)
 		}
 	case protoreflect.BoolKind:
-		if _, ok := v.(bool); !ok {
-			return at, "true or false"
+		if v.Kind != jsontree.Bool {
+			add("true or false")
 		}
 	case protoreflect.StringKind:
 		if !isString {
-			return at, "a string"
+			add("a string")
 		}
 	case protoreflect.BytesKind:
 		if !isString {
-			return at, "a base64 string"
+			add("a base64 string")
 		}
 	case protoreflect.EnumKind:
-		if _, ok := v.(json.Number); !ok && !isString {
-			return at, "an enum's name, a string"
+		if v.Kind != jsontree.Number && !isString {
+			add("an enum's name, a string")
 		}
 	default: // numbers, which protobuf's JSON also takes quoted
-		_, isNumber := v.(json.Number)
-		if s, _ := v.(string); !isNumber && (!isString || !isNumeric(s)) {
-			return at, "a number"
+		if v.Kind != jsontree.Number && (!isString || !isNumeric(v.Str)) {
+			add("a number")
 		}
 	}
-	return "", ""
-}
-
-// isNumeric says whether s is a number as protobuf's JSON takes one
-// quoted (NaN and Infinity included).
-func isNumeric(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
 }
 
 // listExample is an example of a list f takes.
@@ -178,6 +186,13 @@ func listExample(f protoreflect.FieldDescriptor) string {
 		return "[true]"
 	}
 	return "[1, 2]"
+}
+
+// isNumeric says whether s is a number as protobuf's JSON takes one
+// quoted (NaN and Infinity included).
+func isNumeric(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // jsonHint says how to write what protobuf's JSON refused, where its words

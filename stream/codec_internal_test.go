@@ -22,11 +22,19 @@ func TestStrictJSONNamesTheMemberOfTheWrongType(t *testing.T) {
 		{`{"worker_id": 7}`, "(worker_id is a string)"},
 		{`{"workerId": "w", "resumable": "yes"}`, "(resumable is true or false)"},
 		{`{"workerId": "w", "lockDuration": 60}`, `(lockDuration is a duration: a string of seconds ending in s, as "60s")`},
+		// The member protobuf names, not the first in key order
+		// (verifier QA: the hint named maxInFlight beside workerId's
+		// error).
+		{`{"workerId": "a", "subscriptions": [{"definition": "crm", "revisions": [1, "x"]}], "maxInFlight": "y"}`, "(subscriptions[0].revisions[1] is a number)"},
 	} {
 		err := codec.Unmarshal([]byte(tc.body), &workerv1.SubscribeRequest{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Unmarshal(%s) = %v, want it to say %s", tc.body, err, tc.want)
 		}
+	}
+	// protobuf's own words name the member: no hint about another.
+	if err := codec.Unmarshal([]byte(`{"workerId": 7, "maxInFlight": "x"}`), &workerv1.SubscribeRequest{}); err == nil || strings.Contains(err.Error(), "maxInFlight") {
+		t.Errorf("workerId 7 beside maxInFlight x: %v, want no word of maxInFlight", err)
 	}
 	// What protobuf takes is no mismatch: quoted numbers, an empty list.
 	for _, body := range []string{
