@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -137,9 +138,26 @@ func (a *API) getConsumer() http.Handler {
 		if err != nil {
 			return err
 		}
+		// Its grants' tag, for a PUT of grants made from them (If-Match).
+		w.Header().Set("ETag", engine.GrantsTag(c.Grants))
 		httpjson.Encode(w, http.StatusOK, toConsumerJSON(c))
 		return nil
 	})
+}
+
+// grantsIfMatch reads a grants replacement's If-Match: the ETag of the
+// grants it was made from, strong; "" without the header.
+func grantsIfMatch(r *http.Request) (string, error) {
+	values := r.Header.Values("If-Match")
+	if len(values) == 0 {
+		return "", nil
+	}
+	tag := strings.TrimSpace(strings.Join(values, ","))
+	if len(values) > 1 || strings.Contains(tag, ",") || strings.HasPrefix(tag, "W/") || len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		return "", fault.New(fault.BadRequest, "invalid_request",
+			"If-Match must be the one strong tag GET /api/v1/consumers/{id} answered in its ETag (quoted), or be left out")
+	}
+	return tag, nil
 }
 
 func (a *API) setGrants() http.Handler {
@@ -160,10 +178,15 @@ func (a *API) setGrants() http.Handler {
 			return fault.New(fault.BadRequest, "invalid_request", "grants is required: the full list of the consumer's grants ([] withdraws them all)").
 				WithErrors([]fault.FieldError{{Path: "/grants", Message: "is required"}})
 		}
-		c, err := a.eng.SetGrants(r.Context(), id, toGrants(*req.Grants))
+		tag, err := grantsIfMatch(r)
 		if err != nil {
 			return err
 		}
+		c, err := a.eng.SetGrantsIf(r.Context(), id, toGrants(*req.Grants), tag)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("ETag", engine.GrantsTag(c.Grants))
 		httpjson.Encode(w, http.StatusOK, toConsumerJSON(c))
 		return nil
 	})

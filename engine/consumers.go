@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -271,11 +273,28 @@ func (e *Engine) ListConsumers(ctx context.Context, after int64, limit int) ([]C
 
 // SetGrants replaces a consumer's grants.
 func (e *Engine) SetGrants(ctx context.Context, id int64, grants []Grant) (Consumer, error) {
+	return e.SetGrantsIf(ctx, id, grants, "")
+}
+
+// GrantsTag is the entity tag of a consumer's grants as GetConsumer lists
+// them: what a client that read them sends back in If-Match to replace
+// them only if nobody changed them meanwhile.
+func GrantsTag(grants []Grant) string {
+	sum := sha256.Sum256([]byte(grantsText(grants)))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// SetGrantsIf is SetGrants when the consumer's grants still have tag
+// (GrantsTag), else 412 grants_changed; "" replaces them whatever they
+// are. A read, a change and a write from two clients at once would
+// otherwise each keep the other's grants out, a withdrawal undone by a
+// grant included (verifier QA, relais consumer grant and ungrant).
+func (e *Engine) SetGrantsIf(ctx context.Context, id int64, grants []Grant, tag string) (Consumer, error) {
 	if err := e.checkGrants(ctx, grants); err != nil {
 		return Consumer{}, err
 	}
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		c, err := q.ConsumerGet(ctx, id)
+		c, err := q.ConsumerGetForUpdate(ctx, id)
 		if isNoRows(err) {
 			return notFound("consumer %d", id)
 		}
@@ -284,6 +303,16 @@ func (e *Engine) SetGrants(ctx context.Context, id int64, grants []Grant) (Consu
 		}
 		if c.RevokedAt != nil {
 			return fault.New(fault.Conflict, "consumer_revoked", "consumer %d is revoked", id)
+		}
+		if tag != "" {
+			rows, err := q.GrantList(ctx, id)
+			if err != nil {
+				return err
+			}
+			if GrantsTag(grantsFromRows(rows)) != tag {
+				return fault.New(fault.PreconditionFailed, "grants_changed",
+					"consumer %d's grants changed since they were read (If-Match %s): read them again, and apply the change to what they are now", id, tag)
+			}
 		}
 		return e.setGrants(ctx, q, id, grants)
 	})

@@ -4,6 +4,11 @@ insert into consumers (name) values (@name) returning *;
 -- name: ConsumerGet :one
 select * from consumers where id = @id;
 
+-- name: ConsumerGetForUpdate :one
+-- Locks the consumer's row: grants replaced against the ones read (If-Match)
+-- by two clients at once are judged one after the other.
+select * from consumers where id = @id for update;
+
 -- name: ConsumerList :many
 select * from consumers where id > @after order by id limit @max;
 

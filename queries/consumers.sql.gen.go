@@ -42,6 +42,24 @@ func (q *Queries) ConsumerGet(ctx context.Context, id int64) (Consumer, error) {
 	return i, err
 }
 
+const consumerGetForUpdate = `-- name: ConsumerGetForUpdate :one
+select id, name, created_at, revoked_at from consumers where id = $1 for update
+`
+
+// Locks the consumer's row: grants replaced against the ones read (If-Match)
+// by two clients at once are judged one after the other.
+func (q *Queries) ConsumerGetForUpdate(ctx context.Context, id int64) (Consumer, error) {
+	row := q.db.QueryRow(ctx, consumerGetForUpdate, id)
+	var i Consumer
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
 const consumerInsert = `-- name: ConsumerInsert :one
 insert into consumers (name) values ($1) returning id, name, created_at, revoked_at
 `

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -29,8 +30,10 @@ const consumerUsage = `usage: relais consumer <create|list|grant|ungrant|rotate|
                  add to consumer ID's grants, keeping the others (a revision
                  added to the ones it has, or a new key)
   ungrant ID --grant KEY[=REVISIONS] [--grant …] [--json]
-                 withdraw revisions of KEY (KEY alone: the whole grant); its
-                 workers subscribed to them are refused from then on
+                 withdraw revisions of KEY (KEY alone: the whole grant; from a
+                 grant of every revision, the others that exist stay granted,
+                 later ones no longer); its workers subscribed to what is
+                 withdrawn are refused from then on
   rotate ID [--overlap PT10M] [--json]
                  give consumer ID a new token, printed once; the old ones stop
                  at once, or after the overlap
@@ -132,25 +135,39 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 				return errors.New("usage: relais consumer " + sub + " ID --grant KEY[=REVISIONS] [--grant …]")
 			}
 			path := "/api/v1/consumers/" + strconv.FormatInt(id, 10)
-			var cur consumerAnswer
-			if err := c.Do(ctx, "GET", path, nil, &cur); err != nil {
-				return err
+			// Read, change, write only if unchanged meanwhile (If-Match),
+			// again from what they are when another client changed them
+			// first: two at once would otherwise each undo the other's.
+			for try := 1; ; try++ {
+				var cur consumerAnswer
+				h, err := c.DoWith(ctx, "GET", path, nil, nil, &cur)
+				if err != nil {
+					return err
+				}
+				var next []grantArg
+				if sub == "grant" {
+					next = widen(cur.Grants, grants)
+				} else if next, err = narrow(cur.Grants, grants, func(key string) ([]int, error) { return revisionNumbers(ctx, c, key) }); err != nil {
+					return fmt.Errorf("consumer %d: %w", id, err)
+				}
+				var out consumerAnswer
+				var ifMatch http.Header
+				if tag := h.Get("ETag"); tag != "" { // a server before grants had tags answers none
+					ifMatch = http.Header{"If-Match": {tag}}
+				}
+				_, err = c.DoWith(ctx, "PUT", path+"/grants", ifMatch, map[string]any{"grants": next}, &out)
+				if apply.IsPreconditionFailed(err) && try < 5 {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return printJSON(stdout, out)
+				}
+				fmt.Fprintf(stdout, "consumer %d %q granted %s (was %s)\n", id, cur.Name, grantsText(out.Grants), grantsText(cur.Grants))
+				return nil
 			}
-			var next []grantArg
-			if sub == "grant" {
-				next = widen(cur.Grants, grants)
-			} else if next, err = narrow(cur.Grants, grants); err != nil {
-				return fmt.Errorf("consumer %d: %w", id, err)
-			}
-			var out consumerAnswer
-			if err := c.Do(ctx, "PUT", path+"/grants", map[string]any{"grants": next}, &out); err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(stdout, out)
-			}
-			fmt.Fprintf(stdout, "consumer %d %q granted %s (was %s)\n", id, cur.Name, grantsText(out.Grants), grantsText(cur.Grants))
-			return nil
 		}
 	case "rotate":
 		overlap := fs.String("overlap", "", "how long the old tokens keep working (ISO-8601, PT10M; at most P7D); none: they stop at once")
@@ -324,10 +341,12 @@ func widen(grants, more []grantArg) []grantArg {
 }
 
 // narrow withdraws less from grants: a key's listed revisions, or the
-// key's whole grant when less names no revisions. Withdrawing some
-// revisions of a grant of every revision is refused: which ones remain
-// is for the admin to list.
-func narrow(grants, less []grantArg) ([]grantArg, error) {
+// key's whole grant when less names no revisions. Some revisions withdrawn
+// from a grant of every revision leave a list of the others that exist
+// (revisions reads them): revisions published later are then no longer
+// granted, which narrowing means; a pattern's grant is withdrawn whole or
+// not at all.
+func narrow(grants, less []grantArg, revisions func(key string) ([]int, error)) ([]grantArg, error) {
 	out := slices.Clone(grants)
 	for _, l := range less {
 		i := slices.IndexFunc(out, func(g grantArg) bool { return g.Definition == l.Definition })
@@ -341,7 +360,14 @@ func narrow(grants, less []grantArg) ([]grantArg, error) {
 		}
 		allHad, had := revisionsOf(out[i])
 		if allHad {
-			return nil, fmt.Errorf("%s is granted every revision, present and future: withdraw the grant (--grant %s) and grant the revisions to keep (relais consumer grant)", l.Definition, l.Definition)
+			if strings.HasSuffix(l.Definition, "*") {
+				return nil, fmt.Errorf("%s is a pattern, granted every revision of every key it matches: withdraw it whole (--grant %s) and grant the keys to keep", l.Definition, l.Definition)
+			}
+			existing, err := revisions(l.Definition)
+			if err != nil {
+				return nil, err
+			}
+			had = existing
 		}
 		var kept []int
 		for _, r := range had {
@@ -359,6 +385,23 @@ func narrow(grants, less []grantArg) ([]grantArg, error) {
 			continue
 		}
 		out[i].Revisions, _ = json.Marshal(kept)
+	}
+	return out, nil
+}
+
+// revisionNumbers reads the revisions of definition key that exist.
+func revisionNumbers(ctx context.Context, c *apply.Client, key string) ([]int, error) {
+	var def struct {
+		Revisions []struct {
+			Revision int `json:"revision"`
+		} `json:"revisions"`
+	}
+	if err := c.Do(ctx, "GET", "/api/v1/definitions/"+url.PathEscape(key), nil, &def); err != nil {
+		return nil, err
+	}
+	out := make([]int, len(def.Revisions))
+	for i, r := range def.Revisions {
+		out[i] = r.Revision
 	}
 	return out, nil
 }

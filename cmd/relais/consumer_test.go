@@ -90,13 +90,17 @@ func TestConsumerCommand(t *testing.T) {
 	if err != nil || out != `consumer 1 "crm-sync" granted add_company_to_crm (all revisions), score_company (revisions 1) (was add_company_to_crm (all revisions))`+"\n" {
 		t.Errorf("grant: %q, %v\n%s", out, err, stderr)
 	}
-	if _, _, err := consumerRun(r.base, bootstrap, "ungrant", "1", "--grant", "add_company_to_crm=1"); err == nil || !strings.Contains(err.Error(), "add_company_to_crm is granted every revision") {
-		t.Errorf("ungrant one revision of every one: %v", err)
+	// A revision withdrawn from a grant of every revision leaves the
+	// others that exist, in one write (here none: the grant goes).
+	out, stderr, err = consumerRun(r.base, bootstrap, "ungrant", "1", "--grant", "add_company_to_crm=1")
+	if err != nil || !strings.HasPrefix(out, `consumer 1 "crm-sync" granted score_company (revisions 1) (was `) {
+		t.Errorf("ungrant the one revision of every one: %q, %v\n%s", out, err, stderr)
 	}
 	out, stderr, err = consumerRun(r.base, bootstrap, "ungrant", "1", "--grant", "score_company")
-	if err != nil || !strings.HasPrefix(out, `consumer 1 "crm-sync" granted add_company_to_crm (all revisions) (was `) {
+	if err != nil || !strings.HasPrefix(out, `consumer 1 "crm-sync" granted nothing (was `) {
 		t.Errorf("ungrant: %q, %v\n%s", out, err, stderr)
 	}
+	consumerRun(r.base, bootstrap, "grant", "1", "--grant", "add_company_to_crm")
 	if _, _, err := consumerRun(r.base, bootstrap, "grant", "1", "--grant", "score_company=9"); err == nil || !strings.Contains(err.Error(), "invalid_grants") {
 		t.Errorf("grant of a revision that does not exist: %v, want invalid_grants", err)
 	}
@@ -147,14 +151,19 @@ func TestGrantsWidenAndNarrow(t *testing.T) {
 	if text(had) != "a (revisions 1,3), b (all revisions), c.* (all revisions)" {
 		t.Errorf("widen changed its argument: %s", text(had))
 	}
-	if got, err := narrow(had, []grantArg{g("a", "[3]"), g("c.*", `"all"`)}); err != nil || text(got) != "a (revisions 1), b (all revisions)" {
+	existing := func(key string) ([]int, error) { return []int{1, 2, 3, 4}, nil }
+	if got, err := narrow(had, []grantArg{g("a", "[3]"), g("c.*", `"all"`)}, existing); err != nil || text(got) != "a (revisions 1), b (all revisions)" {
 		t.Errorf("narrow: %s, %v", text(got), err)
 	}
-	if got, err := narrow(had, []grantArg{g("a", "[1,3]")}); err != nil || text(got) != "b (all revisions), c.* (all revisions)" {
+	if got, err := narrow(had, []grantArg{g("a", "[1,3]")}, existing); err != nil || text(got) != "b (all revisions), c.* (all revisions)" {
 		t.Errorf("narrow to none: %s, %v", text(got), err)
 	}
-	for _, less := range [][]grantArg{{g("a", "[2]")}, {g("b", "[1]")}, {g("z", `"all"`)}} {
-		if _, err := narrow(had, less); err == nil {
+	// Every revision less one: the others that exist, listed.
+	if got, err := narrow(had, []grantArg{g("b", "[2]")}, existing); err != nil || text(got) != "a (revisions 1,3), b (revisions 1,3,4), c.* (all revisions)" {
+		t.Errorf("narrow every revision: %s, %v", text(got), err)
+	}
+	for _, less := range [][]grantArg{{g("a", "[2]")}, {g("c.*", "[1]")}, {g("z", `"all"`)}, {g("b", "[9]")}} {
+		if _, err := narrow(had, less, existing); err == nil {
 			t.Errorf("narrow by %s: no error", text(less))
 		}
 	}

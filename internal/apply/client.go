@@ -170,17 +170,37 @@ func (c *Client) call(ctx context.Context, method, path string, body any, out an
 
 // callWith is call with more request headers.
 func (c *Client) callWith(ctx context.Context, method, path string, header http.Header, body any, out any) (int, error) {
+	status, _, err := c.roundTrip(ctx, method, path, header, body, out)
+	return status, err
+}
+
+// DoWith is Do with more request headers, answering the response's.
+func (c *Client) DoWith(ctx context.Context, method, path string, header http.Header, body, out any) (http.Header, error) {
+	_, h, err := c.roundTrip(ctx, method, path, header, body, out)
+	return h, err
+}
+
+// IsPreconditionFailed reports whether err is a 412 refusal (a write made
+// against a state that changed since it was read).
+func IsPreconditionFailed(err error) bool {
+	ae, ok := err.(*apiError)
+	return ok && ae.Status == http.StatusPreconditionFailed
+}
+
+// roundTrip sends one request and decodes its answer into out; it
+// returns the status and the response's headers.
+func (c *Client) roundTrip(ctx context.Context, method, path string, header http.Header, body any, out any) (int, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -195,7 +215,7 @@ func (c *Client) callWith(ctx context.Context, method, path string, header http.
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return 0, &unanswered{write: method != http.MethodGet && !strings.Contains(path, "dry_run=true"), err: fmt.Errorf("%s %s: %w", method, path, err)}
+		return 0, nil, &unanswered{write: method != http.MethodGet && !strings.Contains(path, "dry_run=true"), err: fmt.Errorf("%s %s: %w", method, path, err)}
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))
@@ -204,14 +224,14 @@ func (c *Client) callWith(ctx context.Context, method, path string, header http.
 		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
 			ae.Code, ae.Detail = "http_"+fmt.Sprint(res.StatusCode), strings.TrimSpace(string(data))
 		}
-		return res.StatusCode, ae
+		return res.StatusCode, res.Header, ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, path, err)
+			return res.StatusCode, res.Header, fmt.Errorf("%s %s: unexpected answer: %w", method, path, err)
 		}
 	}
-	return res.StatusCode, nil
+	return res.StatusCode, res.Header, nil
 }
 
 func isNotFound(err error) bool {
