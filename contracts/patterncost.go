@@ -90,6 +90,13 @@ func unclosedRepeat(p string) int {
 				return -1
 			}
 			i += 2 + end + 1
+		case c == '\\' && i+2 < len(p) && strings.IndexByte("xpP", p[i+1]) >= 0 && p[i+2] == '{':
+			// \x{263A}, \p{Greek}: braces that hold no count.
+			if end := strings.IndexByte(p[i+3:], '}'); end >= 0 {
+				i += 3 + end
+			} else {
+				i += 2
+			}
 		case c == '\\':
 			i++ // the escaped character
 		case inClass && c == '[' && i+1 < len(p) && p[i+1] == ':':

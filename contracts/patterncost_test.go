@@ -99,3 +99,38 @@ func TestECMAOnlyPatternsAreProblems(t *testing.T) {
 		t.Errorf("PatternProblems = %+v; want the flag at its pointer", vs)
 	}
 }
+
+// Braces outside a count, escapes of what ECMA-262 does not call syntax,
+// and octal escapes are RE2's alone too (verifier QA: ^a{,3}$ matched
+// only "a{,3}", and \- or \# compile nowhere with the u flag); a count's
+// braces, escaped braces, \- in a class and \0 are common; an unclosed
+// count is unclosedRepeat's to say, once; \x{…} holds no count.
+func TestECMAOnlyBracesAndEscapes(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{
+		`^a{,3}$`:            `{,3}: RE2 reads it as the characters`,
+		`^a{b$`:              `{: ECMA-262 (with the u flag`,
+		`^a}$`:               `}: ECMA-262 (with the u flag`,
+		`^a\-b$`:             `\-: ECMA-262 (with the u flag JSON Schema validators use) escapes only`,
+		`^\#$`:               `\#: ECMA-262`,
+		`^[\#]$`:             `\#: ECMA-262`,
+		`^\123$`:             `\123: an octal escape`,
+		`^\a$`:               `\a: ECMA-262 has no \a`,
+		`^a{2,}b{1,3}\{\}$`:  "",
+		`^[a\-z\]]\0$`:       "",
+		`^\/\.\$\^\(\)\|\*$`: "",
+		`^[A-Z]{2`:           "",
+	} {
+		got := ecmaOnly(p)
+		if want == "" && got != "" || want != "" && !strings.HasPrefix(got, want) {
+			t.Errorf("ecmaOnly(%q) = %q, want it to begin %q", p, got, want)
+		}
+	}
+	if got := unclosedRepeat(`^\x{263A}$`); got != -1 {
+		t.Errorf("unclosedRepeat(\\x{263A}) = %d, want -1", got)
+	}
+	c := Contract{Fields: []Field{{Name: "s", Type: TypeText, Pattern: `^\x{263A}$`}}}
+	if vs := PatternProblems(c, "/inputs"); len(vs) != 1 {
+		t.Errorf("\\x{263A}: %+v, want one problem", vs)
+	}
+}

@@ -18,7 +18,20 @@ func ecmaOnly(p string) string {
 		c := p[i]
 		switch {
 		case c == '\\' && i+1 < len(p):
-			switch n := p[i+1]; n {
+			n := p[i+1]
+			switch {
+			case strings.IndexByte("!\"#%&',:;<=>@_`~", n) >= 0 || n == '-' && !inClass:
+				return `\` + string(n) + `: ECMA-262 (with the u flag JSON Schema validators use) escapes only its own syntax characters; write ` + string(n) + ` alone`
+			case n == 'a':
+				return `\a: ECMA-262 has no \a; write \x07`
+			case n >= '1' && n <= '7', n == '0' && i+2 < len(p) && p[i+2] >= '0' && p[i+2] <= '7':
+				j := i + 1
+				for j < len(p) && j < i+4 && p[j] >= '0' && p[j] <= '7' {
+					j++
+				}
+				return p[i:j] + `: an octal escape, which ECMA-262 reads as a back-reference; write the character itself, or \xHH`
+			}
+			switch n {
 			case 'A':
 				return `\A: ECMA-262 has no \A; ^ means the same in a pattern, which is never multi-line`
 			case 'z':
@@ -66,6 +79,30 @@ func ecmaOnly(p string) string {
 			if i+1 < len(p) && p[i+1] == ']' {
 				i++ // a leading ] is the character
 			}
+		case c == '{':
+			j := i + 1
+			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+				j++
+			}
+			digits := j > i+1
+			if j < len(p) && p[j] == ',' {
+				j++
+				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+					j++
+				}
+			}
+			switch {
+			case digits && j < len(p) && p[j] == '}':
+				i = j // a count
+			case digits:
+				// An unclosed count, which unclosedRepeat reports.
+			case j < len(p) && p[j] == '}' && j > i+1:
+				return p[i:j+1] + `: RE2 reads it as the characters and ECMA-262 refuses it; a count names its least ({0,` + p[i+2:j] + `})`
+			default:
+				return `{: ECMA-262 (with the u flag JSON Schema validators use) takes a brace only in a count ({2}, {1,3}); escape it (\{) for the character`
+			}
+		case c == '}':
+			return `}: ECMA-262 (with the u flag JSON Schema validators use) takes a brace only in a count ({2}, {1,3}); escape it (\}) for the character`
 		case c == '(' && i+1 < len(p) && p[i+1] == '?':
 			rest := p[i+2:]
 			switch {
