@@ -645,7 +645,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		}
 	}
 	if len(v.Filter) < len(criteria) {
-		v.Filter = append(v.Filter, fact{Label: T(ctx, "Other criteria"), Value: T(ctx, "any"), TestID: "bulk-filter-others"})
+		v.Filter = append(v.Filter, fact{Label: T(ctx, "Other criteria"), Value: T(ctx, "none given"), TestID: "bulk-filter-others"})
 	}
 	for _, k := range slices.Sorted(maps.Keys(crit)) {
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
@@ -897,7 +897,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		switch fe.Code {
 		case "count_changed":
 			was := confirm
-			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+			v.Changed = T(ctx, "The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
 		case "bulk_exists":
 			// The same form sent again (a double click, a reload): its id
 			// names the action that ran, which Relais checks before the

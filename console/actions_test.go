@@ -507,7 +507,7 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	f.env.Must(200, "POST", "/api/v1/instances/"+c+"/stop", f.env.Admin, map[string]any{"reason": "duplicate"})
 	form.Set("reason", "scorer is back")
 	stale := b.do("POST", action, form)
-	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "bulk-changed"), "Le nombre a changé depuis que vous l’avez confirmé (il était de 3)") {
+	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "bulk-changed"), "Le nombre a changé depuis le décompte (il était de 3)") {
 		t.Fatalf("stale count: %d %q", stale.status, text(stale, "bulk-changed"))
 	}
 	if n := f.auditCount(t, a, "retry"); n != 0 || f.status(t, a) != "held" {

@@ -108,7 +108,8 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		Empty:  T(ctx, "No definition has occurrences yet."),
 		Errors: queryProblems(ctx, r.URL.RawQuery, "definition"),
 	}
-	v.Retention = retentionText(ctx, c.eng)
+	retention, noted := c.eng.Retention()
+	v.Retention = retentionText(ctx, retention, noted)
 	if len(v.Errors) > 0 {
 		c.render(w, r, http.StatusOK, healthPage(v))
 		return
@@ -335,11 +336,12 @@ func openHref(key string, byStatus map[string]int64) string {
 // retentionText says how long ended instances are kept, as this replica
 // applies it (empty before its first note): the health page is where an
 // operator looks for the deployment's settings.
-func retentionText(ctx context.Context, eng *engine.Engine) string {
-	r, ok := eng.Retention()
+func retentionText(ctx context.Context, r engine.Retention, ok bool) string {
 	switch {
 	case !ok:
 		return ""
+	case r.Applied <= 0 && r.Configured > 0:
+		return T(ctx, "Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.")
 	case r.Applied <= 0:
 		return T(ctx, "Retention: ended instances are kept forever (RELAIS_RETENTION).")
 	case r.Applied != r.Configured:

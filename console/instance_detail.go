@@ -103,10 +103,11 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
+	retention, noted := c.eng.Retention()
 	v := instanceView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instance %s", id), "instances"),
 		SummaryLabel: T(ctx, "Summary"),
-		Summary:      append(instanceFacts(ctx, inst, occs, pv.Process), retentionFacts(ctx, inst, c.eng)...),
+		Summary:      append(instanceFacts(ctx, inst, occs, pv.Process), retentionFacts(ctx, inst, retention, noted)...),
 		Attribution:  attribution(ctx, inst, acts),
 		ActionsLabel: T(ctx, "Operator actions"),
 		PathLabel:    T(ctx, "Path"),
@@ -255,13 +256,16 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 // found nothing could not tell a typo from a deletion): the applied
 // setting, which is another replica's when theirs is longer. Nothing for
 // a running instance, or before the replica noted its setting.
-func retentionFacts(ctx context.Context, inst engine.Instance, eng *engine.Engine) []fact {
-	r, ok := eng.Retention()
+func retentionFacts(ctx context.Context, inst engine.Instance, r engine.Retention, ok bool) []fact {
 	if inst.EndedAt == nil || !ok {
 		return nil
 	}
 	if r.Applied <= 0 {
-		return []fact{{Label: T(ctx, "Deleted by retention"), Value: T(ctx, "never: retention keeps ended instances forever (RELAIS_RETENTION)"), TestID: "retention"}}
+		never := T(ctx, "never: retention keeps ended instances forever (RELAIS_RETENTION)")
+		if r.Configured > 0 {
+			never = T(ctx, "never: another replica’s RELAIS_RETENTION keeps ended instances forever")
+		}
+		return []fact{{Label: T(ctx, "Deleted by retention"), Value: never, TestID: "retention"}}
 	}
 	f := fact{Label: T(ctx, "Deleted by retention"), Time: formatTime(ctx, inst.EndedAt.Add(r.Applied)), TestID: "retention",
 		Note: T(ctx, "ended instances are kept %s (RELAIS_RETENTION)", formatDuration(ctx, r.Applied))}

@@ -51,7 +51,7 @@ func TestInstancesOfOneVersion(t *testing.T) {
 	// rows of "any" pushed the count below a phone's first screen).
 	var labels []string
 	confirm.doc.Find(`[data-testid=bulk-confirm] dl.facts dt`).Each(func(_ int, s *goquery.Selection) { labels = append(labels, s.Text()) })
-	if got := strings.Join(labels, ", "); got != "Process, Version, Other criteria" || text(confirm, "bulk-filter-others") != "any" {
+	if got := strings.Join(labels, ", "); got != "Process, Version, Other criteria" || text(confirm, "bulk-filter-others") != "none given" {
 		t.Errorf("the bulk stop's filter lists %q (others %q); want the criteria given, then the others as any", got, text(confirm, "bulk-filter-others"))
 	}
 	// A key or a version nothing has is refused, not counted 0, with the

@@ -39,118 +39,118 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              346,
-	"%[1]s %[2]s, %[3]s %[4]s":                 347,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          345,
-	"%[1]s; %[2]s":                             344,
-	"%d (0 lowest, 9 highest)":                 519,
-	"%d attempts":                              528,
-	"%d attempts, retry after %s, priority %d": 716,
+	"%[1]s %[2]s":                              347,
+	"%[1]s %[2]s, %[3]s %[4]s":                 348,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          346,
+	"%[1]s; %[2]s":                             345,
+	"%d (0 lowest, 9 highest)":                 522,
+	"%d attempts":                              531,
+	"%d attempts, retry after %s, priority %d": 719,
 	"%d breaking":                              256,
 	"%d changes":                               255,
 	"%d completed":                             339,
-	"%d d":                                     354,
-	"%d days":                                  368,
+	"%d d":                                     355,
+	"%d days":                                  369,
 	"%d failed":                                340,
-	"%d h":                                     353,
+	"%d h":                                     354,
 	"%d held instances match now.":             64,
-	"%d hours":                                 369,
-	"%d items":                                 797,
-	"%d left":                                  530,
-	"%d min":                                   352,
-	"%d minutes":                               370,
+	"%d hours":                                 370,
+	"%d items":                                 800,
+	"%d left":                                  533,
+	"%d min":                                   353,
+	"%d minutes":                               371,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              795,
-	"%d ms": 372,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         704,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 703,
-	"%d occurrences": 633,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              798,
+	"%d ms": 373,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         707,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 706,
+	"%d occurrences": 636,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
 	"%d releases":                             280,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       351,
-	"%d seconds": 371,
+	"%d s":       352,
+	"%d seconds": 372,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
-	"%s (a fixed offset, no daylight saving time)":                                     665,
-	"%s (deferred; settled by %s)":                                                     595,
-	"%s (deferred; settled with its settle token)":                                     593,
-	"%s (deferred; settled with its settle token, as %s)":                              594,
+	"%s (a fixed offset, no daylight saving time)":                                     668,
+	"%s (deferred; settled by %s)":                                                     598,
+	"%s (deferred; settled with its settle token)":                                     596,
+	"%s (deferred; settled with its settle token, as %s)":                              597,
 	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          710,
-	"%s ago":                                                                           349,
-	"%s at %s":                                                                         599,
-	"%s so far":                                                                        591,
+	"%s = %s":                                                                          713,
+	"%s ago":                                                                           350,
+	"%s at %s":                                                                         602,
+	"%s so far":                                                                        594,
 	"%s version %s":                                                                    272,
 	"%s versions %s":                                                                   273,
-	"%s ← %s":                                                                          709,
-	"%s → %s":                                                                          711,
+	"%s ← %s":                                                                          712,
+	"%s → %s":                                                                          714,
 	"%s, %s: %s":                                                                       311,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         523,
-	"%s, cut to %s by the destination’s max_timeout":                       522,
-	"%s, multiplied by %s after each failure, up to %s":                    525,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 524,
-	"%s, revision %s":                         483,
-	"%s, version %s":                          484,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         526,
+	"%s, cut to %s by the destination’s max_timeout":                       525,
+	"%s, multiplied by %s after each failure, up to %s":                    528,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 527,
+	"%s, revision %s":                         486,
+	"%s, version %s":                          487,
 	"%s: %s":                                  338,
 	"%s: %s → %s":                             263,
-	"%s: a date is written 2026-12-01.":       649,
+	"%s: a date is written 2026-12-01.":       652,
 	"%s: every revision, present and future":  201,
 	"%s: revision %s":                         202,
 	"%s: revisions %s":                        203,
-	"%s: the first day comes after the last.": 650,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 520,
+	"%s: the first day comes after the last.": 653,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 523,
 	"%s–%s":                         337,
-	"(%d characters in all)":        799,
-	"(%d handed back, not counted)": 529,
-	"(each item)":                   785,
-	"(in %s)":                       798,
-	"(worker %s)":                   578,
-	"0 seconds":                     367,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            762,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 567,
+	"(%d characters in all)":        802,
+	"(%d handed back, not counted)": 532,
+	"(each item)":                   788,
+	"(in %s)":                       801,
+	"(worker %s)":                   581,
+	"0 seconds":                     368,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            765,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 570,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       313,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 660,
-	"A revision is a definition’s: choose the definition too.": 615,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 750,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   749,
-	"A version is a process’s: choose the process too.":              416,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 663,
+	"A revision is a definition’s: choose the definition too.": 618,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 753,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   752,
+	"A version is a process’s: choose the process too.":              418,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              411,
-	"Abandoned by %s at %s — “%s”":                                   399,
+	"Abandoned at node":                                              413,
+	"Abandoned by %s at %s — “%s”":                                   400,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 421,
+	"Act on every instance this filter matches": 424,
 	"Action":                              110,
 	"All actions":                         125,
-	"All consumers":                       629,
+	"All consumers":                       632,
 	"All definitions":                     330,
 	"All its tasks":                       200,
-	"All processes":                       427,
-	"All statuses":                        429,
-	"All workers":                         812,
-	"An operator abandoned the instance.": 566,
-	"Any definition":                      428,
+	"All processes":                       430,
+	"All statuses":                        432,
+	"All workers":                         815,
+	"An operator abandoned the instance.": 569,
+	"Any definition":                      431,
 	"Apply filters":                       122,
-	"Apr":                                 358,
+	"Apr":                                 359,
 	"As of %s (%s); refreshed every few seconds.": 324,
-	"Attempts":                         488,
+	"Attempts":                         491,
 	"Audit log":                        116,
-	"Aug":                              362,
-	"Available from":                   540,
+	"Aug":                              363,
+	"Available from":                   543,
 	"Back to definitions":              168,
 	"Back to external tasks":           166,
 	"Back to sign-in":                  167,
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           730,
-	"Back without saving":              662,
+	"Back to the occurrence":           733,
+	"Back without saving":              665,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
 	"Bulk %s applied to %d instances.": 105,
@@ -160,111 +160,111 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     114,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    521,
+	"Call timeout":                    524,
 	"Calls":                           291,
 	"Calls signed (Relais-Signature)": 293,
-	"Camunda 7 facade":                817,
-	"Cancelled: the instance was stopped (%s).":               590,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 589,
+	"Camunda 7 facade":                820,
+	"Cancelled: the instance was stopped (%s).":               593,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 592,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           732,
-	"Cannot reveal it here":                                   728,
+	"Cannot reveal":                                           735,
+	"Cannot reveal it here":                                   731,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
 	"Choose two existing revisions to compare.":               252,
 	"Classification":                                          209,
 	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            698,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 681,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            701,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 684,
 	"Compare":              229,
 	"Compare revisions":    225,
 	"Completed":            333,
-	"Completed (%s).":      584,
+	"Completed (%s).":      587,
 	"Completed, last hour": 321,
 	"Completions and failures per 5 minutes, last hour: %s":    331,
 	"Completions and failures per 5-minute slot, oldest first": 335,
 	"Completions and failures, last hour":                      314,
-	"Connected":                                                808,
+	"Connected":                                                811,
 	"Constraints":                                              210,
-	"Consumer":                                                 490,
-	"Consumer and worker":                                      626,
+	"Consumer":                                                 493,
+	"Consumer and worker":                                      629,
 	"Consumers":                                                147,
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    725,
-	"Counts by status": 621,
-	"Created":          383,
+	"Counts as of %s (%s); refreshed every few seconds.":                    728,
+	"Counts by status": 624,
+	"Created":          384,
 	"Created from":     84,
 	"Created on":       193,
 	"Created to":       85,
-	"Creation date":    417,
-	"Dates":            486,
-	"Deadline":         517,
-	"Dec":              366,
-	"Deferred":         544,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 583,
+	"Creation date":    419,
+	"Dates":            489,
+	"Deadline":         520,
+	"Dec":              367,
+	"Deferred":         547,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 586,
 	"Definition":                                 316,
 	"Definition %s":                              212,
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
 	"Definitions by key":                         275,
-	"Definitions served":                         806,
+	"Definitions served":                         809,
 	"Definitions, those needing attention first": 315,
-	"Deleted by retention":                       406,
+	"Deleted by retention":                       409,
 	"Description":                                211,
-	"Destination":                                502,
+	"Destination":                                505,
 	"Destinations":                               148,
 	"Destinations by name":                       284,
-	"Destination’s answer":                       495,
+	"Destination’s answer":                       498,
 	"Detail":                                     231,
 	"Did you mean “%s”?":                         96,
 	"Digest":                                     245,
 	"Display settings":                           153,
-	"Display settings saved.":                    668,
+	"Display settings saved.":                    671,
 	"Display settings: ":                         154,
-	"Duration":                                   494,
+	"Duration":                                   497,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 312,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          636,
-	"End node":                  410,
-	"End node or error":         425,
-	"Ended":                     402,
+	"Earlier attempt:":          639,
+	"End node":                  412,
+	"End node or error":         428,
+	"Ended":                     403,
 	"Erase process instance %s": 296,
 	"Erase the instance":        299,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 297,
-	"Erase this instance…": 393,
+	"Erase this instance…": 394,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 301,
-	"Error":                      625,
-	"Error (before any attempt)": 547,
-	"Error (the deadline passed after attempt %d)": 546,
+	"Error":                      628,
+	"Error (before any attempt)": 550,
+	"Error (the deadline passed after attempt %d)": 549,
 	"Error code":       82,
-	"Error message":    497,
-	"Every %d seconds": 667,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 539,
-	"Every attempt, oldest first": 489,
+	"Error message":    500,
+	"Every %d seconds": 670,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 542,
+	"Every attempt, oldest first": 492,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  735,
-	"Expired token":                        772,
-	"Expires":                              769,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  738,
+	"Expired token":                        775,
+	"Expires":                              772,
 	"External tasks":                       140,
 	"Failed":                               319,
-	"Failed (%s).":                         588,
-	"Failed at node":                       412,
-	"Failed occurrence":                    404,
+	"Failed (%s).":                         591,
+	"Failed at node":                       414,
+	"Failed occurrence":                    405,
 	"Failed, last hour":                    322,
-	"Feb":                                  356,
+	"Feb":                                  357,
 	"Field":                                206,
 	"Filter":                               57,
 	"Filters":                              118,
 	"Find":                                 144,
 	"Find an instance or occurrence":       142,
-	"Finished":                             493,
-	"First page":                           646,
+	"Finished":                             496,
+	"First page":                           649,
 	"Follow it in the audit log (new tab)": 61,
 	"Form not received":                    179,
 	"Form refused":                         174,
@@ -273,84 +273,84 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  192,
-	"Graph":                   680,
-	"Graph of %s":             702,
-	"HTTP 2xx, unusable body": 605,
+	"Graph":                   683,
+	"Graph of %s":             705,
+	"HTTP 2xx, unusable body": 608,
 	"Headers sent":            287,
 	"Health":                  139,
 	"Held at a node of":       83,
-	"Held at node":            403,
-	"Held for":                405,
+	"Held at node":            404,
+	"Held for":                406,
 	"Held instances":          318,
 	"ID":                      190,
-	"In flight":               807,
+	"In flight":               810,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 332,
 	"Inputs": 235,
-	"Inputs an instance of this version is started with": 691,
-	"Inputs from":                689,
+	"Inputs an instance of this version is started with": 694,
+	"Inputs from":                692,
 	"Inputs of revision %d":      246,
 	"Inputs of the working copy": 237,
-	"Inputs the instance was started with, labelled by process version %d's contract": 391,
-	"Inputs, labelled by revision %d's contract":                                      531,
-	"Instance":                  424,
+	"Inputs the instance was started with, labelled by process version %d's contract": 392,
+	"Inputs, labelled by revision %d's contract":                                      534,
+	"Instance":                  427,
 	"Instances":                 89,
-	"Instances of this version": 692,
+	"Instances of this version": 695,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.":     830,
-	"It takes every revision its consumer is granted: %s.": 829,
-	"It takes revision %d only.":                           833,
-	"It takes revisions %s only.":                          835,
+	"It takes every revision its consumer is granted.":     833,
+	"It takes every revision its consumer is granted: %s.": 832,
+	"It takes revision %d only.":                           836,
+	"It takes revisions %s only.":                          838,
 	"Its calls":                                            292,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 298,
-	"Its instance is held here, waiting for an operator.":                            585,
-	"Its instance went on along the node’s error path, and is held at a later node.": 586,
-	"Its instance went on along the node’s error path.":                              587,
+	"Its instance is held here, waiting for an operator.":                            588,
+	"Its instance went on along the node’s error path, and is held at a later node.": 589,
+	"Its instance went on along the node’s error path.":                              590,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               777,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               780,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     355,
-	"Jul":                     361,
-	"Jun":                     360,
-	"Keep it":                 779,
+	"Jan":                     356,
+	"Jul":                     362,
+	"Jun":                     361,
+	"Keep it":                 782,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       294,
 	"Key":                     276,
-	"Kind":                    684,
+	"Kind":                    687,
 	"Language":                136,
 	"Last changed":            289,
-	"Last error (attempt %d)": 545,
-	"Last reserved":           542,
+	"Last error (attempt %d)": 548,
+	"Last reserved":           545,
 	"Last saved":              216,
-	"Last seen":               809,
-	"Last used":               768,
-	"Latest":                  693,
+	"Last seen":               812,
+	"Last used":               771,
+	"Latest":                  696,
 	"Latest revision":         277,
 	"Lists every change from one revision to another, and whom it may break.": 226,
-	"Local time in %s": 664,
-	"Lock expired %s — waiting to be offered again.": 575,
-	"Lock expires":    543,
+	"Local time in %s": 667,
+	"Lock expired %s — waiting to be offered again.": 578,
+	"Lock expires":    546,
 	"Longest timeout": 288,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
 	"Main navigation":     138,
-	"Mar":                 357,
-	"Maximum attempts":    513,
-	"May":                 359,
-	"Message":             623,
-	"Message from Relais": 613,
-	"Message from Relais, quoting the destination’s answer":            612,
-	"Message from the worker (its own words, protected values masked)": 611,
-	"Method not allowed": 739,
-	"Mode":               511,
-	"More filters: instance, revision, consumer, destination, dates": 617,
+	"Mar":                 358,
+	"Maximum attempts":    516,
+	"May":                 360,
+	"Message":             626,
+	"Message from Relais": 616,
+	"Message from Relais, quoting the destination’s answer":            615,
+	"Message from the worker (its own words, protected values masked)": 614,
+	"Method not allowed": 742,
+	"Mode":               514,
+	"More filters: instance, revision, consumer, destination, dates": 620,
 	"Name":                    191,
-	"Never":                   666,
-	"Next attempt":            541,
-	"Next attempt or settled": 627,
-	"Next node":               382,
-	"Next page":               645,
+	"Never":                   669,
+	"Next attempt":            544,
+	"Next attempt or settled": 630,
+	"Next node":               383,
+	"Next page":               648,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
 	"No consumer yet.": 186,
 	"No definition %s has occurrences: check the key, or show all definitions.": 329,
@@ -359,184 +359,185 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        279,
 	"No destination yet.":                                                       281,
 	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       690,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    748,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 746,
-	"No instance matches these filters.": 426,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 747,
-	"No live worker takes %s now (Workers page).":                                               569,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 570,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           571,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          572,
+	"No inputs: an instance starts with an empty object.":                       693,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    751,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 749,
+	"No instance matches these filters.": 429,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 750,
+	"No live worker takes %s now (Workers page).":                                               572,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 573,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           574,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          575,
 	"No more consumers.":                                   187,
 	"No more destinations.":                                282,
-	"No occurrence matches these filters.":                 628,
+	"No occurrence matches these filters.":                 631,
 	"No operator action matches.":                          124,
-	"No operator has acted on this instance.":              387,
-	"No outputs yet: the occurrence has not completed.":    534,
+	"No operator has acted on this instance.":              388,
+	"No outputs yet: the occurrence has not completed.":    537,
 	"No outputs.":                                          239,
-	"No outputs: the occurrence ended without completing.": 536,
+	"No outputs: the occurrence ended without completing.": 539,
 	"No process has the key “%s”.":                         98,
-	"No process is published yet.":                         675,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             826,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             825,
+	"No process is published yet.":                         678,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             829,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             828,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 719,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 722,
 	"No revision yet: the Working copy has never been snapshotted.":                     218,
-	"No token.":              766,
-	"No value was revealed.": 737,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              501,
-	"No worker has reserved this occurrence yet.":                                        498,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 827,
-	"No worker is connected.":           810,
-	"No worker serves this definition.": 813,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 824,
-	"Node":                  379,
-	"Nodes":                 682,
-	"Nodes of this version": 699,
-	"Nodes of this version, with their occurrences now": 683,
-	"Nodes reached, in order":                           378,
+	"No token.":              769,
+	"No value was revealed.": 740,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              504,
+	"No worker has reserved this occurrence yet.":                                        501,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 830,
+	"No worker is connected.":           813,
+	"No worker serves this definition.": 816,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 827,
+	"Node":                  380,
+	"Nodes":                 685,
+	"Nodes of this version": 702,
+	"Nodes of this version, with their occurrences now": 686,
+	"Nodes reached, in order":                           379,
 	"Not allowed":                                       162,
 	"Not found":                                         172,
 	"Notes":                                             223,
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             744,
+	"Nothing to find: the search box is empty.":                             747,
 	"Nothing was done.":        31,
-	"Nov":                      365,
-	"Now":                      507,
-	"Occurrence":               380,
-	"Occurrence %s":            485,
+	"Nov":                      366,
+	"Now":                      510,
+	"Occurrence":               381,
+	"Occurrence %s":            488,
 	"Occurrence offered again": 113,
-	"Occurrences now":          688,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          822,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 823,
-	"Occurrences, newest first": 622,
-	"Oct":                       364,
-	"Offered from %s — %s.":     574,
+	"Occurrences now":          691,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          825,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 826,
+	"Occurrences, newest first": 625,
+	"Oct":                       365,
+	"Offered from %s — %s.":     577,
 	"Oldest claimable waits":    320,
-	"On error":                  687,
-	"On success":                686,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         733,
-	"Only administrators may reveal a sensitive value.":                                                           726,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 763,
+	"On error":                  690,
+	"On success":                689,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         736,
+	"Only administrators may reveal a sensitive value.":                                                           729,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 766,
 	"Open":             317,
-	"Operator actions": 375,
-	"Operator actions on this instance, newest first": 388,
+	"Operator actions": 376,
+	"Operator actions on this instance, newest first": 389,
 	"Operator actions, newest first":                  128,
 	"Other criteria":                                  86,
-	"Outcome":                                         496,
+	"Outcome":                                         499,
 	"Outputs":                                         238,
 	"Outputs of revision %d":                          247,
 	"Outputs of the working copy":                     240,
-	"Outputs, labelled by revision %d's contract":     533,
-	"Pages": 643,
-	"Paste your token in the field: it is empty.": 760,
-	"Path":                            376,
+	"Outputs, labelled by revision %d's contract":     536,
+	"Pages": 646,
+	"Paste your token in the field: it is empty.": 763,
+	"Path":                            377,
 	"Pause reloading":                 161,
 	"Pinned by":                       270,
-	"Pinned revision":                 685,
-	"Policy":                          487,
-	"Previous page":                   644,
-	"Priority":                        518,
+	"Pinned revision":                 688,
+	"Policy":                          490,
+	"Previous page":                   647,
+	"Priority":                        521,
 	"Process":                         78,
-	"Process %s":                      678,
+	"Process %s":                      681,
 	"Process %s has no version %d.":   97,
-	"Process and node":                624,
-	"Process inputs":                  390,
+	"Process and node":                627,
+	"Process inputs":                  391,
 	"Process instance":                112,
-	"Process instance %s":             373,
-	"Process instances":               419,
-	"Process instances, newest first": 423,
+	"Process instance %s":             374,
+	"Process instances":               421,
+	"Process instances, newest first": 426,
 	"Processes":                       141,
-	"Processes by key":                673,
-	"Protocol":                        805,
+	"Processes by key":                676,
+	"Protocol":                        808,
 	"Published":                       224,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 671,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       672,
-	"Push destination": 618,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 674,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       675,
+	"Push destination": 621,
 	"Reason":           111,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            512,
-	"Recorded operator actions":                             386,
+	"Reason given by the worker":                            515,
+	"Recorded operator actions":                             387,
 	"Relais console":                                        135,
-	"Relais has not called the destination yet.":            504,
-	"Relais is calling the destination (since %s).":         580,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 506,
-	"Relais never called the destination: the occurrence ended before any call.":                                    505,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        601,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 603,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     600,
+	"Relais has not called the destination yet.":            507,
+	"Relais is calling the destination (since %s).":         583,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 509,
+	"Relais never called the destination: the occurrence ended before any call.":                                    508,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        604,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 606,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     603,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           602,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           605,
 	"Release":                       221,
 	"Releases":                      219,
 	"Releases, oldest first":        241,
-	"Reload lists and detail pages": 659,
+	"Reload lists and detail pages": 662,
 	"Reloading paused":              158,
-	"Reloading paused: this page stays as it is until you resume.": 670,
-	"Reloading resumed.":                  669,
-	"Replica":                             503,
+	"Reloading paused: this page stays as it is until you resume.": 673,
+	"Reloading resumed.":                  672,
+	"Replica":                             506,
 	"Required":                            208,
-	"Reserved":                            492,
-	"Reserved by %s.":                     582,
-	"Reserved by %s; lock until %s — %s.": 581,
+	"Reserved":                            495,
+	"Reserved by %s.":                     585,
+	"Reserved by %s; lock until %s — %s.": 584,
 	"Reserved now":                        199,
 	"Resume":                              159,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         343,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 342,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             341,
-	"Retried by %s at %s — “%s”":                                                      400,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         344,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 343,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             342,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            341,
+	"Retried by %s at %s — “%s”":                                                      401,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            515,
+	"Retries":            518,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  573,
-	"Retry delay":        514,
+	"Retry at %s — %s.":  576,
+	"Retry delay":        517,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         508,
+	"Retry or abandon it from its instance":         511,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 548,
+	"Retryable": 551,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 537,
-	"Revealed by %s at %s; recorded in the audit log.": 731,
+	"Reveal — this is recorded": 540,
+	"Revealed by %s at %s; recorded in the audit log.": 734,
 	"Reveals":               150,
-	"Reveals, newest first": 736,
+	"Reveals, newest first": 739,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 831,
-	"Revoke the %s token “%s”?": 776,
-	"Revoke the token":          778,
-	"Revoke token %d":           775,
-	"Revoke…":                   773,
-	"Role":                      767,
-	"Route":                     381,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 834,
+	"Revoke the %s token “%s”?": 779,
+	"Revoke the token":          781,
+	"Revoke token %d":           778,
+	"Revoke…":                   776,
+	"Role":                      770,
+	"Route":                     382,
 	"Routing output":            215,
-	"Row %s":                    647,
-	"Rows %s–%s":                648,
-	"Save settings":             661,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      727,
+	"Row %s":                    650,
+	"Rows %s–%s":                651,
+	"Save settings":             664,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      730,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 295,
-	"Search":                               742,
-	"Secret values can never be revealed.": 734,
-	"Sep":                                  363,
-	"Served by %d workers":                 828,
-	"Settled":                              384,
-	"Settlement date":                      616,
+	"Search":                               745,
+	"Secret values can never be revealed.": 737,
+	"Sep":                                  364,
+	"Served by %d workers":                 831,
+	"Settled":                              385,
+	"Settlement date":                      619,
 	"Show all definitions":                 328,
-	"Show times in":                        657,
+	"Show times in":                        660,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 755,
-	"Sign in with an operator, designer or administrator token.": 756,
+	"Sign in": 758,
+	"Sign in with an operator, designer or administrator token.": 759,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
@@ -546,10 +547,10 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 764,
-	"Staff tokens, oldest first": 765,
-	"Start node":                 679,
-	"Started":                    401,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 767,
+	"Staff tokens, oldest first": 768,
+	"Start node":                 682,
+	"Started":                    402,
 	"State":                      194,
 	"Status":                     80,
 	"Stop %d instances":          75,
@@ -563,322 +564,324 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              398,
+	"Stopped by %s at %s — “%s”":                              399,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   397,
-	"Summary": 374,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   398,
+	"Summary": 375,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 274,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           745,
+	"That is too long to be an id or a business key.":                                           748,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 510,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 513,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 283,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            560,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            563,
 	"The bulk action must be its id (a UUID).":                                      127,
-	"The call could not be prepared.":                                               561,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 722,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 579,
+	"The call could not be prepared.":                                               564,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 725,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 582,
 	"The chart’s numbers": 334,
-	"The confirmed count is missing: start again from the list.":                                                                                                            102,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           185,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          658,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 183,
-	"The deadline passed before a result arrived.":                                                                                                                          558,
-	"The destination answered HTTP %s.":     568,
-	"The destination could not be reached.": 562,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    552,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         553,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   551,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 550,
-	"The destination’s answer was too large.": 563,
+	"The confirmed count is missing: start again from the list.":                                                                                                        102,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       185,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      661,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             183,
+	"The deadline passed before a result arrived.":                                                                                                                      561,
+	"The destination answered HTTP %s.":     571,
+	"The destination could not be reached.": 565,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    555,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         556,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   554,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 553,
+	"The destination’s answer was too large.": 566,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                565,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         597,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      598,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    596,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            564,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               555,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 554,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     556,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             557,
-	"The latest %d attempts, oldest first":                                                         509,
-	"The next page counts them and asks for a reason before anything changes.":                     422,
-	"The nodes this instance reached, in order, each with its occurrence.":                         377,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                568,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         600,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      601,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    599,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            567,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               558,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 557,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     559,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             560,
+	"The latest %d attempts, oldest first":                                                         512,
+	"The next page counts them and asks for a reason before anything changes.":                     425,
+	"The nodes this instance reached, in order, each with its occurrence.":                         378,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
-	"The page cursor is invalid: go back to the first page.":                                       655,
-	"The page size must be between 1 and %d.":                                                      418,
-	"The parameter “%s” is given %d times: give it once.":                                          654,
+	"The page cursor is invalid: go back to the first page.":                                       658,
+	"The page size must be between 1 and %d.":                                                      420,
+	"The parameter “%s” is given %d times: give it once.":                                          657,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 559,
-	"The revision must be a whole number, 1 or more.":           614,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 758,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        752,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     782,
-	"The version must be a whole number from 1.":                                                                                                        415,
+	"The result did not match the revision's outputs contract.": 562,
+	"The revision must be a whole number, 1 or more.":           617,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 761,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        755,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     785,
+	"The version must be a whole number from 1.":                                                                                                        417,
 	"These revisions have the same contracts.":                                                                                                          234,
-	"These settings are kept in this browser only.":                                                                                                     656,
-	"They take every revision their consumer is granted.":                                                                                               832,
-	"They take revision %d only.":                                                                                                                       834,
-	"They take revisions %s only.":                                                                                                                      836,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 651,
+	"These settings are kept in this browser only.":                                                                                                     659,
+	"They take every revision their consumer is granted.":                                                                                               835,
+	"They take revision %d only.":                                                                                                                       837,
+	"They take revisions %s only.":                                                                                                                      839,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 654,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
-	"This contract has no inputs.":  532,
-	"This contract has no outputs.": 535,
+	"This contract has no inputs.":  535,
+	"This contract has no outputs.": 538,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           741,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           744,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 302,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 394,
-	"This instance has not reached a task yet.":                                                                                                                                     385,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 395,
+	"This instance has not reached a task yet.":                                                                                                                                     386,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 300,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 395,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 396,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 396,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 397,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            781,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           780,
-	"This page does not accept that request.": 740,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            784,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           783,
+	"This page does not accept that request.": 743,
 	"This page reloads every %d seconds.":     160,
-	"This process takes no inputs.":           392,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 729,
+	"This process takes no inputs.":           393,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 732,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 761,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 700,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            701,
+	"This token is unknown, revoked or expired.": 764,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 703,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            704,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           757,
+	"Token":                           760,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 759,
-	"Totals of all definitions, not narrowed by the other filters":         632,
-	"Totals of definition %s, not narrowed by the other filters":           631,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 762,
+	"Totals of all definitions, not narrowed by the other filters":         635,
+	"Totals of definition %s, not narrowed by the other filters":           634,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 743,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 746,
 	"URL":                              286,
-	"UTC (coordinated universal time)": 663,
+	"UTC (coordinated universal time)": 666,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                94,
 	"Unknown destination “%s”.":        95,
-	"Unknown parameter “%s” (did you mean “%s”?).": 652,
-	"Unknown parameter “%s”.":                      653,
-	"Unknown status “%s” (did you mean “%s”?).":    430,
-	"Unknown status “%s”.":                         432,
-	"Value":                                        389,
+	"Unknown parameter “%s” (did you mean “%s”?).": 655,
+	"Unknown parameter “%s”.":                      656,
+	"Unknown status “%s” (did you mean “%s”?).":    433,
+	"Unknown status “%s”.":                         435,
+	"Value":                                        390,
 	"Version":                                      79,
-	"Versions, newest first":                       674,
-	"Waiting for Relais to call the destination since %s (%s).": 576,
-	"Waiting for a worker since %s (%s).":                       577,
+	"Versions, newest first":                       677,
+	"Waiting for Relais to call the destination since %s (%s).": 579,
+	"Waiting for a worker since %s (%s).":                       580,
 	"When":                                                      108,
 	"Who":                                                       109,
-	"Whole message":                                             500,
-	"Why (recorded with the reveal)":                            538,
-	"Worker":                                                    804,
-	"Worker id":                                                 491,
+	"Whole message":                                             503,
+	"Why (recorded with the reveal)":                            541,
+	"Worker":                                                    807,
+	"Worker id":                                                 494,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        802,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        805,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 803,
-	"Workers serving %s":                   811,
+	"Workers seen within three heartbeats": 806,
+	"Workers serving %s":                   814,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 751,
+	"You are signed out.": 754,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 753,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          754,
-	"[redacted]":                          610,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 756,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          757,
+	"[redacted]":                          613,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
 	"active":                              196,
-	"administrator":                       461,
+	"administrator":                       464,
 	"an incident: retry, abandon or stop": 306,
-	"answer too large":                    608,
-	"any":                                 87,
-	"any other code → %s":                 714,
+	"answer too large":                    611,
+	"any":                                 422,
+	"any other code → %s":                 717,
 	"any other error":                     304,
-	"as of %s (%s); counts are refreshed every few seconds.": 634,
-	"at least %d characters":                                 786,
-	"at least %d items":                                      793,
-	"at most %d":                                             526,
-	"at most %d characters":                                  787,
-	"at most %d items":                                       794,
-	"at most %d since the last operator retry":               527,
-	"available":                                              433,
-	"boolean":                                                448,
-	"call in progress since":                                 640,
-	"cancelled":                                              438,
-	"choice":                                                 451,
-	"claimable since":                                        639,
+	"as of %s (%s); counts are refreshed every few seconds.": 637,
+	"at least %d characters":                                 789,
+	"at least %d items":                                      796,
+	"at most %d":                                             529,
+	"at most %d characters":                                  790,
+	"at most %d items":                                       797,
+	"at most %d since the last operator retry":               530,
+	"available":                                              436,
+	"boolean":                                                451,
+	"call in progress since":                                 643,
+	"cancelled":                                              441,
+	"choice":                                                 454,
+	"claimable since":                                        642,
 	"claimable since %s":                                     325,
-	"classification changed":                                 472,
-	"completed":                                              436,
-	"constraint changed":                                     473,
-	"consumer":                                               464,
-	"consumer #%s":                                           592,
-	"date":                                                   449,
-	"date and time":                                          450,
-	"deadline %s":                                            718,
-	"deferred":                                               435,
-	"deferred since":                                         642,
+	"classification changed":                                 475,
+	"completed":                                              439,
+	"constraint changed":                                     476,
+	"consumer":                                               467,
+	"consumer #%s":                                           595,
+	"date":                                                   452,
+	"date and time":                                          453,
+	"deadline %s":                                            721,
+	"deferred":                                               438,
+	"deferred since":                                         645,
 	"deleted":                                                115,
-	"designer":                                               463,
-	"disconnected":                                           444,
-	"each item of %s":                                        784,
-	"end (completes)":                                        707,
-	"end (fails)":                                            708,
+	"designer":                                               466,
+	"disconnected":                                           447,
+	"each item of %s":                                        787,
+	"end (completes)":                                        710,
+	"end (fails)":                                            711,
 	"end: completes the instance":                            307,
 	"end: fails the instance":                                308,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         408,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 409,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         410,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 411,
 	"erase":                                  6,
-	"every revision its consumer is granted": 818,
-	"every revision its consumer is granted: %s": 814,
-	"exact, case-sensitive":                      420,
-	"expired":                                    441,
-	"failed":                                     437,
-	"fails the instance":                         715,
-	"field added":                                467,
-	"field removed":                              468,
-	"format":                                     478,
-	"format %s":                                  789,
+	"every revision its consumer is granted": 821,
+	"every revision its consumer is granted: %s": 817,
+	"exact, case-sensitive":                      423,
+	"expired":                                    444,
+	"failed":                                     440,
+	"fails the instance":                         718,
+	"field added":                                470,
+	"field removed":                              471,
+	"format":                                     481,
+	"format %s":                                  792,
 	"from":                                       120,
-	"held":                                       440,
+	"held":                                       443,
 	"held for an operator":                       305,
-	"held, then abandoned by an operator":        414,
-	"held, then stopped by an operator":          413,
-	"hidden (secret)":                            458,
-	"hidden (sensitive)":                         457,
-	"hold (an incident for an operator)":         713,
+	"held, then abandoned by an operator":        416,
+	"held, then stopped by an operator":          415,
+	"hidden (secret)":                            461,
+	"hidden (sensitive)":                         460,
+	"hold (an incident for an operator)":         716,
 	"id or business key":                         143,
-	"in %s":                                      348,
-	"in progress":                                499,
-	"instance held here":                         630,
-	"instance id":                                620,
-	"instances held":                             723,
-	"instances held: %s":                         724,
-	"integer":                                    446,
-	"its name, exactly":                          619,
-	"just now":                                   350,
-	"list":                                       453,
-	"lock until":                                 641,
-	"long polling":                               816,
+	"in %s":                                      349,
+	"in progress":                                502,
+	"instance held here":                         633,
+	"instance id":                                623,
+	"instances held":                             726,
+	"instances held: %s":                         727,
+	"integer":                                    449,
+	"its name, exactly":                          622,
+	"just now":                                   351,
+	"list":                                       456,
+	"lock until":                                 644,
+	"long polling":                               819,
 	"long wait":                                  326,
 	"masked value":                               285,
-	"maximum":                                    480,
-	"maximum %s":                                 791,
-	"maximum items":                              482,
-	"maximum length":                             476,
-	"minimum":                                    479,
-	"minimum %s":                                 790,
-	"minimum items":                              481,
-	"minimum length":                             475,
-	"never":                                      770,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 407,
-	"next attempt":                 638,
-	"no":                           466,
-	"no answer within the timeout": 606,
-	"no connection":                607,
+	"maximum":                                    483,
+	"maximum %s":                                 794,
+	"maximum items":                              485,
+	"maximum length":                             479,
+	"minimum":                                    482,
+	"minimum %s":                                 793,
+	"minimum items":                              484,
+	"minimum length":                             478,
+	"never":                                      773,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 408,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       407,
+	"next attempt":                 641,
+	"no":                           469,
+	"no answer within the timeout": 609,
+	"no connection":                610,
 	"no grant: it takes nothing":   198,
 	"no header":                    290,
 	"no process version":           271,
 	"no worker":                    327,
-	"no worker takes revision %d":  820,
-	"no worker takes revisions %s": 821,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 549,
-	"no: version %d is": 695,
+	"no worker takes revision %d":  823,
+	"no worker takes revisions %s": 824,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 552,
+	"no: version %d is": 698,
 	"none":              268,
-	"none (revealed before reasons were asked for)": 738,
-	"none yet": 278,
-	"none: a failed call takes the node’s error path": 516,
-	"normal":       454,
-	"not provided": 796,
+	"none (revealed before reasons were asked for)": 741,
+	"none given": 87,
+	"none yet":   278,
+	"none: a failed call takes the node’s error path": 519,
+	"normal":       457,
+	"not provided": 799,
 	"not set":      269,
-	"not yet":      771,
-	"null":         800,
-	"number":       447,
-	"object":       452,
-	"older versions, from version %d (each links the one before)": 677,
+	"not yet":      774,
+	"null":         803,
+	"number":       450,
+	"object":       455,
+	"older versions, from version %d (each links the one before)": 680,
 	"on error":                           303,
-	"one attempt, no retry, priority %d": 717,
-	"one of: %s":                         792,
-	"operator":                           462,
+	"one attempt, no retry, priority %d": 720,
+	"one of: %s":                         795,
+	"operator":                           465,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
-	"pattern":                            477,
-	"pattern %s":                         788,
-	"pull":                               705,
+	"pattern":                            480,
+	"pattern %s":                         791,
+	"pull":                               708,
 	"pull %s":                            310,
-	"pull (a worker fetches it)":         459,
+	"pull (a worker fetches it)":         462,
 	"push %s":                            309,
-	"push (Relais calls the service)":    460,
-	"push to %s":                         706,
-	"rejected":                           442,
-	"released":                           443,
+	"push (Relais calls the service)":    463,
+	"push to %s":                         709,
+	"rejected":                           445,
+	"released":                           446,
 	"required %s field of type %s":       264,
-	"required changed":                   470,
+	"required changed":                   473,
 	"required field of type %s":          266,
 	"required → optional":                259,
-	"reserved":                           434,
+	"reserved":                           437,
 	"retry":                              3,
-	"revision %d":                        635,
-	"revisions %s":                       819,
+	"revision %d":                        638,
+	"revisions %s":                       822,
 	"revoked":                            197,
-	"routing changed":                    474,
-	"routing output":                     783,
+	"routing changed":                    477,
+	"routing output":                     786,
 	"routing output %s → %s":             257,
-	"running":                            439,
-	"secret":                             456,
-	"sensitive":                          455,
-	"settled":                            637,
+	"running":                            442,
+	"secret":                             459,
+	"sensitive":                          458,
+	"settled":                            640,
 	"stop":                               5,
-	"stream":                             815,
-	"text":                               445,
+	"stream":                             818,
+	"text":                               448,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             774,
-	"timeout %s":               720,
-	"timeout %s (the default)": 721,
+	"this session":             777,
+	"timeout %s":               723,
+	"timeout %s (the default)": 724,
 	"to":                       121,
-	"type changed":             469,
-	"unexpected value":         801,
-	"unknown":                  609,
+	"type changed":             472,
+	"unexpected value":         804,
+	"unknown":                  612,
 	"values added: %s":         260,
-	"values changed":           471,
+	"values changed":           474,
 	"values removed: %s":       261,
 	"values reordered":         262,
-	"version %d":               676,
-	"version %d →":             697,
-	"waiting":                  604,
-	"yes":                      465,
-	"yes: a start that names no version runs this one":                                                                      694,
+	"version %d":               679,
+	"version %d →":             700,
+	"waiting":                  607,
+	"yes":                      468,
+	"yes: a start that names no version runs this one":                                                                      697,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     431,
-	"← version %d": 696,
-	"→ %s":         712,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     434,
+	"← version %d": 699,
+	"→ %s":         715,
 }
 
-var enIndex = []uint32{ // 838 elements
+var enIndex = []uint32{ // 841 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -904,221 +907,222 @@ var enIndex = []uint32{ // 838 elements
 	0x000014df, 0x00001525, 0x0000159e, 0x000015a6,
 	0x000015ae, 0x000015b5, 0x000015c2, 0x000015cd,
 	0x000015df, 0x000015ec, 0x000015f7, 0x00001606,
-	0x0000160a, 0x00001624, 0x0000162e, 0x00001661,
-	0x00001957, 0x00001a86, 0x00001aa0, 0x00001ab2,
+	0x00001611, 0x0000162b, 0x00001635, 0x00001668,
+	0x0000195e, 0x00001a8d, 0x00001aa7, 0x00001ab9,
 	// Entry 60 - 7F
-	0x00001ad3, 0x00001aed, 0x00001b11, 0x00001b35,
-	0x00001b5c, 0x00001bcc, 0x00001bf4, 0x00001c2f,
-	0x00001cd8, 0x00001d51, 0x00001da6, 0x00001e55,
-	0x00001e71, 0x00001e76, 0x00001e7a, 0x00001e81,
-	0x00001e88, 0x00001e99, 0x00001eb2, 0x00001ebe,
-	0x00001ec6, 0x00001ed0, 0x00001fb8, 0x00001fc0,
-	0x00001fd8, 0x00001fdd, 0x00001fe0, 0x00001fee,
-	0x00001ffc, 0x00002018, 0x00002024, 0x000020b9,
+	0x00001ada, 0x00001af4, 0x00001b18, 0x00001b3c,
+	0x00001b63, 0x00001bd3, 0x00001bfb, 0x00001c36,
+	0x00001cdb, 0x00001d54, 0x00001da9, 0x00001e58,
+	0x00001e74, 0x00001e79, 0x00001e7d, 0x00001e84,
+	0x00001e8b, 0x00001e9c, 0x00001eb5, 0x00001ec1,
+	0x00001ec9, 0x00001ed3, 0x00001fbb, 0x00001fc3,
+	0x00001fdb, 0x00001fe0, 0x00001fe3, 0x00001ff1,
+	0x00001fff, 0x0000201b, 0x00002027, 0x000020bc,
 	// Entry 80 - 9F
-	0x000020e2, 0x00002101, 0x00002159, 0x00002231,
-	0x000022c4, 0x00002379, 0x0000240d, 0x0000248c,
-	0x0000249b, 0x000024a4, 0x000024b4, 0x000024c4,
-	0x000024cb, 0x000024da, 0x000024e4, 0x00002503,
-	0x00002516, 0x0000251b, 0x00002527, 0x0000252f,
-	0x00002539, 0x00002546, 0x0000254d, 0x00002555,
-	0x00002570, 0x00002579, 0x0000258a, 0x000025a1,
-	0x000025c4, 0x000025eb, 0x0000260c, 0x0000261d,
+	0x000020e5, 0x00002104, 0x0000215c, 0x00002234,
+	0x000022c7, 0x0000237c, 0x00002410, 0x0000248f,
+	0x0000249e, 0x000024a7, 0x000024b7, 0x000024c7,
+	0x000024ce, 0x000024dd, 0x000024e7, 0x00002506,
+	0x00002519, 0x0000251e, 0x0000252a, 0x00002532,
+	0x0000253c, 0x00002549, 0x00002550, 0x00002558,
+	0x00002573, 0x0000257c, 0x0000258d, 0x000025a4,
+	0x000025c7, 0x000025ee, 0x0000260f, 0x00002620,
 	// Entry A0 - BF
-	0x00002624, 0x0000264b, 0x0000265b, 0x00002667,
-	0x000026e5, 0x000026f5, 0x0000275d, 0x00002774,
-	0x00002784, 0x00002798, 0x000027d5, 0x000028ee,
-	0x0000296b, 0x00002975, 0x00002a30, 0x00002a3d,
-	0x00002aba, 0x00002acb, 0x00002ada, 0x00002b3a,
-	0x00002b4c, 0x00002b8f, 0x00002bcd, 0x00002be5,
-	0x00002c2b, 0x00002c40, 0x00002caf, 0x00002cc0,
-	0x00002cd3, 0x00002d98, 0x00002db0, 0x00002db3,
+	0x00002627, 0x0000264e, 0x0000265e, 0x0000266a,
+	0x000026e8, 0x000026f8, 0x00002760, 0x00002777,
+	0x00002787, 0x0000279b, 0x000027d8, 0x000028f1,
+	0x0000296e, 0x00002978, 0x00002a33, 0x00002a40,
+	0x00002abd, 0x00002ace, 0x00002add, 0x00002b3d,
+	0x00002b4f, 0x00002b92, 0x00002bd0, 0x00002be8,
+	0x00002c2e, 0x00002c43, 0x00002cb2, 0x00002cc3,
+	0x00002cd6, 0x00002d9b, 0x00002db3, 0x00002db6,
 	// Entry C0 - DF
-	0x00002db8, 0x00002dbf, 0x00002dca, 0x00002dd0,
-	0x00002dd6, 0x00002ddd, 0x00002de5, 0x00002e00,
-	0x00002e0d, 0x00002e1b, 0x00002e45, 0x00002e5b,
-	0x00002e72, 0x00002eb8, 0x00002eda, 0x00002ee0,
-	0x00002ee5, 0x00002eee, 0x00002efd, 0x00002f09,
-	0x00002f15, 0x00002f26, 0x00002f33, 0x00002f90,
-	0x00002f9f, 0x00002faa, 0x00002fb4, 0x00002ff2,
-	0x00002ffb, 0x0000300b, 0x00003013, 0x0000301c,
+	0x00002dbb, 0x00002dc2, 0x00002dcd, 0x00002dd3,
+	0x00002dd9, 0x00002de0, 0x00002de8, 0x00002e03,
+	0x00002e10, 0x00002e1e, 0x00002e48, 0x00002e5e,
+	0x00002e75, 0x00002ebb, 0x00002edd, 0x00002ee3,
+	0x00002ee8, 0x00002ef1, 0x00002f00, 0x00002f0c,
+	0x00002f18, 0x00002f29, 0x00002f36, 0x00002f93,
+	0x00002fa2, 0x00002fad, 0x00002fb7, 0x00002ff5,
+	0x00002ffe, 0x0000300e, 0x00003016, 0x0000301f,
 	// Entry E0 - FF
-	0x00003022, 0x0000302c, 0x0000303e, 0x00003086,
-	0x00003094, 0x000030a0, 0x000030a8, 0x000030af,
-	0x000030b6, 0x000030c7, 0x000030d6, 0x000030ff,
-	0x00003106, 0x00003111, 0x0000312c, 0x00003134,
-	0x00003140, 0x0000315c, 0x00003173, 0x00003195,
-	0x000031a4, 0x000031b0, 0x000031b7, 0x000031d0,
-	0x000031ea, 0x00003293, 0x000032a9, 0x000032e9,
-	0x0000331a, 0x00003344, 0x0000336b, 0x000033e2,
+	0x00003025, 0x0000302f, 0x00003041, 0x00003089,
+	0x00003097, 0x000030a3, 0x000030ab, 0x000030b2,
+	0x000030b9, 0x000030ca, 0x000030d9, 0x00003102,
+	0x00003109, 0x00003114, 0x0000312f, 0x00003137,
+	0x00003143, 0x0000315f, 0x00003176, 0x00003198,
+	0x000031a7, 0x000031b3, 0x000031ba, 0x000031d3,
+	0x000031ed, 0x00003296, 0x000032ac, 0x000032ec,
+	0x0000331d, 0x00003347, 0x0000336e, 0x000033e5,
 	// Entry 100 - 11F
-	0x00003406, 0x0000342d, 0x0000344c, 0x00003462,
-	0x00003478, 0x0000348c, 0x000034a2, 0x000034b3,
-	0x000034ca, 0x000034ed, 0x00003510, 0x0000352d,
-	0x0000354a, 0x0000354f, 0x00003557, 0x00003561,
-	0x00003574, 0x00003588, 0x0000359d, 0x000035e9,
-	0x000035fc, 0x00003600, 0x00003610, 0x00003619,
-	0x0000362c, 0x00003652, 0x00003666, 0x0000367c,
-	0x00003792, 0x000037a7, 0x000037b4, 0x000037b8,
+	0x00003409, 0x00003430, 0x0000344f, 0x00003465,
+	0x0000347b, 0x0000348f, 0x000034a5, 0x000034b6,
+	0x000034cd, 0x000034f0, 0x00003513, 0x00003530,
+	0x0000354d, 0x00003552, 0x0000355a, 0x00003564,
+	0x00003577, 0x0000358b, 0x000035a0, 0x000035ec,
+	0x000035ff, 0x00003603, 0x00003613, 0x0000361c,
+	0x0000362f, 0x00003655, 0x00003669, 0x0000367f,
+	0x00003795, 0x000037aa, 0x000037b7, 0x000037bb,
 	// Entry 120 - 13F
-	0x000037c5, 0x000037d5, 0x000037e2, 0x000037ec,
-	0x000037f2, 0x000037fc, 0x0000381c, 0x0000382e,
-	0x000038e2, 0x000038ff, 0x0000396d, 0x00003a2d,
-	0x00003a40, 0x00003a8d, 0x00003af1, 0x00003b55,
-	0x00003b5e, 0x00003b6e, 0x00003b83, 0x00003ba7,
-	0x00003bc3, 0x00003bdb, 0x00003be6, 0x00003bf1,
-	0x00003c05, 0x00003d1b, 0x00003d6b, 0x00003d8f,
-	0x00003dba, 0x00003dc5, 0x00003dca, 0x00003dd9,
+	0x000037c8, 0x000037d8, 0x000037e5, 0x000037ef,
+	0x000037f5, 0x000037ff, 0x0000381f, 0x00003831,
+	0x000038e5, 0x00003902, 0x00003970, 0x00003a30,
+	0x00003a43, 0x00003a90, 0x00003af4, 0x00003b58,
+	0x00003b61, 0x00003b71, 0x00003b86, 0x00003baa,
+	0x00003bc6, 0x00003bde, 0x00003be9, 0x00003bf4,
+	0x00003c08, 0x00003d1e, 0x00003d6e, 0x00003d92,
+	0x00003dbd, 0x00003dc8, 0x00003dcd, 0x00003ddc,
 	// Entry 140 - 15F
-	0x00003de0, 0x00003df7, 0x00003e0c, 0x00003e1e,
-	0x00003e41, 0x00003e73, 0x00003e89, 0x00003e93,
-	0x00003e9d, 0x00003eb2, 0x00003eff, 0x00003f0f,
-	0x00003f48, 0x00003f9c, 0x00003fa6, 0x00003fbc,
-	0x00003ff5, 0x00003ffa, 0x00004008, 0x00004015,
-	0x0000403e, 0x00004061, 0x000040a1, 0x00004122,
-	0x00004189, 0x00004196, 0x000041b6, 0x000041c2,
-	0x000041db, 0x000041e4, 0x000041ee, 0x000041f7,
+	0x00003de3, 0x00003dfa, 0x00003e0f, 0x00003e21,
+	0x00003e44, 0x00003e76, 0x00003e8c, 0x00003e96,
+	0x00003ea0, 0x00003eb5, 0x00003f02, 0x00003f12,
+	0x00003f4b, 0x00003f9f, 0x00003fa9, 0x00003fbf,
+	0x00003ff8, 0x00003ffd, 0x0000400b, 0x00004018,
+	0x00004041, 0x00004064, 0x000040b7, 0x000040f7,
+	0x00004178, 0x000041df, 0x000041ec, 0x0000420c,
+	0x00004218, 0x00004231, 0x0000423a, 0x00004244,
 	// Entry 160 - 17F
-	0x000041ff, 0x00004209, 0x00004211, 0x00004219,
-	0x0000421d, 0x00004221, 0x00004225, 0x00004229,
-	0x0000422d, 0x00004231, 0x00004235, 0x00004239,
-	0x0000423d, 0x00004241, 0x00004245, 0x00004249,
-	0x00004253, 0x00004271, 0x00004291, 0x000042b5,
-	0x000042d9, 0x000042e2, 0x000042f9, 0x00004301,
-	0x00004312, 0x00004317, 0x0000435c, 0x00004374,
-	0x00004379, 0x00004384, 0x0000438a, 0x00004394,
+	0x0000424d, 0x00004255, 0x0000425f, 0x00004267,
+	0x0000426f, 0x00004273, 0x00004277, 0x0000427b,
+	0x0000427f, 0x00004283, 0x00004287, 0x0000428b,
+	0x0000428f, 0x00004293, 0x00004297, 0x0000429b,
+	0x0000429f, 0x000042a9, 0x000042c7, 0x000042e7,
+	0x0000430b, 0x0000432f, 0x00004338, 0x0000434f,
+	0x00004357, 0x00004368, 0x0000436d, 0x000043b2,
+	0x000043ca, 0x000043cf, 0x000043da, 0x000043e0,
 	// Entry 180 - 19F
-	0x0000439c, 0x000043a4, 0x000043ce, 0x000043e8,
-	0x00004410, 0x00004440, 0x00004446, 0x00004455,
-	0x000044a8, 0x000044c6, 0x000044dd, 0x0000458d,
-	0x000046af, 0x0000476e, 0x000047c5, 0x000047ef,
-	0x0000481b, 0x00004845, 0x0000484d, 0x00004853,
-	0x00004860, 0x00004872, 0x0000487b, 0x00004890,
-	0x000048d2, 0x00004904, 0x00004950, 0x00004959,
-	0x0000496b, 0x0000497a, 0x0000499c, 0x000049c0,
+	0x000043ea, 0x000043f2, 0x000043fa, 0x00004424,
+	0x0000443e, 0x00004466, 0x00004496, 0x0000449c,
+	0x000044ab, 0x000044fe, 0x0000451c, 0x00004533,
+	0x000045e3, 0x00004705, 0x000047c4, 0x0000481b,
+	0x00004845, 0x00004871, 0x0000489b, 0x000048a3,
+	0x000048a9, 0x000048b6, 0x000048c8, 0x000048d1,
+	0x00004913, 0x0000495d, 0x00004972, 0x000049a4,
+	0x000049f0, 0x000049f9, 0x00004a0b, 0x00004a1a,
 	// Entry 1A0 - 1BF
-	0x000049eb, 0x00004a1f, 0x00004a2d, 0x00004a58,
-	0x00004a6a, 0x00004a80, 0x00004aaa, 0x00004af3,
-	0x00004b13, 0x00004b1c, 0x00004b2e, 0x00004b51,
-	0x00004b5f, 0x00004b6e, 0x00004b7b, 0x00004bb3,
-	0x00004c1c, 0x00004c38, 0x00004c42, 0x00004c4b,
-	0x00004c54, 0x00004c5e, 0x00004c65, 0x00004c6f,
-	0x00004c77, 0x00004c7c, 0x00004c84, 0x00004c8d,
-	0x00004c96, 0x00004ca3, 0x00004ca8, 0x00004cb0,
+	0x00004a3c, 0x00004a60, 0x00004a8b, 0x00004abf,
+	0x00004acd, 0x00004af8, 0x00004b0a, 0x00004b0e,
+	0x00004b24, 0x00004b4e, 0x00004b97, 0x00004bb7,
+	0x00004bc0, 0x00004bd2, 0x00004bf5, 0x00004c03,
+	0x00004c12, 0x00004c1f, 0x00004c57, 0x00004cc0,
+	0x00004cdc, 0x00004ce6, 0x00004cef, 0x00004cf8,
+	0x00004d02, 0x00004d09, 0x00004d13, 0x00004d1b,
+	0x00004d20, 0x00004d28, 0x00004d31, 0x00004d3a,
 	// Entry 1C0 - 1DF
-	0x00004cb7, 0x00004cbf, 0x00004cc4, 0x00004cd2,
-	0x00004cd9, 0x00004ce0, 0x00004ce5, 0x00004cec,
-	0x00004cf6, 0x00004cfd, 0x00004d10, 0x00004d20,
-	0x00004d3b, 0x00004d5b, 0x00004d69, 0x00004d72,
-	0x00004d7b, 0x00004d84, 0x00004d88, 0x00004d8b,
-	0x00004d97, 0x00004da5, 0x00004db2, 0x00004dc3,
-	0x00004dd2, 0x00004de9, 0x00004dfc, 0x00004e0c,
-	0x00004e1b, 0x00004e2a, 0x00004e32, 0x00004e39,
+	0x00004d47, 0x00004d4c, 0x00004d54, 0x00004d5b,
+	0x00004d63, 0x00004d68, 0x00004d76, 0x00004d7d,
+	0x00004d84, 0x00004d89, 0x00004d90, 0x00004d9a,
+	0x00004da1, 0x00004db4, 0x00004dc4, 0x00004ddf,
+	0x00004dff, 0x00004e0d, 0x00004e16, 0x00004e1f,
+	0x00004e28, 0x00004e2c, 0x00004e2f, 0x00004e3b,
+	0x00004e49, 0x00004e56, 0x00004e67, 0x00004e76,
+	0x00004e8d, 0x00004ea0, 0x00004eb0, 0x00004ebf,
 	// Entry 1E0 - 1FF
-	0x00004e41, 0x00004e49, 0x00004e57, 0x00004e65,
-	0x00004e7b, 0x00004e90, 0x00004ea1, 0x00004ea7,
-	0x00004eae, 0x00004eb7, 0x00004ed3, 0x00004edc,
-	0x00004ee6, 0x00004eef, 0x00004ef8, 0x00004f01,
-	0x00004f18, 0x00004f20, 0x00004f2e, 0x00004f5a,
-	0x00004f66, 0x00004f74, 0x00004fba, 0x00004fc6,
-	0x00004fce, 0x00004ff9, 0x00005044, 0x00005106,
-	0x0000510a, 0x00005130, 0x00005158, 0x000051bb,
+	0x00004ece, 0x00004ed6, 0x00004edd, 0x00004ee5,
+	0x00004eed, 0x00004efb, 0x00004f09, 0x00004f1f,
+	0x00004f34, 0x00004f45, 0x00004f4b, 0x00004f52,
+	0x00004f5b, 0x00004f77, 0x00004f80, 0x00004f8a,
+	0x00004f93, 0x00004f9c, 0x00004fa5, 0x00004fbc,
+	0x00004fc4, 0x00004fd2, 0x00004ffe, 0x0000500a,
+	0x00005018, 0x0000505e, 0x0000506a, 0x00005072,
+	0x0000509d, 0x000050e8, 0x000051aa, 0x000051ae,
 	// Entry 200 - 21F
-	0x000051c0, 0x000051db, 0x000051ec, 0x000051f8,
-	0x00005200, 0x00005232, 0x0000523b, 0x00005244,
-	0x00005260, 0x000052c1, 0x000052ce, 0x00005305,
-	0x00005334, 0x00005384, 0x000053bf, 0x000053cd,
-	0x000053f9, 0x0000541f, 0x00005440, 0x0000544b,
-	0x00005479, 0x00005496, 0x000054c5, 0x000054f7,
-	0x00005515, 0x0000554a, 0x00005566, 0x00005585,
-	0x000055e0, 0x000055ef, 0x000055fc, 0x0000560a,
+	0x000051d4, 0x000051fc, 0x0000525f, 0x00005264,
+	0x0000527f, 0x00005290, 0x0000529c, 0x000052a4,
+	0x000052d6, 0x000052df, 0x000052e8, 0x00005304,
+	0x00005365, 0x00005372, 0x000053a9, 0x000053d8,
+	0x00005428, 0x00005463, 0x00005471, 0x0000549d,
+	0x000054c3, 0x000054e4, 0x000054ef, 0x0000551d,
+	0x0000553a, 0x00005569, 0x0000559b, 0x000055b9,
+	0x000055ee, 0x0000560a, 0x00005629, 0x00005684,
 	// Entry 220 - 23F
-	0x00005617, 0x00005620, 0x0000563b, 0x0000566b,
-	0x00005686, 0x00005690, 0x000056e2, 0x000057a2,
-	0x000057fe, 0x0000587c, 0x000058f2, 0x000059c5,
-	0x00005a88, 0x00005ac0, 0x00005b20, 0x00005b4d,
-	0x00005b87, 0x00005c94, 0x00005cb4, 0x00005cda,
-	0x00005d04, 0x00005d75, 0x00005db2, 0x00005dd6,
-	0x00005e7a, 0x00005e9f, 0x00005ece, 0x00005f2e,
-	0x00005f87, 0x00005fe1, 0x00005ffb, 0x00006019,
+	0x00005693, 0x000056a0, 0x000056ae, 0x000056bb,
+	0x000056c4, 0x000056df, 0x0000570f, 0x0000572a,
+	0x00005734, 0x00005786, 0x00005846, 0x000058a2,
+	0x00005920, 0x00005996, 0x00005a69, 0x00005b2c,
+	0x00005b64, 0x00005bc4, 0x00005bf1, 0x00005c2b,
+	0x00005d38, 0x00005d58, 0x00005d7e, 0x00005da8,
+	0x00005e19, 0x00005e56, 0x00005e7a, 0x00005f1e,
+	0x00005f43, 0x00005f72, 0x00005fd2, 0x0000602b,
 	// Entry 240 - 25F
-	0x0000604d, 0x0000608d, 0x000060b7, 0x000060c6,
-	0x00006191, 0x000061c2, 0x000061f1, 0x00006204,
-	0x00006279, 0x0000628c, 0x000062c0, 0x00006311,
-	0x00006345, 0x00006355, 0x0000639c, 0x000063c9,
-	0x000063d6, 0x000063e6, 0x00006416, 0x00006450,
-	0x00006473, 0x000064ea, 0x0000656c, 0x000065f1,
-	0x00006600, 0x00006650, 0x000066b0, 0x0000671c,
-	0x00006793, 0x0000679b, 0x000067b3, 0x000067d0,
+	0x00006085, 0x0000609f, 0x000060bd, 0x000060f1,
+	0x00006131, 0x0000615b, 0x0000616a, 0x00006235,
+	0x00006266, 0x00006295, 0x000062a8, 0x0000631d,
+	0x00006330, 0x00006364, 0x000063b5, 0x000063e9,
+	0x000063f9, 0x00006440, 0x0000646d, 0x0000647a,
+	0x0000648a, 0x000064ba, 0x000064f4, 0x00006517,
+	0x0000658e, 0x00006610, 0x00006695, 0x000066a4,
+	0x000066f4, 0x00006754, 0x000067c0, 0x00006837,
 	// Entry 260 - 27F
-	0x000067de, 0x000067ef, 0x000067f7, 0x00006802,
-	0x00006843, 0x0000687b, 0x0000688f, 0x000068bf,
-	0x000068fa, 0x0000690a, 0x00006949, 0x0000695a,
-	0x0000696c, 0x00006978, 0x00006989, 0x000069a3,
-	0x000069ab, 0x000069bc, 0x000069c2, 0x000069d6,
-	0x000069ee, 0x00006a13, 0x00006a21, 0x00006a34,
-	0x00006a72, 0x00006aaf, 0x00006adb, 0x00006b18,
-	0x00006b27, 0x00006b38, 0x00006b40, 0x00006b4d,
+	0x0000683f, 0x00006857, 0x00006874, 0x00006882,
+	0x00006893, 0x0000689b, 0x000068a6, 0x000068e7,
+	0x0000691f, 0x00006933, 0x00006963, 0x0000699e,
+	0x000069ae, 0x000069ed, 0x000069fe, 0x00006a10,
+	0x00006a1c, 0x00006a2d, 0x00006a47, 0x00006a4f,
+	0x00006a60, 0x00006a66, 0x00006a7a, 0x00006a92,
+	0x00006ab7, 0x00006ac5, 0x00006ad8, 0x00006b16,
+	0x00006b53, 0x00006b7f, 0x00006bbc, 0x00006bcb,
 	// Entry 280 - 29F
-	0x00006b5d, 0x00006b74, 0x00006b7f, 0x00006b8e,
-	0x00006b94, 0x00006ba2, 0x00006bac, 0x00006bb7,
-	0x00006bc1, 0x00006bd4, 0x00006bf9, 0x00006c24,
-	0x00006cb5, 0x00006cf0, 0x00006d0f, 0x00006d4d,
-	0x00006d84, 0x00006db2, 0x00006dc0, 0x00006e5f,
-	0x00006e7d, 0x00006fd4, 0x00006fe2, 0x00006ff6,
-	0x00007017, 0x0000702b, 0x0000705b, 0x00007061,
-	0x00007075, 0x0000708d, 0x000070a0, 0x000070dd,
+	0x00006bdc, 0x00006be4, 0x00006bf1, 0x00006c01,
+	0x00006c18, 0x00006c23, 0x00006c32, 0x00006c38,
+	0x00006c46, 0x00006c50, 0x00006c5b, 0x00006c65,
+	0x00006c78, 0x00006c9d, 0x00006cc8, 0x00006d59,
+	0x00006d94, 0x00006db3, 0x00006df1, 0x00006e28,
+	0x00006e56, 0x00006e64, 0x00006f03, 0x00006f21,
+	0x00007078, 0x00007086, 0x0000709a, 0x000070bb,
+	0x000070cf, 0x000070ff, 0x00007105, 0x00007119,
 	// Entry 2A0 - 2BF
-	0x00007150, 0x0000719d, 0x000071ae, 0x000071c5,
-	0x000071e2, 0x000071f0, 0x0000722f, 0x0000723d,
-	0x00007248, 0x0000724e, 0x00007340, 0x00007346,
-	0x00007378, 0x0000737d, 0x0000738d, 0x00007398,
-	0x000073a1, 0x000073b1, 0x000073bd, 0x000073f1,
-	0x00007424, 0x0000743e, 0x00007445, 0x00007476,
-	0x0000748b, 0x0000749d, 0x000074af, 0x00007554,
-	0x0000756a, 0x000075ef, 0x00007669, 0x00007678,
+	0x00007131, 0x00007144, 0x00007181, 0x000071f4,
+	0x00007241, 0x00007252, 0x00007269, 0x00007286,
+	0x00007294, 0x000072d3, 0x000072e1, 0x000072ec,
+	0x000072f2, 0x000073e4, 0x000073ea, 0x0000741c,
+	0x00007421, 0x00007431, 0x0000743c, 0x00007445,
+	0x00007455, 0x00007461, 0x00007495, 0x000074c8,
+	0x000074e2, 0x000074e9, 0x0000751a, 0x0000752f,
+	0x00007541, 0x00007553, 0x000075f8, 0x0000760e,
 	// Entry 2C0 - 2DF
-	0x00007732, 0x00007783, 0x00007788, 0x00007796,
-	0x000077a6, 0x000077b2, 0x000077c2, 0x000077d0,
-	0x000077e0, 0x000077ea, 0x0000780d, 0x00007826,
-	0x00007839, 0x000078a5, 0x000078cb, 0x000078da,
-	0x0000792c, 0x0000793a, 0x00007956, 0x000079a4,
-	0x000079b3, 0x000079c9, 0x00007a02, 0x00007a34,
-	0x00007a8c, 0x00007aa2, 0x00007b70, 0x00007b87,
-	0x00007bbe, 0x00007bcc, 0x00007c10, 0x00007c35,
+	0x00007693, 0x0000770d, 0x0000771c, 0x000077d6,
+	0x00007827, 0x0000782c, 0x0000783a, 0x0000784a,
+	0x00007856, 0x00007866, 0x00007874, 0x00007884,
+	0x0000788e, 0x000078b1, 0x000078ca, 0x000078dd,
+	0x00007949, 0x0000796f, 0x0000797e, 0x000079d0,
+	0x000079de, 0x000079fa, 0x00007a48, 0x00007a57,
+	0x00007a6d, 0x00007aa6, 0x00007ad8, 0x00007b30,
+	0x00007b46, 0x00007c14, 0x00007c2b, 0x00007c62,
 	// Entry 2E0 - 2FF
-	0x00007cac, 0x00007cc2, 0x00007cd9, 0x00007d07,
-	0x00007d1a, 0x00007d42, 0x00007dc6, 0x00007dcd,
-	0x00007e35, 0x00007e5f, 0x00007e8f, 0x00007fe4,
-	0x0000811e, 0x000081be, 0x00008295, 0x0000836e,
-	0x00008382, 0x000083dd, 0x00008488, 0x0000850a,
-	0x00008512, 0x0000854d, 0x00008553, 0x000085e5,
-	0x0000867d, 0x000086a9, 0x000086d4, 0x00008722,
-	0x0000878e, 0x00008835, 0x00008850, 0x0000885a,
+	0x00007c70, 0x00007cb4, 0x00007cd9, 0x00007d50,
+	0x00007d66, 0x00007d7d, 0x00007dab, 0x00007dbe,
+	0x00007de6, 0x00007e6a, 0x00007e71, 0x00007ed9,
+	0x00007f03, 0x00007f33, 0x00008088, 0x000081c2,
+	0x00008262, 0x00008339, 0x00008412, 0x00008426,
+	0x00008481, 0x0000852c, 0x000085ae, 0x000085b6,
+	0x000085f1, 0x000085f7, 0x00008689, 0x00008721,
+	0x0000874d, 0x00008778, 0x000087c6, 0x00008832,
 	// Entry 300 - 31F
-	0x0000885f, 0x00008869, 0x00008871, 0x00008877,
-	0x0000887f, 0x0000888d, 0x00008897, 0x000088a4,
-	0x000088b7, 0x000088db, 0x0000895b, 0x0000896c,
-	0x00008974, 0x000089e9, 0x00008a3d, 0x00008a85,
-	0x00008a94, 0x00008aa7, 0x00008ab3, 0x00008aef,
-	0x00008b29, 0x00008b37, 0x00008b44, 0x00008b52,
-	0x00008b60, 0x00008b6e, 0x00008ba0, 0x00008bd0,
-	0x00008c2c, 0x00008c39, 0x00008c59, 0x00008c64,
+	0x000088d9, 0x000088f4, 0x000088fe, 0x00008903,
+	0x0000890d, 0x00008915, 0x0000891b, 0x00008923,
+	0x00008931, 0x0000893b, 0x00008948, 0x0000895b,
+	0x0000897f, 0x000089ff, 0x00008a10, 0x00008a18,
+	0x00008a8d, 0x00008ae1, 0x00008b29, 0x00008b38,
+	0x00008b4b, 0x00008b57, 0x00008b93, 0x00008bcd,
+	0x00008bdb, 0x00008be8, 0x00008bf6, 0x00008c04,
+	0x00008c12, 0x00008c44, 0x00008c74, 0x00008cd0,
 	// Entry 320 - 33F
-	0x00008c7e, 0x00008c83, 0x00008c94, 0x00008d1a,
-	0x00008d3f, 0x00008d46, 0x00008d4f, 0x00008d62,
-	0x00008d6c, 0x00008d76, 0x00008d80, 0x00008d98,
-	0x00008dae, 0x00008dba, 0x00008ddc, 0x00008e0a,
-	0x00008e11, 0x00008e1e, 0x00008e2f, 0x00008e56,
-	0x00008e66, 0x00008e85, 0x00008ea5, 0x00008f7d,
-	0x0000905e, 0x000090b2, 0x00009102, 0x00009162,
-	0x000091b5, 0x000091ed, 0x00009225, 0x00009256,
+	0x00008cdd, 0x00008cfd, 0x00008d08, 0x00008d22,
+	0x00008d27, 0x00008d38, 0x00008dbe, 0x00008de3,
+	0x00008dea, 0x00008df3, 0x00008e06, 0x00008e10,
+	0x00008e1a, 0x00008e24, 0x00008e3c, 0x00008e52,
+	0x00008e5e, 0x00008e80, 0x00008eae, 0x00008eb5,
+	0x00008ec2, 0x00008ed3, 0x00008efa, 0x00008f0a,
+	0x00008f29, 0x00008f49, 0x00009021, 0x00009102,
+	0x00009156, 0x000091a6, 0x00009206, 0x00009259,
 	// Entry 340 - 35F
-	0x000092a6, 0x000092da, 0x000092f8, 0x00009317,
-	0x00009336, 0x00009356,
-} // Size: 3376 bytes
+	0x00009291, 0x000092c9, 0x000092fa, 0x0000934a,
+	0x0000937e, 0x0000939c, 0x000093bb, 0x000093da,
+	0x000093fa,
+} // Size: 3388 bytes
 
-const enData string = "" + // Size: 37718 bytes
+const enData string = "" + // Size: 37882 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1203,733 +1207,737 @@ const enData string = "" + // Size: 37718 bytes
 	"e or creation date narrows this filter: it applies to the instances of e" +
 	"very process.\x02Process\x02Version\x02Status\x02Business key\x02Error c" +
 	"ode\x02Held at a node of\x02Created from\x02Created to\x02Other criteria" +
-	"\x02any\x02By process and error code\x02Instances\x02The %[1]d largest g" +
-	"roups; the filter matches more.\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d" +
-	" of them is held at a push call that may have been carried out all the s" +
-	"ame: it ended outcome_unknown or deadline_exceeded (its answer was lost," +
-	" or came after the timeout), or invalid_outputs (the destination answere" +
-	"d a success whose outputs the contract refused). Check at the destinatio" +
-	"n that it did not act before retrying, or it acts twice (a card charged " +
-	"twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may ha" +
-	"ve been carried out all the same: it ended outcome_unknown or deadline_e" +
-	"xceeded (its answer was lost, or came after the timeout), or invalid_out" +
-	"puts (the destination answered a success whose outputs the contract refu" +
-	"sed). Check at the destination that it did not act before retrying, or i" +
-	"t acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02" +
-	"%[1]d more held instance failed before any attempt (its inputs could not" +
-	" be built): it cannot be retried and is left out. Abandon or stop it." +
-	"\x00\x96\x01\x02%[1]d more held instances failed before any attempt (the" +
-	"ir inputs could not be built): they cannot be retried and are left out. " +
-	"Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
-	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
-	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
-	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
-	"the one the node an instance is held at runs, not the node’s name.\x02De" +
-	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
-	" start again from the list.\x02The count changed since you confirmed it " +
-	"(it was %[1]d): instances were settled, retried or acted on meanwhile. N" +
-	"othing was done; check the new count and confirm again.\x02This bulk act" +
-	"ion was already applied (the form was sent again): its records are in th" +
-	"e audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s a" +
-	"pplied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
-	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
-	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
-	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
-	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
-	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
-	"very retry, abandon and stop an operator applied, and every erasure an a" +
-	"dministrator made, with its reason. Reveals of sensitive values have the" +
-	"ir own log, which administrators read on the Reveals page (GET /api/v1/a" +
-	"udit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Appl" +
-	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
-	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
-	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
-	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
-	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
-	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
-	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
-	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
-	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
-	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
-	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
-	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
-	"e replica running it may have stopped. What it applied stays; act on the" +
-	" filter again for the rest.\x02Relais console\x02Language\x02Skip to con" +
-	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
-	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
-	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
-	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
-	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
-	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
-	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
-	"y: external tasks and process instances are for operators and administra" +
-	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
-	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
-	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
-	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
-	"dress, or it is not visible to you. An ended instance is deleted, with i" +
-	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
-	") has passed, or at once when an administrator erases it; the audit log " +
-	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
-	"UUID): the lists show the end of each id; open the row, or copy its link" +
-	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
-	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
-	"ere deleted with it; the audit log keeps the operator actions taken on i" +
-	"t.\x02Form refused\x02This form was not sent from this console session, " +
-	"or it has expired: nothing was done. Open the form again and send it ane" +
-	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
-	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
-	"orm not received\x02This form did not arrive in time: nothing was done. " +
-	"Send it again.\x02This form could not be read: nothing was done. Send it" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
-	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
-	"heir Working copy, immutable revisions and named releases.\x02Definition" +
-	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create and change destinations with re" +
-	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
-	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
-	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
-	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
-	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
-	"racters. It is kept after the erasure, whatever the retention: write the" +
-	" request’s reference, not the person’s name.\x02Erase process instance %" +
-	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
-	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
-	"siness key and the workers’ messages go with it; this cannot be undone. " +
-	"The audit records naming it stay (who did what, and why), and so do back" +
-	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
-	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
-	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
-	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
-	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
-	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
-	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
-	"ow, and what its workers finished in the last hour: occurrences that end" +
-	"ed completed or failed. An occurrence retried since counts where it ends" +
-	" next; a failed attempt with attempts left is not counted, its occurrenc" +
-	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
-	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
-	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
-	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
-	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02long wa" +
-	"it\x02no worker\x02Show all definitions\x02No definition %[1]s has occur" +
-	"rences: check the key, or show all definitions.\x02All definitions\x02Co" +
-	"mpletions and failures per 5 minutes, last hour: %[1]s\x02In the last ho" +
-	"ur: %[1]s, %[2]s. The table after the chart gives each 5-minute slot." +
-	"\x02Completed\x02The chart’s numbers\x02Completions and failures per 5-m" +
-	"inute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Rete" +
-	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
-	": ended instances are deleted with their occurrences %[1]s after they en" +
-	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
-	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
-	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
-	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
-	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
-	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
-	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
-	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
-	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
-	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
-	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
-	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
-	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
-	"ce has ended. As an administrator you may erase it now rather than wait " +
-	"for retention (a data subject’s request): it is deleted with its occurre" +
-	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
-	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
-	"attempt (its inputs could not be built), so it would fail the same way. " +
-	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02This instance is held at a failed node: an in" +
-	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
-	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
-	".\x02Stopping cancels the instance and its open occurrences. It does not" +
-	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
-	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
-	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02Delet" +
-	"ed by retention\x02never: retention keeps ended instances forever (RELAI" +
-	"S_RETENTION)\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02end" +
-	"ed instances are kept %[1]s, another replica’s longer RELAIS_RETENTION" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02The version m" +
-	"ust be a whole number from 1.\x02A version is a process’s: choose the pr" +
-	"ocess too.\x02Creation date\x02The page size must be between 1 and %[1]d" +
-	".\x02Process instances\x02exact, case-sensitive\x02Act on every instance" +
-	" this filter matches\x02The next page counts them and asks for a reason " +
-	"before anything changes.\x02Process instances, newest first\x02Instance" +
-	"\x02End node or error\x02No instance matches these filters.\x02All proce" +
-	"sses\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did yo" +
-	"u mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task" +
-	": the Instances page lists the instances with it.\x02Unknown status “%[1" +
-	"]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02canc" +
-	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
-	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
-	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sen" +
-	"sitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before a result a" +
-	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
-	"The answer to the call was lost (the connection broke after the request " +
-	"was sent, or Relais stopped or could not reach its database before recor" +
-	"ding it): whether the destination acted is unknown, so Relais does not c" +
-	"all it again by itself (an operator’s retry does).\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt ended without a result (it" +
-	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
-	"he inputs could not be built from the process’s bindings.\x02An operator" +
-	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
-	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
-	"r a budget already spent): it is not run again.\x02The destination answe" +
-	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
-	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
-	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
-	"lt recorded: the replica making it may have stopped. If so, it fails out" +
-	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
-	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path, and is held at a later node.\x02Its instance went on al" +
-	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
-	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
-	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
-	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
-	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
-	"ce was stopped while the worker held the task: its report is refused, bu" +
-	"t it may already have done the work.\x02The instance was stopped during " +
-	"the call, which was aborted: the destination may already have acted on t" +
-	"he request (check there).\x02The instance was stopped while the task was" +
-	" deferred: a settlement by id is refused, but the work it waited for may" +
-	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
-	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
-	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
-	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
-	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
-	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
-	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
-	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
-	"ted]\x02Message from the worker (its own words, protected values masked)" +
-	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
-	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
-	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
-	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
-	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02se" +
-	"ttled\x02next attempt\x02claimable since\x02call in progress since\x02lo" +
-	"ck until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fir" +
-	"st page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 202" +
-	"6-12-01.\x02%[1]s: the first day comes after the last.\x02This address h" +
-	"olds a parameter that cannot be read (a percent sign not followed by two" +
-	" hexadecimal digits, or a semicolon): correct the address.\x02Unknown pa" +
-	"rameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
-	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
-	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
-	"resume.\x02Published process versions: their nodes, routes and pinned re" +
-	"visions, drawn, with where their occurrences are now.\x02Published proce" +
-	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
-	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
-	"ersion %[1]d\x02older versions, from version %[1]d (each links the one b" +
-	"efore)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
-	"gest path from the start node. Solid arrows are successes (labelled with" +
-	" their route), dashed ones failures (labelled with their error codes). E" +
-	"ach box says how many of this version’s occurrences are at that node now" +
-	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
-	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
-	" an instance of this version is started with\x02Instances of this versio" +
-	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: v" +
-	"ersion %[1]d is\x02← version %[1]d\x02version %[1]d →\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des).\x02Nodes of this version\x02This version has %[1]d nodes: too many" +
-	" to draw legibly (at most %[2]d). The table below lists every node with " +
-	"its routes and counts.\x02This version has %[1]d nodes: too many to draw" +
-	" legibly (at most %[2]d). The table below lists every node with its rout" +
-	"es.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02No retry can run: the deadline ends the occurrence before its ret" +
-	"ry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The " +
-	"call may last past the deadline, which cuts it short (deadline_exceeded)" +
-	".\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]" +
-	"s); refreshed every few seconds.\x02Only administrators may reveal a sen" +
-	"sitive value.\x02Say why you reveal this value: the reason is recorded w" +
-	"ith the reveal in the audit log.\x02Cannot reveal it here\x02This replic" +
-	"a lacks the data key the value was sealed with, so it cannot open it (no" +
-	"thing was recorded). Another replica may reveal it; ask your administrat" +
-	"or to start every replica with the same data keys.\x02Back to the occurr" +
-	"ence\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot" +
-	" reveal\x02Only a value this page shows as hidden (sensitive) can be rev" +
-	"ealed.\x02Secret values can never be revealed.\x02Every sensitive value " +
-	"an administrator revealed: who, when, which field and why. The values th" +
-	"emselves are never kept.\x02Reveals, newest first\x02No value was reveal" +
-	"ed.\x02none (revealed before reasons were asked for)\x02Method not allow" +
-	"ed\x02This page does not accept that request.\x02This form was sent from" +
-	" another site: the console takes its forms from its own pages only. Open" +
-	" the console and send it from there.\x02Search\x02Type an instance or oc" +
-	"currence id (a whole UUID, as the title of its page shows it), or a busi" +
-	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
-	"ng to be an id or a business key.\x02No instance has “%[1]s” as its busi" +
-	"ness key. A business key is found only whole and exactly as given, capit" +
-	"als and accents included: a list shows a long one shortened, so copy it " +
-	"from its instance’s page. An ended instance is deleted once the retentio" +
-	"n period (RELAIS_RETENTION) has passed, or at once when an administrator" +
-	" erases it.\x02No instance or occurrence has the id “%[1]s”, and no inst" +
-	"ance has it as its business key. An ended instance is deleted, with its " +
-	"occurrences and attempts, once the retention period (RELAIS_RETENTION) h" +
-	"as passed, or at once when an administrator erases it; the audit log kee" +
-	"ps the operator actions taken on it.\x02No instance has “%[1]s” as its b" +
-	"usiness key, and it is not a whole id: the lists show the end of each id" +
-	". Open the row, or copy its link, for the whole id.\x02A token in the ad" +
-	"dress is not used: you are signed in already. The address has put it in " +
-	"your browser’s history, and perhaps in a proxy’s logs: if others may rea" +
-	"d them, have the token revoked and use a new one.\x02A token in the addr" +
-	"ess is not used: paste it in the field below. The address has put it in " +
-	"your browser’s history, and perhaps in a proxy’s logs: if others may rea" +
-	"d them, have the token revoked and use a new one.\x02You are signed out." +
-	"\x02The token you signed in with is revoked, and you are signed out: sig" +
-	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server), so your last ac" +
-	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
-	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
-	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
-	"operator, designer or administrator token.\x02Token\x02The token is chec" +
-	"ked once and never stored in your browser; a session cookie stands for i" +
-	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
-	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
-	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
-	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
-	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
-	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
-	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
-	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
-	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
-	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
-	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
-	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
-	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
-	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
-	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
-	" in with: revoking it signs you out. Its next request is refused. This c" +
-	"annot be undone.\x02This is the last usable administrator token: create " +
-	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02each item of %[1]s" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
-	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
-	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
-	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
-	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
-	"ers to it, with their consumers granted it (a worker naming no revision " +
-	"takes those its consumer is granted; a process version pins it).\x02Occu" +
-	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
-	"e workers to them, with their consumers granted them (a worker naming no" +
-	" revision takes those its consumer is granted; a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
-	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
-	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
-	"hey take every revision their consumer is granted.\x02It takes revision " +
-	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
-	"s only.\x02They take revisions %[1]s only."
+	"\x02none given\x02By process and error code\x02Instances\x02The %[1]d la" +
+	"rgest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\xf5\x02" +
+	"\x02%[1]d of them is held at a push call that may have been carried out " +
+	"all the same: it ended outcome_unknown or deadline_exceeded (its answer " +
+	"was lost, or came after the timeout), or invalid_outputs (the destinatio" +
+	"n answered a success whose outputs the contract refused). Check at the d" +
+	"estination that it did not act before retrying, or it acts twice (a card" +
+	" charged twice).\x00\xf6\x02\x02%[1]d of them are held at a push call th" +
+	"at may have been carried out all the same: it ended outcome_unknown or d" +
+	"eadline_exceeded (its answer was lost, or came after the timeout), or in" +
+	"valid_outputs (the destination answered a success whose outputs the cont" +
+	"ract refused). Check at the destination that it did not act before retry" +
+	"ing, or it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02" +
+	"\x8e\x01\x02%[1]d more held instance failed before any attempt (its inpu" +
+	"ts could not be built): it cannot be retried and is left out. Abandon or" +
+	" stop it.\x00\x96\x01\x02%[1]d more held instances failed before any att" +
+	"empt (their inputs could not be built): they cannot be retried and are l" +
+	"eft out. Abandon or stop them.\x02Cannot act on this filter\x02Unknown c" +
+	"onsumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Pro" +
+	"cess %[1]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02N" +
+	"o definition has the key “%[1]s”.\x02This filter takes the key of a defi" +
+	"nition: the one the node an instance is held at runs, not the node’s nam" +
+	"e.\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count is " +
+	"missing: start again from the list.\x02The count changed since it was ta" +
+	"ken (it was %[1]d): instances were settled, retried or acted on meanwhil" +
+	"e. Nothing was done; check the new count and confirm again.\x02This bulk" +
+	" action was already applied (the form was sent again): its records are i" +
+	"n the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1" +
+	"]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instan" +
+	"ces.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the cou" +
+	"nt (settled, or acted on by someone else).\x00T\x02%[1]d skipped: they c" +
+	"hanged after the count (settled, or acted on by someone else).\x02%[1]s " +
+	"(token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process inst" +
+	"ance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log" +
+	"\x02Every retry, abandon and stop an operator applied, and every erasure" +
+	" an administrator made, with its reason. Reveals of sensitive values hav" +
+	"e their own log, which administrators read on the Reveals page (GET /api" +
+	"/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to" +
+	"\x02Apply filters\x02Clear filters\x02No operator action matches.\x02All" +
+	" actions\x02The process instance must be a whole instance id (a UUID): t" +
+	"he lists show the end of each id; open the instance, or copy its link, f" +
+	"or the whole id.\x02The bulk action must be its id (a UUID).\x02Operator" +
+	" actions, newest first\x02No bulk action has the id %[1]s: check the lin" +
+	"k, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Sh" +
+	"owing the %[1]d instance bulk action %[2]s changed. While it runs, each " +
+	"reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk ac" +
+	"tion %[2]s changed. While it runs, each reload shows how far it got.\x02" +
+	"Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instan" +
+	"ces counted, %[6]d skipped (they changed after the count). It ended %[7]" +
+	"s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error after " +
+	"%[4]d of the %[5]d instances counted (%[6]d skipped). What it applied st" +
+	"ays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, start" +
+	"ed %[3]s, is running: %[4]d of the %[5]d instances counted done so far (" +
+	"%[6]d skipped). Each reload shows how far it got.\x02No progress since %" +
+	"[1]s: the replica running it may have stopped. What it applied stays; ac" +
+	"t on the filter again for the rest.\x02Relais console\x02Language\x02Ski" +
+	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
+	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
+	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
+	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
+	"\x12\x02Display settings:\x02Times in %[1]s · reloading paused\x02Times " +
+	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Re" +
+	"loading paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pa" +
+	"use reloading\x02Not allowed\x02Your role can read definitions and proce" +
+	"sses only: external tasks and process instances are for operators and ad" +
+	"ministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charac" +
+	"ter or bytes that are not UTF-8 text: correct it and try again.\x02Back " +
+	"to external tasks\x02Back to sign-in\x02Back to definitions\x02Nothing e" +
+	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
+	" this address, or it is not visible to you. An ended instance is deleted" +
+	", with its occurrences and attempts, once the retention period (RELAIS_R" +
+	"ETENTION) has passed, or at once when an administrator erases it; the au" +
+	"dit log keeps the operator actions taken on it.\x02“%[1]s” is not a whol" +
+	"e id (a UUID): the lists show the end of each id; open the row, or copy " +
+	"its link, for the whole id.\x02Not found\x02This instance was erased by " +
+	"%[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and at" +
+	"tempts were deleted with it; the audit log keeps the operator actions ta" +
+	"ken on it.\x02Form refused\x02This form was not sent from this console s" +
+	"ession, or it has expired: nothing was done. Open the form again and sen" +
+	"d it anew.\x02Back to the form\x02Form too large\x02This form is larger " +
+	"than %[1]d KiB: nothing was done. Shorten what you typed and send it aga" +
+	"in.\x02Form not received\x02This form did not arrive in time: nothing wa" +
+	"s done. Send it again.\x02This form could not be read: nothing was done." +
+	" Send it again.\x02Temporarily unavailable\x02The database cannot be rea" +
+	"ched right now. Try again in a few seconds.\x02Something went wrong\x02T" +
+	"he console could not show this page. Try again; if it persists, give you" +
+	"r administrator the request id %[1]s.\x02No consumer yet.\x02No more con" +
+	"sumers.\x02The external services that take tasks, and the definitions ea" +
+	"ch may take. Create consumers, change their grants and rotate their toke" +
+	"ns through the API (/api/v1/consumers); tokens are never shown.\x02Consu" +
+	"mers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tas" +
+	"ks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved now" +
+	"\x02All its tasks\x02%[1]s: every revision, present and future\x02%[1]s:" +
+	" revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; t" +
+	"he counts appear when you reload the page.\x02Counts are unavailable rig" +
+	"ht now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
+	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
+	"part of a definition. Processes never use it directly: they pin a revisi" +
+	"on.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the" +
+	" Working copy has never been snapshotted.\x02Releases\x02No release yet." +
+	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
+	"sts every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
+	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
+	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
+	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
+	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
+	"s and processes use revision %[1]d at most) until a snapshot makes them " +
+	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
+	"the name or a description changed).\x02Changes of the Working copy since" +
+	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
+	"ision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the ne" +
+	"wer contract these fields’ values are less protected than under the olde" +
+	"r one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
+	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
+	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
+	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
+	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
+	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process " +
+	"version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts" +
+	": their Working copy, immutable revisions and named releases.\x02Definit" +
+	"ions by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
+	"ush nodes call. Values of the URL's query and of the headers, and signin" +
+	"g secrets, are sealed and never shown. Create and change destinations wi" +
+	"th relais apply (kind: Destination documents) or through the API (/api/v" +
+	"1/destinations), which also deletes them.\x02Destinations by name\x02mas" +
+	"ked value\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02n" +
+	"o header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Kee" +
+	"p the instance\x02Say why, for whoever reads the log later: at most %[1]" +
+	"d characters. It is kept after the erasure, whatever the retention: writ" +
+	"e the request’s reference, not the person’s name.\x02Erase process insta" +
+	"nce %[1]s\x02Erase this instance now? It is deleted with its occurrences" +
+	" and their attempts, as retention would delete it.\x02Its inputs, output" +
+	"s, business key and the workers’ messages go with it; this cannot be und" +
+	"one. The audit records naming it stay (who did what, and why), and so do" +
+	" backups until they expire.\x02Erase the instance\x02This instance is %[" +
+	"1]s: only an ended instance can be erased. Stop it first.\x02Erased: ins" +
+	"tance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded i" +
+	"n the audit log.\x02This instance had already been erased, by %[1]s at %" +
+	"[2]s; nothing changed and nothing was recorded.\x02on error\x02any other" +
+	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
+	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
+	"\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and inc" +
+	"idents now, and what its workers finished in the last hour: occurrences " +
+	"that ended completed or failed. An occurrence retried since counts where" +
+	" it ends next; a failed attempt with attempts left is not counted, its o" +
+	"ccurrence’s page lists it.\x02A held instance’s failed occurrence counts" +
+	" in both Held instances and Failed.\x02Completions and failures, last ho" +
+	"ur\x02Definitions, those needing attention first\x02Definition\x02Open" +
+	"\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, las" +
+	"t hour\x02Failed, last hour\x02No definition has occurrences yet.\x02As " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s" +
+	"\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1]" +
+	"s has occurrences: check the key, or show all definitions.\x02All defini" +
+	"tions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In " +
+	"the last hour: %[1]s, %[2]s. The table after the chart gives each 5-minu" +
+	"te slot.\x02Completed\x02The chart’s numbers\x02Completions and failures" +
+	" per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d complet" +
+	"ed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02Retention: ended instances are kept forever, another replica’s RELAI" +
+	"S_RETENTION.\x02Retention: ended instances are kept forever (RELAIS_RETE" +
+	"NTION).\x02Retention: ended instances are deleted with their occurrences" +
+	" %[1]s after they end, another replica’s longer RELAIS_RETENTION.\x02Ret" +
+	"ention: ended instances are deleted with their occurrences %[1]s after t" +
+	"hey end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s a" +
+	"go\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02F" +
+	"eb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
+	"stance…\x02This instance has ended. As an administrator you may erase it" +
+	" now rather than wait for retention (a data subject’s request): it is de" +
+	"leted with its occurrences and attempts.\x02This instance is held at a f" +
+	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
+	"1]s failed before any attempt (its inputs could not be built), so it wou" +
+	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
+	"t a failed node: an incident. Retry offers the failed occurrence again; " +
+	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
+	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
+	"e\x02Held for\x02never: retention keeps ended instances forever (RELAIS_" +
+	"RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps ended inst" +
+	"ances forever\x02Deleted by retention\x02ended instances are kept %[1]s " +
+	"(RELAIS_RETENTION)\x02ended instances are kept %[1]s, another replica’s " +
+	"longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at no" +
+	"de\x02held, then stopped by an operator\x02held, then abandoned by an op" +
+	"erator\x02The version must be a whole number from 1.\x02A version is a p" +
+	"rocess’s: choose the process too.\x02Creation date\x02The page size must" +
+	" be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sens" +
+	"itive\x02Act on every instance this filter matches\x02The next page coun" +
+	"ts them and asks for a reason before anything changes.\x02Process instan" +
+	"ces, newest first\x02Instance\x02End node or error\x02No instance matche" +
+	"s these filters.\x02All processes\x02Any definition\x02All statuses\x02U" +
+	"nknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status " +
+	"of an instance, not of a task: the Instances page lists the instances wi" +
+	"th it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02deferred" +
+	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
+	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
+	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
+	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
+	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
+	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
+	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
+	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
+	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
+	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
+	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
+	"ever called the destination: the occurrence ended before any call.\x02Re" +
+	"lais keeps the destination’s status code only when it refused the call (" +
+	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
+	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
+	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
+	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
+	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
+	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
+	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
+	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
+	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
+	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
+	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before a result arrived.\x02The result did not match the revision's " +
+	"outputs contract.\x02The answer to the call was lost (the connection bro" +
+	"ke after the request was sent, or Relais stopped or could not reach its " +
+	"database before recording it): whether the destination acted is unknown," +
+	" so Relais does not call it again by itself (an operator’s retry does)." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
+	"d without a result (its lock expired, or its worker’s stream ended) with" +
+	" no attempt left.\x02The inputs could not be built from the process’s bi" +
+	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
+	"orted a failure with no retries left (retries: 0, no retries sent, which" +
+	" Camunda reads as 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path, and is held at a later node.\x02" +
+	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
+	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
+	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
+	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
+	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
+	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
+	"s report is refused, but it may already have done the work.\x02The insta" +
+	"nce was stopped during the call, which was aborted: the destination may " +
+	"already have acted on the request (check there).\x02The instance was sto" +
+	"pped while the task was deferred: a settlement by id is refused, but the" +
+	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
+	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
+	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
+	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
+	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
+	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
+	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
+	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
+	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
+	", protected values masked)\x02Message from Relais, quoting the destinati" +
+	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
+	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
+	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
+	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02instance held he" +
+	"re\x02Totals of definition %[1]s, not narrowed by the other filters\x02T" +
+	"otals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02This address holds a parameter that cannot be read (a " +
+	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
+	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
+	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
+	"page.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose a place, whose daylight saving time is followed, or a fixed " +
+	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
+	"at you typed but did not apply (filters, the search box) and moves the f" +
+	"ocus back to the top of the page: “Pause reloading”, on every page that " +
+	"reloads, stops it until you resume. Pages where you type a reason (confi" +
+	"rmations, and occurrences with a value to reveal) never reload on their " +
+	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
+	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
+	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
+	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
+	"his page stays as it is until you resume.\x02Published process versions:" +
+	" their nodes, routes and pinned revisions, drawn, with where their occur" +
+	"rences are now.\x02Published process versions: their nodes, routes and p" +
+	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02older versions, fro" +
+	"m version %[1]d (each links the one before)\x02Process %[1]s\x02Start no" +
+	"de\x02Graph\x02Columns follow the longest path from the start node. Soli" +
+	"d arrows are successes (labelled with their route), dashed ones failures" +
+	" (labelled with their error codes). Each box says how many of this versi" +
+	"on’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
+	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
+	" starts with an empty object.\x02Inputs an instance of this version is s" +
+	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
+	"names no version runs this one\x02no: version %[1]d is\x02← version %[1]" +
+	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
+	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
+	" failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
+	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
+	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
+	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
+	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few second" +
+	"s.\x02Only administrators may reveal a sensitive value.\x02Say why you r" +
+	"eveal this value: the reason is recorded with the reveal in the audit lo" +
+	"g.\x02Cannot reveal it here\x02This replica lacks the data key the value" +
+	" was sealed with, so it cannot open it (nothing was recorded). Another r" +
+	"eplica may reveal it; ask your administrator to start every replica with" +
+	" the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at %" +
+	"[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this p" +
+	"age shows as hidden (sensitive) can be revealed.\x02Secret values can ne" +
+	"ver be revealed.\x02Every sensitive value an administrator revealed: who" +
+	", when, which field and why. The values themselves are never kept.\x02Re" +
+	"veals, newest first\x02No value was revealed.\x02none (revealed before r" +
+	"easons were asked for)\x02Method not allowed\x02This page does not accep" +
+	"t that request.\x02This form was sent from another site: the console tak" +
+	"es its forms from its own pages only. Open the console and send it from " +
+	"there.\x02Search\x02Type an instance or occurrence id (a whole UUID, as " +
+	"the title of its page shows it), or a business key.\x02Nothing to find: " +
+	"the search box is empty.\x02That is too long to be an id or a business k" +
+	"ey.\x02No instance has “%[1]s” as its business key. A business key is fo" +
+	"und only whole and exactly as given, capitals and accents included: a li" +
+	"st shows a long one shortened, so copy it from its instance’s page. An e" +
+	"nded instance is deleted once the retention period (RELAIS_RETENTION) ha" +
+	"s passed, or at once when an administrator erases it.\x02No instance or " +
+	"occurrence has the id “%[1]s”, and no instance has it as its business ke" +
+	"y. An ended instance is deleted, with its occurrences and attempts, once" +
+	" the retention period (RELAIS_RETENTION) has passed, or at once when an " +
+	"administrator erases it; the audit log keeps the operator actions taken " +
+	"on it.\x02No instance has “%[1]s” as its business key, and it is not a w" +
+	"hole id: the lists show the end of each id. Open the row, or copy its li" +
+	"nk, for the whole id.\x02A token in the address is not used: you are sig" +
+	"ned in already. The address has put it in your browser’s history, and pe" +
+	"rhaps in a proxy’s logs: if others may read them, have the token revoked" +
+	" and use a new one.\x02A token in the address is not used: paste it in t" +
+	"he field below. The address has put it in your browser’s history, and pe" +
+	"rhaps in a proxy’s logs: if others may read them, have the token revoked" +
+	" and use a new one.\x02You are signed out.\x02The token you signed in wi" +
+	"th is revoked, and you are signed out: sign in with another one.\x02Your" +
+	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
+	" a restart of the server), so your last action was not applied. Sign in " +
+	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
+	" elsewhere, a token revoked or expired, or a restart of the server). Sig" +
+	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
+	"rator token.\x02Token\x02The token is checked once and never stored in y" +
+	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
+	"ity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed s" +
+	"ign-ins from your address. Try again in %[1]d second.\x00H\x02Too many f" +
+	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02Paste y" +
+	"our token in the field: it is empty.\x02This token is unknown, revoked o" +
+	"r expired.\x02A %[1]s token cannot open the console: it is a worker’s to" +
+	"ken, for the API.\x02Only administrators see this page: tokens, consumer" +
+	"s, destinations, the reveal log and erasures are theirs.\x02Staff tokens" +
+	" (administrators, designers, operators) that are not revoked. Consumer t" +
+	"okens are managed with their consumers. Revoking a token refuses its nex" +
+	"t request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last us" +
+	"ed\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this se" +
+	"ssion\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its ne" +
+	"xt request is refused, and console sessions opened with it end. This can" +
+	"not be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 838 elements
+var frIndex = []uint32{ // 841 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
 	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
-	0x00000263, 0x0000028d, 0x0000030f, 0x000003f7,
-	0x0000040e, 0x00000439, 0x0000048f, 0x00000515,
-	0x0000052d, 0x00000556, 0x0000059b, 0x000006fb,
-	0x00000711, 0x000007fd, 0x000008fd, 0x00000a08,
+	0x00000263, 0x0000028d, 0x0000030f, 0x0000040a,
+	0x00000421, 0x0000044c, 0x000004a2, 0x00000528,
+	0x00000540, 0x00000569, 0x000005ae, 0x0000070e,
+	0x00000724, 0x00000810, 0x00000910, 0x00000a1b,
 	// Entry 20 - 3F
-	0x00000a1f, 0x00000a46, 0x00000a5d, 0x00000b03,
-	0x00000bb6, 0x00000c6a, 0x00000d8f, 0x00000dd8,
-	0x00000e22, 0x00000e5c, 0x00000ee9, 0x00000f6e,
-	0x00000fb3, 0x0000108b, 0x000010e8, 0x00001119,
-	0x0000118a, 0x000011f3, 0x0000126a, 0x000012d3,
-	0x00001307, 0x0000137c, 0x000013e7, 0x000013f8,
-	0x0000145e, 0x000014c9, 0x000014d0, 0x00001511,
-	0x00001525, 0x000015c3, 0x000015f7, 0x00001636,
+	0x00000a32, 0x00000a59, 0x00000a70, 0x00000b16,
+	0x00000bc9, 0x00000c7d, 0x00000da2, 0x00000deb,
+	0x00000e35, 0x00000e6f, 0x00000efc, 0x00000f81,
+	0x00000fc6, 0x0000109e, 0x000010fb, 0x0000112c,
+	0x0000119d, 0x00001206, 0x0000127d, 0x000012e6,
+	0x0000131a, 0x0000138f, 0x000013fa, 0x0000140b,
+	0x00001471, 0x000014dc, 0x000014e3, 0x00001524,
+	0x00001538, 0x000015d6, 0x0000160a, 0x00001649,
 	// Entry 40 - 5F
-	0x000016c7, 0x00001747, 0x00001783, 0x000017c3,
-	0x0000181c, 0x0000185a, 0x00001898, 0x000018d5,
-	0x00001954, 0x0000199e, 0x00001a36, 0x00001a9f,
-	0x00001ad9, 0x00001b3a, 0x00001be3, 0x00001bed,
-	0x00001bf5, 0x00001bfc, 0x00001c09, 0x00001c19,
-	0x00001c31, 0x00001c44, 0x00001c58, 0x00001c69,
-	0x00001c75, 0x00001c96, 0x00001ca0, 0x00001ce8,
-	0x0000209d, 0x00002249, 0x0000226b, 0x00002281,
+	0x000016ed, 0x0000176d, 0x000017a9, 0x000017e9,
+	0x00001842, 0x00001880, 0x000018be, 0x000018fb,
+	0x0000197a, 0x000019c4, 0x00001a5c, 0x00001ac5,
+	0x00001aff, 0x00001b60, 0x00001c09, 0x00001c13,
+	0x00001c1b, 0x00001c22, 0x00001c2f, 0x00001c3f,
+	0x00001c57, 0x00001c6a, 0x00001c7e, 0x00001c8f,
+	0x00001c95, 0x00001cb6, 0x00001cc0, 0x00001d08,
+	0x000020bd, 0x00002269, 0x0000228b, 0x000022a1,
 	// Entry 60 - 7F
-	0x000022a7, 0x000022cd, 0x000022fc, 0x0000232b,
-	0x0000235d, 0x000023de, 0x00002411, 0x00002446,
-	0x0000252e, 0x000025d7, 0x0000264c, 0x0000272f,
-	0x0000274f, 0x00002755, 0x00002759, 0x00002760,
-	0x00002766, 0x0000277c, 0x0000279c, 0x000027ac,
-	0x000027b7, 0x000027c9, 0x000028df, 0x000028e7,
-	0x00002902, 0x00002905, 0x00002908, 0x0000291e,
-	0x00002939, 0x00002965, 0x00002978, 0x00002a4b,
+	0x000022c7, 0x000022ed, 0x0000231c, 0x0000234b,
+	0x0000237d, 0x000023fe, 0x00002431, 0x00002466,
+	0x0000253f, 0x000025e8, 0x0000265d, 0x00002740,
+	0x00002760, 0x00002766, 0x0000276a, 0x00002771,
+	0x00002777, 0x0000278d, 0x000027ad, 0x000027bd,
+	0x000027c8, 0x000027da, 0x000028f0, 0x000028f8,
+	0x00002913, 0x00002916, 0x00002919, 0x0000292f,
+	0x0000294a, 0x00002976, 0x00002989, 0x00002a5c,
 	// Entry 80 - 9F
-	0x00002a94, 0x00002aca, 0x00002b46, 0x00002c67,
-	0x00002d2b, 0x00002e26, 0x00002eec, 0x00002fa3,
-	0x00002fb2, 0x00002fb9, 0x00002fca, 0x00002fe0,
-	0x00002fe6, 0x00002ff7, 0x00003001, 0x00003028,
-	0x00003044, 0x0000304c, 0x00003059, 0x00003065,
-	0x00003073, 0x00003080, 0x00003087, 0x00003095,
-	0x000030b9, 0x000030c9, 0x000030e1, 0x00003102,
-	0x00003134, 0x00003170, 0x000031aa, 0x000031c0,
+	0x00002aa5, 0x00002adb, 0x00002b57, 0x00002c78,
+	0x00002d3c, 0x00002e37, 0x00002efd, 0x00002fb4,
+	0x00002fc3, 0x00002fca, 0x00002fdb, 0x00002ff1,
+	0x00002ff7, 0x00003008, 0x00003012, 0x00003039,
+	0x00003055, 0x0000305d, 0x0000306a, 0x00003076,
+	0x00003084, 0x00003091, 0x00003098, 0x000030a6,
+	0x000030ca, 0x000030da, 0x000030f2, 0x00003113,
+	0x00003145, 0x00003181, 0x000031bb, 0x000031d1,
 	// Entry A0 - BF
-	0x000031da, 0x0000320c, 0x00003226, 0x00003235,
-	0x000032e9, 0x000032fb, 0x0000337b, 0x00003397,
-	0x000033ae, 0x000033c6, 0x00003409, 0x00003557,
-	0x00003610, 0x0000361c, 0x00003707, 0x0000371a,
-	0x000037bf, 0x000037d4, 0x000037ef, 0x0000386b,
-	0x00003880, 0x000038dd, 0x00003933, 0x0000394f,
-	0x000039a6, 0x000039be, 0x00003a56, 0x00003a7b,
-	0x00003a95, 0x00003b86, 0x00003bb4, 0x00003bb7,
+	0x000031eb, 0x0000321d, 0x00003237, 0x00003246,
+	0x000032fa, 0x0000330c, 0x0000338c, 0x000033a8,
+	0x000033bf, 0x000033d7, 0x0000341a, 0x00003568,
+	0x00003621, 0x0000362d, 0x00003718, 0x0000372b,
+	0x000037d0, 0x000037e5, 0x00003800, 0x0000387c,
+	0x00003891, 0x000038ee, 0x00003944, 0x00003960,
+	0x000039b7, 0x000039cf, 0x00003a67, 0x00003a8c,
+	0x00003aa6, 0x00003b97, 0x00003bc5, 0x00003bc8,
 	// Entry C0 - DF
-	0x00003bbb, 0x00003bc2, 0x00003bcc, 0x00003bd2,
-	0x00003bda, 0x00003be0, 0x00003bea, 0x00003c0b,
-	0x00003c24, 0x00003c37, 0x00003c6f, 0x00003c89,
-	0x00003ca4, 0x00003d0a, 0x00003d3c, 0x00003d42,
-	0x00003d47, 0x00003d53, 0x00003d62, 0x00003d6e,
-	0x00003d7a, 0x00003d8c, 0x00003d9d, 0x00003e21,
-	0x00003e33, 0x00003e4a, 0x00003e55, 0x00003eaa,
-	0x00003eb7, 0x00003edc, 0x00003ee8, 0x00003ef2,
+	0x00003bcc, 0x00003bd3, 0x00003bdd, 0x00003be3,
+	0x00003beb, 0x00003bf1, 0x00003bfb, 0x00003c1c,
+	0x00003c35, 0x00003c48, 0x00003c80, 0x00003c9a,
+	0x00003cb5, 0x00003d1b, 0x00003d4d, 0x00003d53,
+	0x00003d58, 0x00003d64, 0x00003d73, 0x00003d7f,
+	0x00003d8b, 0x00003d9d, 0x00003dae, 0x00003e32,
+	0x00003e44, 0x00003e5b, 0x00003e66, 0x00003ebb,
+	0x00003ec8, 0x00003eed, 0x00003ef9, 0x00003f03,
 	// Entry E0 - FF
-	0x00003ef8, 0x00003f04, 0x00003f1c, 0x00003f6e,
-	0x00003f7e, 0x00003f8e, 0x00003f97, 0x00003fa2,
-	0x00003faa, 0x00003fca, 0x00003fec, 0x00004014,
-	0x0000401d, 0x0000402d, 0x0000404d, 0x00004055,
-	0x00004064, 0x00004083, 0x000040ae, 0x000040d4,
-	0x000040e4, 0x000040ee, 0x000040f8, 0x00004117,
-	0x00004135, 0x0000420d, 0x0000422b, 0x0000426f,
-	0x000042ac, 0x000042df, 0x0000430f, 0x00004398,
+	0x00003f09, 0x00003f15, 0x00003f2d, 0x00003f7f,
+	0x00003f8f, 0x00003f9f, 0x00003fa8, 0x00003fb3,
+	0x00003fbb, 0x00003fdb, 0x00003ffd, 0x00004025,
+	0x0000402e, 0x0000403e, 0x0000405e, 0x00004066,
+	0x00004075, 0x00004094, 0x000040bf, 0x000040e5,
+	0x000040f5, 0x000040ff, 0x00004109, 0x00004128,
+	0x00004146, 0x0000421e, 0x0000423c, 0x00004280,
+	0x000042bd, 0x000042f0, 0x00004320, 0x000043a9,
 	// Entry 100 - 11F
-	0x000043c4, 0x000043f4, 0x00004416, 0x00004431,
-	0x0000444c, 0x00004468, 0x00004484, 0x0000449a,
-	0x000044b4, 0x000044eb, 0x00004521, 0x00004541,
-	0x00004560, 0x00004567, 0x0000456e, 0x0000457d,
-	0x00004599, 0x000045ad, 0x000045c2, 0x0000462c,
-	0x00004642, 0x00004647, 0x0000465b, 0x00004673,
-	0x00004698, 0x000046c6, 0x000046eb, 0x00004705,
-	0x0000484e, 0x00004863, 0x00004873, 0x00004877,
+	0x000043d5, 0x00004405, 0x00004427, 0x00004442,
+	0x0000445d, 0x00004479, 0x00004495, 0x000044ab,
+	0x000044c5, 0x000044fc, 0x00004532, 0x00004552,
+	0x00004571, 0x00004578, 0x0000457f, 0x0000458e,
+	0x000045aa, 0x000045be, 0x000045d3, 0x0000463d,
+	0x00004653, 0x00004658, 0x0000466c, 0x00004684,
+	0x000046a9, 0x000046d7, 0x000046fc, 0x00004716,
+	0x0000485f, 0x00004874, 0x00004884, 0x00004888,
 	// Entry 120 - 13F
-	0x0000488a, 0x00004899, 0x000048b0, 0x000048bf,
-	0x000048c6, 0x000048d1, 0x000048f3, 0x00004907,
-	0x000049e5, 0x00004a0d, 0x00004a96, 0x00004b9c,
-	0x00004bb1, 0x00004c17, 0x00004c9c, 0x00004d11,
-	0x00004d23, 0x00004d36, 0x00004d52, 0x00004d7f,
-	0x00004d9c, 0x00004dbf, 0x00004dca, 0x00004dd5,
-	0x00004dec, 0x00004f53, 0x00004fc4, 0x00004feb,
-	0x00005029, 0x00005035, 0x0000503e, 0x00005052,
+	0x0000489b, 0x000048aa, 0x000048c1, 0x000048d0,
+	0x000048d7, 0x000048e2, 0x00004904, 0x00004918,
+	0x000049f6, 0x00004a1e, 0x00004aa7, 0x00004bad,
+	0x00004bc2, 0x00004c28, 0x00004cad, 0x00004d22,
+	0x00004d34, 0x00004d47, 0x00004d63, 0x00004d90,
+	0x00004dad, 0x00004dd0, 0x00004ddb, 0x00004de6,
+	0x00004dfd, 0x00004f64, 0x00004fd5, 0x00004ffc,
+	0x0000503a, 0x00005046, 0x0000504f, 0x00005063,
 	// Entry 140 - 15F
-	0x0000505c, 0x00005083, 0x0000509f, 0x000050ba,
-	0x000050ea, 0x00005129, 0x00005144, 0x00005153,
-	0x00005164, 0x00005185, 0x000051f0, 0x00005208,
-	0x0000524f, 0x000052ba, 0x000052c5, 0x000052df,
-	0x00005329, 0x00005331, 0x0000533f, 0x0000534f,
-	0x00005379, 0x000053a2, 0x000053fb, 0x00005499,
-	0x00005513, 0x00005523, 0x00005542, 0x0000554e,
-	0x00005567, 0x00005572, 0x0000557f, 0x0000558e,
+	0x0000506d, 0x00005094, 0x000050b0, 0x000050cb,
+	0x000050fb, 0x0000513a, 0x00005155, 0x00005164,
+	0x00005175, 0x00005196, 0x00005201, 0x00005219,
+	0x00005260, 0x000052cb, 0x000052d6, 0x000052f0,
+	0x0000533a, 0x00005342, 0x00005350, 0x00005360,
+	0x0000538a, 0x000053b3, 0x0000542c, 0x00005485,
+	0x00005523, 0x0000559d, 0x000055ad, 0x000055cc,
+	0x000055d8, 0x000055f1, 0x000055fc, 0x00005609,
 	// Entry 160 - 17F
-	0x00005596, 0x000055a0, 0x000055a8, 0x000055b0,
-	0x000055b6, 0x000055bd, 0x000055c2, 0x000055c7,
-	0x000055cb, 0x000055d0, 0x000055d6, 0x000055dc,
-	0x000055e2, 0x000055e7, 0x000055ec, 0x000055f2,
-	0x000055fc, 0x0000561c, 0x0000563e, 0x00005662,
-	0x00005688, 0x00005691, 0x000056ad, 0x000056b6,
-	0x000056ce, 0x000056d7, 0x0000572b, 0x0000574b,
-	0x00005751, 0x0000575c, 0x00005762, 0x00005770,
+	0x00005618, 0x00005620, 0x0000562a, 0x00005632,
+	0x0000563a, 0x00005640, 0x00005647, 0x0000564c,
+	0x00005651, 0x00005655, 0x0000565a, 0x00005660,
+	0x00005666, 0x0000566c, 0x00005671, 0x00005676,
+	0x0000567c, 0x00005686, 0x000056a6, 0x000056c8,
+	0x000056ec, 0x00005712, 0x0000571b, 0x00005737,
+	0x00005740, 0x00005758, 0x00005761, 0x000057b5,
+	0x000057d5, 0x000057db, 0x000057e6, 0x000057ec,
 	// Entry 180 - 19F
-	0x0000577b, 0x00005789, 0x000057bc, 0x000057e0,
-	0x0000580f, 0x00005858, 0x0000585f, 0x00005875,
-	0x000058e8, 0x0000590e, 0x00005928, 0x00005a10,
-	0x00005b9f, 0x00005ca6, 0x00005cf6, 0x00005d27,
-	0x00005d5a, 0x00005d89, 0x00005d94, 0x00005d98,
-	0x00005daa, 0x00005dbf, 0x00005dcd, 0x00005dea,
-	0x00005e44, 0x00005e87, 0x00005eee, 0x00005efb,
-	0x00005f10, 0x00005f23, 0x00005f4e, 0x00005f7b,
+	0x000057fa, 0x00005805, 0x00005813, 0x00005846,
+	0x0000586a, 0x00005899, 0x000058e2, 0x000058e9,
+	0x000058ff, 0x00005972, 0x00005998, 0x000059b2,
+	0x00005a9a, 0x00005c29, 0x00005d30, 0x00005d80,
+	0x00005db1, 0x00005de4, 0x00005e13, 0x00005e1e,
+	0x00005e22, 0x00005e34, 0x00005e49, 0x00005e57,
+	0x00005eb1, 0x00005f16, 0x00005f33, 0x00005f76,
+	0x00005fdd, 0x00005fea, 0x00005fff, 0x00006012,
 	// Entry 1A0 - 1BF
-	0x00005fb2, 0x00005ffc, 0x0000600e, 0x00006046,
-	0x0000605d, 0x00006074, 0x000060a8, 0x000060f2,
-	0x00006127, 0x00006130, 0x00006147, 0x00006175,
-	0x00006188, 0x0000619a, 0x000061ab, 0x000061f7,
-	0x00006271, 0x00006295, 0x000062a0, 0x000062ab,
-	0x000062b6, 0x000062c0, 0x000062ca, 0x000062d3,
-	0x000062dc, 0x000062e5, 0x000062ee, 0x000062f7,
-	0x000062fe, 0x0000630c, 0x00006312, 0x00006319,
+	0x0000603d, 0x0000606a, 0x000060a1, 0x000060eb,
+	0x000060fd, 0x00006135, 0x0000614c, 0x00006158,
+	0x0000616f, 0x000061a3, 0x000061ed, 0x00006222,
+	0x0000622b, 0x00006242, 0x00006270, 0x00006283,
+	0x00006295, 0x000062a6, 0x000062f2, 0x0000636c,
+	0x00006390, 0x0000639b, 0x000063a6, 0x000063b1,
+	0x000063bb, 0x000063c5, 0x000063ce, 0x000063d7,
+	0x000063e0, 0x000063e9, 0x000063f2, 0x000063f9,
 	// Entry 1C0 - 1DF
-	0x00006320, 0x00006329, 0x0000632e, 0x0000633c,
-	0x00006342, 0x00006348, 0x0000634e, 0x00006356,
-	0x0000635f, 0x00006368, 0x0000637b, 0x0000638c,
-	0x000063af, 0x000063d0, 0x000063df, 0x000063ea,
-	0x000063f5, 0x00006402, 0x00006406, 0x0000640a,
-	0x00006418, 0x00006426, 0x00006434, 0x00006454,
-	0x00006467, 0x00006480, 0x00006495, 0x000064a6,
-	0x000064b8, 0x000064ca, 0x000064d0, 0x000064d7,
+	0x00006407, 0x0000640d, 0x00006414, 0x0000641b,
+	0x00006424, 0x00006429, 0x00006437, 0x0000643d,
+	0x00006443, 0x00006449, 0x00006451, 0x0000645a,
+	0x00006463, 0x00006476, 0x00006487, 0x000064aa,
+	0x000064cb, 0x000064da, 0x000064e5, 0x000064f0,
+	0x000064fd, 0x00006501, 0x00006505, 0x00006513,
+	0x00006521, 0x0000652f, 0x0000654f, 0x00006562,
+	0x0000657b, 0x00006590, 0x000065a1, 0x000065b3,
 	// Entry 1E0 - 1FF
-	0x000064df, 0x000064e7, 0x00006505, 0x00006523,
-	0x0000653a, 0x0000654f, 0x00006560, 0x00006566,
-	0x0000657f, 0x0000658a, 0x000065be, 0x000065cb,
-	0x000065e9, 0x000065f7, 0x00006600, 0x00006607,
-	0x00006622, 0x0000662c, 0x0000663f, 0x00006679,
-	0x00006682, 0x00006691, 0x000066f5, 0x00006701,
-	0x0000670b, 0x0000673b, 0x00006796, 0x0000687d,
-	0x00006888, 0x000068bb, 0x000068f9, 0x00006972,
+	0x000065c5, 0x000065cb, 0x000065d2, 0x000065da,
+	0x000065e2, 0x00006600, 0x0000661e, 0x00006635,
+	0x0000664a, 0x0000665b, 0x00006661, 0x0000667a,
+	0x00006685, 0x000066b9, 0x000066c6, 0x000066e4,
+	0x000066f2, 0x000066fb, 0x00006702, 0x0000671d,
+	0x00006727, 0x0000673a, 0x00006774, 0x0000677d,
+	0x0000678c, 0x000067f0, 0x000067fc, 0x00006806,
+	0x00006836, 0x00006891, 0x00006978, 0x00006983,
 	// Entry 200 - 21F
-	0x00006977, 0x00006997, 0x000069b4, 0x000069d4,
-	0x000069e9, 0x00006a2a, 0x00006a35, 0x00006a3f,
-	0x00006a68, 0x00006add, 0x00006aee, 0x00006b2b,
-	0x00006b5f, 0x00006bc0, 0x00006c0a, 0x00006c18,
-	0x00006c54, 0x00006c7e, 0x00006cc3, 0x00006ceb,
-	0x00006d2a, 0x00006d4b, 0x00006d89, 0x00006dc9,
-	0x00006de9, 0x00006e2a, 0x00006e54, 0x00006e7b,
-	0x00006efe, 0x00006f16, 0x00006f2a, 0x00006f41,
+	0x000069b6, 0x000069f4, 0x00006a6d, 0x00006a72,
+	0x00006a92, 0x00006aaf, 0x00006acf, 0x00006ae4,
+	0x00006b25, 0x00006b30, 0x00006b3a, 0x00006b63,
+	0x00006bd8, 0x00006be9, 0x00006c26, 0x00006c5a,
+	0x00006cbb, 0x00006d05, 0x00006d13, 0x00006d4f,
+	0x00006d79, 0x00006dbe, 0x00006de6, 0x00006e25,
+	0x00006e46, 0x00006e84, 0x00006ec4, 0x00006ee4,
+	0x00006f25, 0x00006f4f, 0x00006f76, 0x00006ff9,
 	// Entry 220 - 23F
-	0x00006f4f, 0x00006f5a, 0x00006f7d, 0x00006fbb,
-	0x00006fda, 0x00006ff6, 0x00007064, 0x00007136,
-	0x00007195, 0x0000721a, 0x00007297, 0x000073ab,
-	0x000074ae, 0x000074f5, 0x00007582, 0x000075c2,
-	0x00007608, 0x00007755, 0x0000777d, 0x000077a0,
-	0x000077d7, 0x00007868, 0x000078bb, 0x000078e4,
-	0x000079c6, 0x000079ec, 0x00007a33, 0x00007ab7,
-	0x00007b32, 0x00007baf, 0x00007bd7, 0x00007bff,
+	0x00007011, 0x00007025, 0x0000703c, 0x0000704a,
+	0x00007055, 0x00007078, 0x000070b6, 0x000070d5,
+	0x000070f1, 0x0000715f, 0x00007231, 0x00007290,
+	0x00007315, 0x00007392, 0x000074a6, 0x000075a9,
+	0x000075f0, 0x0000767d, 0x000076bd, 0x00007703,
+	0x00007850, 0x00007878, 0x0000789b, 0x000078d2,
+	0x00007963, 0x000079b6, 0x000079df, 0x00007ac1,
+	0x00007ae7, 0x00007b2e, 0x00007bb2, 0x00007c2d,
 	// Entry 240 - 25F
-	0x00007c46, 0x00007c90, 0x00007cc3, 0x00007cd6,
-	0x00007dde, 0x00007e0c, 0x00007e48, 0x00007e5e,
-	0x00007ef2, 0x00007f05, 0x00007f42, 0x00007f9b,
-	0x00007fd7, 0x00007fea, 0x0000803e, 0x00008073,
-	0x00008085, 0x0000809c, 0x000080db, 0x0000812d,
-	0x00008159, 0x000081f6, 0x0000829c, 0x00008349,
-	0x00008359, 0x000083b9, 0x0000842a, 0x000084af,
-	0x00008544, 0x0000854f, 0x0000856c, 0x0000858b,
+	0x00007caa, 0x00007cd2, 0x00007cfa, 0x00007d41,
+	0x00007d8b, 0x00007dbe, 0x00007dd1, 0x00007ed9,
+	0x00007f07, 0x00007f43, 0x00007f59, 0x00007fed,
+	0x00008000, 0x0000803d, 0x00008096, 0x000080d2,
+	0x000080e5, 0x00008139, 0x0000816e, 0x00008180,
+	0x00008197, 0x000081d6, 0x00008228, 0x00008254,
+	0x000082f1, 0x00008397, 0x00008444, 0x00008454,
+	0x000084b4, 0x00008525, 0x000085aa, 0x0000863f,
 	// Entry 260 - 27F
-	0x0000859c, 0x000085b6, 0x000085bf, 0x000085c9,
-	0x00008617, 0x0000865c, 0x0000867b, 0x000086b0,
-	0x00008701, 0x00008712, 0x0000875c, 0x00008772,
-	0x00008786, 0x0000879f, 0x000087b5, 0x000087df,
-	0x000087e7, 0x000087fa, 0x00008801, 0x0000881c,
-	0x0000883c, 0x0000886c, 0x00008883, 0x00008899,
-	0x000088d1, 0x0000890c, 0x00008938, 0x0000898c,
-	0x0000899d, 0x000089b7, 0x000089c2, 0x000089d6,
+	0x0000864a, 0x00008667, 0x00008686, 0x00008697,
+	0x000086b1, 0x000086ba, 0x000086c4, 0x00008712,
+	0x00008757, 0x00008776, 0x000087ab, 0x000087fc,
+	0x0000880d, 0x00008857, 0x0000886d, 0x00008881,
+	0x0000889a, 0x000088b0, 0x000088da, 0x000088e2,
+	0x000088f5, 0x000088fc, 0x00008917, 0x00008937,
+	0x00008967, 0x0000897e, 0x00008994, 0x000089cc,
+	0x00008a07, 0x00008a33, 0x00008a87, 0x00008a98,
 	// Entry 280 - 29F
-	0x000089e8, 0x000089fe, 0x00008a10, 0x00008a22,
-	0x00008a28, 0x00008a3a, 0x00008a48, 0x00008a57,
-	0x00008a63, 0x00008a79, 0x00008aa3, 0x00008ad6,
-	0x00008b7e, 0x00008bce, 0x00008bf6, 0x00008c48,
-	0x00008c8a, 0x00008cc6, 0x00008cdd, 0x00008da7,
-	0x00008dd4, 0x00008f8e, 0x00008fa8, 0x00008fc1,
-	0x00008fe2, 0x00008ff9, 0x00009026, 0x0000902d,
-	0x00009047, 0x0000906d, 0x00009082, 0x000090dc,
+	0x00008ab2, 0x00008abd, 0x00008ad1, 0x00008ae3,
+	0x00008af9, 0x00008b0b, 0x00008b1d, 0x00008b23,
+	0x00008b35, 0x00008b43, 0x00008b52, 0x00008b5e,
+	0x00008b74, 0x00008b9e, 0x00008bd1, 0x00008c79,
+	0x00008cc9, 0x00008cf1, 0x00008d43, 0x00008d85,
+	0x00008dc1, 0x00008dd8, 0x00008ea2, 0x00008ecf,
+	0x00009089, 0x000090a3, 0x000090bc, 0x000090dd,
+	0x000090f4, 0x00009121, 0x00009128, 0x00009142,
 	// Entry 2A0 - 2BF
-	0x00009171, 0x000091d4, 0x000091e7, 0x0000920e,
-	0x00009236, 0x00009244, 0x00009298, 0x000092a8,
-	0x000092b9, 0x000092c0, 0x000093f6, 0x000093fd,
-	0x00009437, 0x0000943c, 0x00009451, 0x00009465,
-	0x00009477, 0x0000948d, 0x0000949d, 0x000094da,
-	0x0000951a, 0x00009535, 0x00009546, 0x0000958a,
-	0x000095ab, 0x000095bd, 0x000095cf, 0x000096a4,
-	0x000096bc, 0x0000975d, 0x000097ec, 0x000097fc,
+	0x00009168, 0x0000917d, 0x000091d7, 0x0000926c,
+	0x000092cf, 0x000092e2, 0x00009309, 0x00009331,
+	0x0000933f, 0x00009393, 0x000093a3, 0x000093b4,
+	0x000093bb, 0x000094f1, 0x000094f8, 0x00009532,
+	0x00009537, 0x0000954c, 0x00009560, 0x00009572,
+	0x00009588, 0x00009598, 0x000095d5, 0x00009615,
+	0x00009630, 0x00009641, 0x00009685, 0x000096a6,
+	0x000096b8, 0x000096ca, 0x0000979f, 0x000097b7,
 	// Entry 2C0 - 2DF
-	0x000098d6, 0x00009998, 0x0000999d, 0x000099ad,
-	0x000099bb, 0x000099cb, 0x000099db, 0x000099e9,
-	0x000099f9, 0x00009a03, 0x00009a2c, 0x00009a46,
-	0x00009a61, 0x00009aef, 0x00009b2d, 0x00009b3e,
-	0x00009bd5, 0x00009be2, 0x00009bfd, 0x00009c56,
-	0x00009c6a, 0x00009c88, 0x00009cd3, 0x00009d14,
-	0x00009d8a, 0x00009da9, 0x00009ebf, 0x00009ed8,
-	0x00009f1e, 0x00009f36, 0x00009f89, 0x00009fc4,
+	0x00009858, 0x000098e7, 0x000098f7, 0x000099d1,
+	0x00009a93, 0x00009a98, 0x00009aa8, 0x00009ab6,
+	0x00009ac6, 0x00009ad6, 0x00009ae4, 0x00009af4,
+	0x00009afe, 0x00009b27, 0x00009b41, 0x00009b5c,
+	0x00009bea, 0x00009c28, 0x00009c39, 0x00009cd0,
+	0x00009cdd, 0x00009cf8, 0x00009d51, 0x00009d65,
+	0x00009d83, 0x00009dce, 0x00009e0f, 0x00009e85,
+	0x00009ea4, 0x00009fba, 0x00009fd3, 0x0000a019,
 	// Entry 2E0 - 2FF
-	0x0000a05c, 0x0000a088, 0x0000a0ae, 0x0000a0e2,
-	0x0000a0fa, 0x0000a125, 0x0000a1ce, 0x0000a1d8,
-	0x0000a260, 0x0000a295, 0x0000a2d6, 0x0000a452,
-	0x0000a5cd, 0x0000a6a6, 0x0000a7bb, 0x0000a8d7,
-	0x0000a8f0, 0x0000a96c, 0x0000aa35, 0x0000aabe,
-	0x0000aacb, 0x0000ab1d, 0x0000ab23, 0x0000abd7,
-	0x0000ac87, 0x0000acb9, 0x0000ace5, 0x0000ad4e,
-	0x0000adf5, 0x0000aeb7, 0x0000aee7, 0x0000aef4,
+	0x0000a031, 0x0000a084, 0x0000a0bf, 0x0000a157,
+	0x0000a183, 0x0000a1a9, 0x0000a1dd, 0x0000a1f5,
+	0x0000a220, 0x0000a2c9, 0x0000a2d3, 0x0000a35b,
+	0x0000a390, 0x0000a3d1, 0x0000a54d, 0x0000a6cc,
+	0x0000a7a5, 0x0000a8ba, 0x0000a9d6, 0x0000a9ef,
+	0x0000aa6b, 0x0000ab34, 0x0000abbd, 0x0000abca,
+	0x0000ac1c, 0x0000ac22, 0x0000acd6, 0x0000ad86,
+	0x0000adb8, 0x0000ade4, 0x0000ae4d, 0x0000aef4,
 	// Entry 300 - 31F
-	0x0000aefa, 0x0000af10, 0x0000af1b, 0x0000af22,
-	0x0000af2d, 0x0000af3b, 0x0000af48, 0x0000af56,
-	0x0000af6f, 0x0000af9c, 0x0000b045, 0x0000b058,
-	0x0000b062, 0x0000b0f1, 0x0000b152, 0x0000b1ae,
-	0x0000b1c0, 0x0000b1da, 0x0000b1ed, 0x0000b22b,
-	0x0000b267, 0x0000b284, 0x0000b291, 0x0000b29f,
-	0x0000b2ad, 0x0000b2bd, 0x0000b2f9, 0x0000b333,
-	0x0000b3b0, 0x0000b3bb, 0x0000b3e5, 0x0000b3f2,
+	0x0000afb6, 0x0000afe6, 0x0000aff3, 0x0000aff9,
+	0x0000b00f, 0x0000b01a, 0x0000b021, 0x0000b02c,
+	0x0000b03a, 0x0000b047, 0x0000b055, 0x0000b06e,
+	0x0000b09b, 0x0000b144, 0x0000b157, 0x0000b161,
+	0x0000b1f0, 0x0000b251, 0x0000b2ad, 0x0000b2bf,
+	0x0000b2d9, 0x0000b2ec, 0x0000b32a, 0x0000b366,
+	0x0000b383, 0x0000b390, 0x0000b39e, 0x0000b3ac,
+	0x0000b3bc, 0x0000b3f8, 0x0000b432, 0x0000b4af,
 	// Entry 320 - 33F
-	0x0000b40e, 0x0000b412, 0x0000b424, 0x0000b4e6,
-	0x0000b519, 0x0000b524, 0x0000b52e, 0x0000b543,
-	0x0000b54c, 0x0000b556, 0x0000b56b, 0x0000b58f,
-	0x0000b5a9, 0x0000b5be, 0x0000b5ea, 0x0000b629,
-	0x0000b62e, 0x0000b643, 0x0000b655, 0x0000b68a,
-	0x0000b69b, 0x0000b6c8, 0x0000b6f7, 0x0000b819,
-	0x0000b93b, 0x0000b9b1, 0x0000ba3c, 0x0000bacb,
-	0x0000bb32, 0x0000bb74, 0x0000bbc6, 0x0000bc0e,
+	0x0000b4ba, 0x0000b4e4, 0x0000b4f1, 0x0000b50d,
+	0x0000b511, 0x0000b523, 0x0000b5e5, 0x0000b618,
+	0x0000b623, 0x0000b62d, 0x0000b642, 0x0000b64b,
+	0x0000b655, 0x0000b66a, 0x0000b68e, 0x0000b6a8,
+	0x0000b6bd, 0x0000b6e9, 0x0000b728, 0x0000b72d,
+	0x0000b742, 0x0000b754, 0x0000b789, 0x0000b79a,
+	0x0000b7c7, 0x0000b7f6, 0x0000b918, 0x0000ba3a,
+	0x0000bab0, 0x0000bb3b, 0x0000bbca, 0x0000bc31,
 	// Entry 340 - 35F
-	0x0000bc81, 0x0000bcc9, 0x0000bcf7, 0x0000bd25,
-	0x0000bd58, 0x0000bd8b,
-} // Size: 3376 bytes
+	0x0000bc73, 0x0000bcc5, 0x0000bd0d, 0x0000bd80,
+	0x0000bdc8, 0x0000bdf6, 0x0000be24, 0x0000be57,
+	0x0000be8a,
+} // Size: 3388 bytes
 
-const frData string = "" + // Size: 48523 bytes
+const frData string = "" + // Size: 48778 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1943,694 +1951,698 @@ const frData string = "" + // Size: 48523 bytes
 	"nce en échec au nœud %[1]s est proposée de nouveau, avec un budget de te" +
 	"ntatives neuf.\x02Les exécutants peuvent de nouveau la prendre en charge" +
 	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
-	"es et sa dernière erreur restent dans son historique. Rien n’est terminé" +
-	" à la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instan" +
-	"ce de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en " +
-	"échec avec le code d’erreur abandoned.\x02Son occurrence en échec reste" +
-	" telle quelle et rien n’est terminé à sa place. Une instance abandonnée " +
-	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
-	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
-	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
-	"t à leur prochain retour, et leurs résultats sont refusés\u202f; un appe" +
-	"l push en cours est interrompu, mais sa destination a peut-être déjà tra" +
-	"ité la requête (une carte débitée\u202f: vérifiez-le chez elle). Rien n’" +
-	"est terminé à leur place, et une instance arrêtée ne peut pas reprendre." +
-	"\x02Arrêter l’instance\x02Cette instance ne peut pas être reprise\u202f:" +
-	" son occurrence au nœud %[1]s a échoué avant toute tentative (ses entrée" +
-	"s n’ont pas pu être construites), une reprise échouerait donc de la même" +
-	" façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel a reçu une rép" +
-	"onse de succès, avec des sorties que le contrat a refusées\u202f: la des" +
-	"tination a très probablement agi. Vérifiez auprès de la destination avan" +
-	"t de reprendre, sinon elle agira deux fois (une carte débitée deux fois)" +
-	".\x02Son dernier appel a peut-être été exécuté malgré tout (sa réponse a" +
-	" été perdue, ou est arrivée après le délai)\u202f: vérifiez auprès de la" +
-	" destination qu’elle n’a pas agi avant de reprendre, sinon elle agira de" +
-	"ux fois (une carte débitée deux fois).\x02Rien n’a été fait.\x02Impossib" +
-	"le d’agir sur cette instance\x02Retour à l’instance\x02Quelqu’un a agi s" +
-	"ur cette instance après l’ouverture de cette page (%[1]s par %[2]s, %[3]" +
-	"s). Rien n’a été fait\u202f: regardez-la de nouveau avant de décider." +
-	"\x02Cette instance est déjà terminée (elle est %[1]s désormais)\u202f: q" +
-	"uelqu’un a agi sur elle après l’ouverture de cette page (%[2]s par %[3]s" +
-	", %[4]s). Rien n’a été fait.\x02Cette instance n’est plus bloquée (elle " +
-	"est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouverture d" +
-	"e cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette insta" +
-	"nce est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec te" +
-	"rmine son instance, sauf si le on_error du nœud mène à hold (un incident" +
-	" qui attend un opérateur)\u202f; démarrez une nouvelle instance (avec un" +
-	"e nouvelle Idempotency-Key, ou sans) pour refaire le travail.\x02Cette i" +
-	"nstance est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cett" +
-	"e instance est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02" +
-	"Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a " +
-	"agi sur cette instance après l’ouverture de cette page. Rien n’a été fai" +
-	"t\u202f: regardez-la de nouveau avant de décider.\x02Cette instance n’es" +
-	"t plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute " +
-	"agi avant vous. Rien n’a été fait.\x02Cette instance est déjà terminée" +
-	"\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué avant toute " +
-	"tentative\u202f: ses entrées n’ont pas pu être construites, une reprise " +
-	"échouerait donc de la même façon. Abandonnez ou arrêtez plutôt l’instan" +
-	"ce. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien " +
-	"n’a changé et rien n’a été consigné.\x02Le motif que vous avez donné, no" +
-	"n consigné\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2" +
-	"]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’" +
-	"occurrence du nœud %[1]s est proposée de nouveau. Consigné dans le journ" +
-	"al d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le cod" +
-	"e d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: " +
-	"l’instance et ses occurrences ouvertes sont annulées. Consigné dans le j" +
-	"ournal d’audit.\x02Relais a refusé l’action. Rien n’a été fait.\x02Indiq" +
-	"uez un motif\u202f: il est consigné dans le journal d’audit (%[1]d carac" +
-	"tères au plus). Rien n’a été fait.\x02Le motif est trop long\u202f: %[1]" +
-	"d caractères, pour %[2]d au plus. Raccourcissez-le. Rien n’a été fait." +
-	"\x02Action inconnue.\x02L’arrêt s’applique aux instances en cours ou blo" +
-	"quées, pas à celles au statut «\u202f%[1]s\u202f».\x02La reprise et l’ab" +
-	"andon s’appliquent aux instances bloquées, pas à celles au statut «" +
-	"\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journal d’audit" +
-	" pour chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s" +
-	". Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’at" +
-	"tendre avant, l’action va tout de même jusqu’au bout.\x02La suivre dans " +
-	"le journal d’audit (nouvel onglet)\x02Reprendre toutes les instances blo" +
-	"quées que ce filtre retient\x02L’occurrence en échec de chacune est prop" +
-	"osée de nouveau, avec un budget de tentatives neuf. Rien n’est terminé à" +
-	" la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloqu" +
-	"ée correspond au filtre maintenant.\x00>\x02%[1]d instances bloquées co" +
-	"rrespondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprend" +
-	"re %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner tou" +
-	"tes les instances bloquées que ce filtre retient\x02Chacune passe en éch" +
-	"ec avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
-	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
-	"%[1]d instances\x02Arrêter toutes les instances bloquées que ce filtre r" +
-	"etient\x02Arrêter toutes les instances en cours que ce filtre retient" +
-	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
-	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
-	"aintenant.\x02Arrêter toutes les instances en cours ou bloquées que ce f" +
-	"iltre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou blo" +
-	"quée correspond au filtre maintenant.\x00J\x02%[1]d instances en cours o" +
-	"u bloquées correspondent au filtre maintenant.\x02Chacune est annulée av" +
-	"ec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être" +
-	" reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19" +
-	"\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laq" +
-	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
-	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
-	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
-	"sus.\x02Processus\x02Version\x02Statut\x02Clé métier\x02Code d’erreur" +
-	"\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Autre" +
-	"s critères\x02sans filtre\x02Par processus et code d’erreur\x02Instances" +
-	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
-	"res.\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée " +
-	"à un appel push qui a peut-être été exécuté malgré tout\u202f: il s’est" +
-	" terminé par outcome_unknown ou deadline_exceeded (sa réponse a été perd" +
-	"ue, ou est arrivée après le délai), ou par invalid_outputs (la destinati" +
-	"on a répondu un succès dont le contrat a refusé les sorties). Vérifiez a" +
-	"uprès de la destination qu’elle n’a pas agi avant de reprendre, sinon el" +
-	"le agira deux fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d" +
-	"’entre elles sont bloquées à un appel push qui a peut-être été exécuté" +
-	" malgré tout\u202f: il s’est terminé par outcome_unknown ou deadline_exc" +
-	"eeded (sa réponse a été perdue, ou est arrivée après le délai), ou par i" +
-	"nvalid_outputs (la destination a répondu un succès dont le contrat a ref" +
-	"usé les sorties). Vérifiez auprès de la destination qu’elle n’a pas agi " +
-	"avant de reprendre, sinon elle agira deux fois (une carte débitée deux f" +
-	"ois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a " +
-	"échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
-	")\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-" +
-	"la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont éch" +
-	"oué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
-	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
-	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
-	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-v" +
-	"ous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de ver" +
-	"sion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune" +
-	" définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’" +
-	"une définition\u202f: celle qu’exécute le nœud où une instance est bloqu" +
-	"ée, pas le nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]" +
-	"d.\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
-	"e a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: en" +
-	"tre-temps, des instances ont été clôturées, reprises ou traitées. Rien n" +
-	"’a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
-	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
-	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
-	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
-	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
-	"nstances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé" +
-	" après le comptage (clôturée, ou traitée par quelqu’un d’autre).\x00p" +
-	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôturées," +
-	" ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]" +
-	"s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurr" +
-	"ence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal d’aud" +
-	"it\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et cha" +
-	"que effacement fait par un administrateur, avec son motif. Les révélatio" +
-	"ns de valeurs sensibles ont leur propre journal, que les administrateurs" +
-	" lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres" +
-	"\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres\x02Réi" +
-	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
-	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
-	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
-	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
-	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
-	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
-	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
-	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
-	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
-	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
-	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
-	" s’exécute, chaque rechargement montre où elle en est.\x02Action groupée" +
-	" (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d" +
-	", traitées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[" +
-	"6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %" +
-	"[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqu" +
-	"é reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — ins" +
-	"tances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées" +
-	"\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucun progr" +
-	"ès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté." +
-	" Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le f" +
-	"iltre pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
-	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
-	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
-	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
-	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
-	"\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horair" +
-	"e\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f" +
-	": %[1]s · sans rechargement automatique\x02Rechargement suspendu\x02Repr" +
-	"endre le rechargement\x02Cette page se recharge toutes les %[1]d seconde" +
-	"s.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet " +
-	"de lire que les définitions et les processus\u202f: les tâches externes " +
-	"et les instances de processus sont réservées aux opérateurs et aux admin" +
-	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
-	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
-	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la con" +
-	"nexion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à r" +
-	"ien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien q" +
-	"ue vous puissiez voir. Une instance terminée est supprimée, avec ses occ" +
-	"urrences et ses tentatives, une fois la durée de conservation (RELAIS_RE" +
-	"TENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jo" +
-	"urnal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%" +
-	"[1]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes" +
-	" montrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez" +
-	" son lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance " +
-	"a été effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s" +
-	"\u202f». Ses entrées, occurrences et tentatives ont été supprimées avec " +
-	"elle\u202f; le journal d’audit garde les actions d’opérateur menées sur " +
-	"elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis ce" +
-	"tte session de la console, ou il a expiré\u202f: rien n’a été fait. Rouv" +
-	"rez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02F" +
-	"ormulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f:" +
-	" rien n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le d" +
-	"e nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à te" +
-	"mps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’" +
-	"a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tem" +
-	"porairement indisponible\x02La base de données est injoignable pour le m" +
-	"oment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02L" +
-	"a console n’a pas pu afficher cette page. Réessayez\u202f; si le problèm" +
-	"e persiste, donnez à votre administrateur l’identifiant de requête %[1]s" +
-	".\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02" +
-	"Les services externes qui prennent des tâches, et les définitions que ch" +
-	"acun peut prendre. Créez les consommateurs, modifiez leurs droits et ren" +
-	"ouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne " +
-	"sont jamais affichés.\x02Consommateurs, du plus ancien au plus récent" +
-	"\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué" +
-	"\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Tou" +
-	"tes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à veni" +
-	"r\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Déco" +
-	"mpte des occurrences en cours\u202f; les décomptes s’afficheront quand v" +
-	"ous rechargerez la page.\x02Les décomptes sont indisponibles pour le mom" +
-	"ent.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
-	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
-	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
-	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
-	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
-	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
-	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
-	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
-	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
-	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
-	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
-	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
-	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
-	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
-	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
-	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
-	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
-	"t\x02Épinglée par\x02aucune version de processus\x02%[1]s version %[2]s" +
-	"\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: leur copie de trav" +
-	"ail, leurs révisions immuables et leurs publications nommées.\x02Définit" +
-	"ions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Auc" +
-	"une définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
-	"ication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’insta" +
-	"nt.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellent" +
-	" les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, et" +
-	" les secrets de signature, sont scellés et jamais affichés. Créez et mod" +
-	"ifiez les destinations avec relais apply (documents de type Destination)" +
-	" ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destina" +
-	"tions par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maxi" +
-	"mal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
-	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
-	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
-	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
-	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
-	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
-	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
-	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
-	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
-	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
-	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
-	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
-	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
-	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
-	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
-	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
-	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
-	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
-	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
-	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
-	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
-	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
-	"mpté, la page de son occurrence le montre.\x02L’occurrence en échec d’un" +
-	"e instance bloquée compte à la fois dans Instances bloquées et dans En é" +
-	"chec.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
-	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
-	"bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Termin" +
-	"ées, dernière heure\x02En échec, dernière heure\x02Aucune définition n’" +
-	"a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5" +
-	" secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02au" +
-	"cun exécutant\x02Afficher toutes les définitions\x02Aucune définition %[" +
-	"1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les déf" +
-	"initions.\x02Toutes les définitions\x02Réussites et échecs par tranche d" +
-	"e 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
-	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
-	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
-	" instances terminées sont conservées sans limite (RELAIS_RETENTION).\x02" +
-	"Rétention\u202f: les instances terminées sont supprimées avec leurs occu" +
-	"rrences %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre " +
-	"réplique.\x02Rétention\u202f: les instances terminées sont supprimées av" +
-	"ec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"es et sa dernière erreur restent dans son historique. Aucune occurrence " +
+	"n’est terminée à la place d’un exécutant.\x02Reprendre l’instance\x02Aba" +
+	"ndonner l’instance de processus %[1]s\x02Abandonner cette instance\u202f" +
+	"? Elle passe en échec avec le code d’erreur abandoned.\x02Son occurrence" +
+	" en échec reste telle quelle et rien n’est terminé à sa place. Une insta" +
+	"nce abandonnée ne peut pas être reprise.\x02Abandonner l’instance\x02Arr" +
+	"êter l’instance de processus %[1]s\x02Arrêter cette instance\u202f? Ses" +
+	" occurrences ouvertes sont annulées.\x02Les exécutants qui en détiennent" +
+	" une l’apprennent à leur prochain retour, et leurs résultats sont refusé" +
+	"s\u202f; un appel push en cours est interrompu, mais sa destination a pe" +
+	"ut-être déjà traité la requête (une carte débitée\u202f: vérifiez-le che" +
+	"z elle). Rien n’est terminé à leur place, et une instance arrêtée ne peu" +
+	"t pas reprendre.\x02Arrêter l’instance\x02Cette instance ne peut pas êtr" +
 	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
 	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
-	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Sup" +
-	"primée par la rétention\x02jamais\u202f: la rétention conserve les insta" +
-	"nces terminées sans limite (RELAIS_RETENTION)\x02les instances terminées" +
-	" sont conservées %[1]s (RELAIS_RETENTION)\x02les instances terminées son" +
-	"t conservées %[1]s, le RELAIS_RETENTION plus long d’une autre réplique" +
-	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
-	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
-	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
-	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
-	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
-	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
-	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
-	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
-	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
-	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
-	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
-	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
-	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
-	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
-	"la dernière tentative a expiré sans tentative restante, après que Relais" +
-	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
-	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
-	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
-	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
-	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
-	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
-	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
-	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
-	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
-	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
-	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
-	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
-	"n était injoignable.\x02La réponse de la destination était trop volumine" +
-	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
-	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
-	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
-	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
-	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
-	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
-	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
-	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
-	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
-	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
-	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
-	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
-	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
-	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
-	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
-	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
-	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
-	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
-	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
-	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
-	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
-	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
-	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
-	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
-	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
-	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
-	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
-	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
-	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
-	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
-	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
-	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
-	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
-	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
-	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
-	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
-	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
-	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
-	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
-	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
-	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
-	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
-	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
-	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
-	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
-	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
-	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
-	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
-	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
-	"s décomptes sont actualisés toutes les 5 secondes environ.\x02révision" +
-	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
-	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
-	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
-	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
-	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
-	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
-	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
-	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
-	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
-	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les administr" +
-	"ateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révél" +
-	"ez cette valeur\u202f: le motif est consigné avec la révélation dans le " +
-	"journal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a p" +
-	"as la clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir" +
-	" (rien n’a été enregistré). Une autre réplique peut la révéler\u202f; de" +
-	"mandez à votre administrateur de démarrer toutes les répliques avec les " +
-	"mêmes clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %" +
-	"[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance. Une i" +
-	"nstance terminée est supprimée une fois la durée de conservation (RELAIS" +
-	"_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucun" +
-	"e instance ni occurrence n’a l’identifiant « %[1]s », et aucune instance" +
-	" ne l’a pour clé métier. Une instance terminée est supprimée, avec ses o" +
-	"ccurrences et ses tentatives, une fois la durée de conservation (RELAIS_" +
-	"RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le " +
-	"journal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un " +
-	"jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L" +
-	"’adresse l’a mis dans l’historique de votre navigateur, et peut-être d" +
-	"ans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites " +
-	"révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse " +
-	"n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l" +
-	"’a mis dans l’historique de votre navigateur, et peut-être dans les jo" +
-	"urnaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer l" +
-	"e jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton " +
-	"avec lequel vous vous étiez connecté est révoqué, et vous êtes déconnect" +
-	"é\u202f: connectez-vous avec un autre.\x02Votre session avait pris fin " +
-	"(inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serve" +
-	"ur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous" +
-	", puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion" +
-	" ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnec" +
-	"tez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, d" +
-	"e concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une f" +
-	"ois et n’est jamais conservé dans votre navigateur\u202f; un cookie de s" +
-	"ession le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures" +
-	" au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis" +
-	" votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions" +
-	" échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez" +
-	" votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, " +
-	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administr" +
-	"ateurs voient cette page\u202f: les jetons, les consommateurs, les desti" +
-	"nations, le journal des révélations et les effacements sont de leur ress" +
-	"ort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) n" +
-	"on révoqués. Les jetons des consommateurs se gèrent avec leurs consommat" +
-	"eurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personn" +
-	"el, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisa" +
-	"tion\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
-	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	" donc de la même façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appe" +
+	"l a reçu une réponse de succès, avec des sorties que le contrat a refusé" +
+	"es\u202f: la destination a très probablement agi. Vérifiez auprès de la " +
+	"destination avant de reprendre, sinon elle agira deux fois (une carte dé" +
+	"bitée deux fois).\x02Son dernier appel a peut-être été exécuté malgré to" +
+	"ut (sa réponse a été perdue, ou est arrivée après le délai)\u202f: vérif" +
+	"iez auprès de la destination qu’elle n’a pas agi avant de reprendre, sin" +
+	"on elle agira deux fois (une carte débitée deux fois).\x02Rien n’a été f" +
+	"ait.\x02Impossible d’agir sur cette instance\x02Retour à l’instance\x02Q" +
+	"uelqu’un a agi sur cette instance après l’ouverture de cette page (%[1]s" +
+	" par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-la de nouveau avan" +
+	"t de décider.\x02Cette instance est déjà terminée (elle est %[1]s désorm" +
+	"ais)\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[" +
+	"2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance n’est plus b" +
+	"loquée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après " +
+	"l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait." +
+	"\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à reprend" +
+	"re. Un échec termine son instance, sauf si le on_error du nœud mène à ho" +
+	"ld (un incident qui attend un opérateur)\u202f; démarrez une nouvelle in" +
+	"stance (avec une nouvelle Idempotency-Key, ou sans) pour refaire le trav" +
+	"ail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à rep" +
+	"rendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à " +
+	"abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter." +
+	"\x02Quelqu’un a agi sur cette instance après l’ouverture de cette page. " +
+	"Rien n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cet" +
+	"te instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’" +
+	"un a sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est" +
+	" déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échou" +
+	"é avant toute tentative\u202f: ses entrées n’ont pas pu être construite" +
+	"s, une reprise échouerait donc de la même façon. Abandonnez ou arrêtez p" +
+	"lutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà arrêté" +
+	"e\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif que vous " +
+	"avez donné, non consigné\u202f:\x02Cette instance était déjà arrêtée, pa" +
+	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Rep" +
+	"rise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné" +
+	" dans le journal d’audit.\x02Abandon\u202f: l’instance est passée en éch" +
+	"ec avec le code d’erreur abandoned. Consigné dans le journal d’audit." +
+	"\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulées. C" +
+	"onsigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n’a é" +
+	"té fait.\x02Indiquez un motif\u202f: il est consigné dans le journal d’a" +
+	"udit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop" +
+	" long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rie" +
+	"n n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances " +
+	"en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02La " +
+	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles a" +
+	"u statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journ" +
+	"al d’audit pour chaque instance)\x02Revenir à la liste\x02Cela prend env" +
+	"iron %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle " +
+	"cesse d’attendre avant, l’action va tout de même jusqu’au bout.\x02La su" +
+	"ivre dans le journal d’audit (nouvel onglet)\x02Reprendre toutes les ins" +
+	"tances bloquées que ce filtre retient\x02L’occurrence en échec de chacun" +
+	"e est proposée de nouveau, avec un budget de tentatives neuf. Aucune occ" +
+	"urrence n’est terminée à la place d’un exécutant.\x14\x01\x81\x01\x00" +
+	"\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00>" +
+	"\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[" +
+	"1]d instances\x02Abandonner toutes les instances bloquées que ce filtre " +
+	"retient\x02Chacune passe en échec avec le code d’erreur abandoned et ne " +
+	"peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d " +
+	"instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les ins" +
+	"tances bloquées que ce filtre retient\x02Arrêter toutes les instances en" +
+	" cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance " +
+	"en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en cou" +
+	"rs correspondent au filtre maintenant.\x02Arrêter toutes les instances e" +
+	"n cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[" +
+	"1]d instance en cours ou bloquée correspond au filtre maintenant.\x00J" +
+	"\x02%[1]d instances en cours ou bloquées correspondent au filtre mainten" +
+	"ant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; une ins" +
+	"tance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02A" +
+	"rrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire" +
+	"\u202f: aucune instance à laquelle cette action s’applique ne correspond" +
+	" au filtre.\x02Aucun processus, aucune clé métier, aucun code d’erreur n" +
+	"i date de création ne restreint ce filtre\u202f: l’action s’applique aux" +
+	" instances de tous les processus.\x02Processus\x02Version\x02Statut\x02C" +
+	"lé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le" +
+	"\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processus et code" +
+	" d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le " +
+	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’en" +
+	"tre elles est bloquée à un appel push qui a peut-être été exécuté malgré" +
+	" tout\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (" +
+	"sa réponse a été perdue, ou est arrivée après le délai), ou par invalid_" +
+	"outputs (la destination a répondu un succès dont le contrat a refusé les" +
+	" sorties). Vérifiez auprès de la destination qu’elle n’a pas agi avant d" +
+	"e reprendre, sinon elle agira deux fois (une carte débitée deux fois)." +
+	"\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un appel push qui a " +
+	"peut-être été exécuté malgré tout\u202f: il s’est terminé par outcome_un" +
+	"known ou deadline_exceeded (sa réponse a été perdue, ou est arrivée aprè" +
+	"s le délai), ou par invalid_outputs (la destination a répondu un succès " +
+	"dont le contrat a refusé les sorties). Vérifiez auprès de la destination" +
+	" qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (une" +
+	" carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autr" +
+	"e instance bloquée a échoué avant toute tentative (ses entrées n’ont pas" +
+	" pu être construites)\u202f: elle ne peut pas être reprise et n’est pas " +
+	"comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instan" +
+	"ces bloquées ont échoué avant toute tentative (leurs entrées n’ont pas p" +
+	"u être construites)\u202f: elles ne peuvent pas être reprises et ne sont" +
+	" pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur c" +
+	"e filtre\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inc" +
+	"onnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %" +
+	"[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]" +
+	"s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce fil" +
+	"tre prend la clé d’une définition\u202f: celle qu’exécute le nœud où une" +
+	" instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’a pa" +
+	"s de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la " +
+	"liste.\x02Le nombre a changé depuis le décompte (il était de %[1]d)" +
+	"\u202f: entre-temps, des instances ont été clôturées, reprises ou traité" +
+	"es. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de " +
+	"nouveau.\x02Cette action groupée a déjà été appliquée (le formulaire a é" +
+	"té envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Ri" +
+	"en de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) " +
+	"appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %" +
+	"[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a " +
+	"changé après le comptage (clôturée, ou traitée par quelqu’un d’autre)." +
+	"\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôtu" +
+	"rées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d," +
+	" %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02O" +
+	"ccurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal " +
+	"d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, e" +
+	"t chaque effacement fait par un administrateur, avec son motif. Les révé" +
+	"lations de valeurs sensibles ont leur propre journal, que les administra" +
+	"teurs lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Fil" +
+	"tres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres" +
+	"\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne correspond" +
+	".\x02Toutes les actions\x02L’instance de processus doit être un identifi" +
+	"ant d’instance complet (un UUID)\u202f: les listes montrent la fin de ch" +
+	"aque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’id" +
+	"entifiant complet.\x02L’action groupée doit être désignée par son identi" +
+	"fiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02A" +
+	"ucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou" +
+	" ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87" +
+	"\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’" +
+	"elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f\x01" +
+	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
+	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Acti" +
+	"on groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées" +
+	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le com" +
+	"pte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s" +
+	") par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comp" +
+	"tées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’e" +
+	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
+	"ur le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en" +
+	" cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]" +
+	"d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02" +
+	"Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-êt" +
+	"re arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouvea" +
+	"u sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au c" +
+	"ontenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
+	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
+	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
+	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
+	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
+	"hage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fu" +
+	"seau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau ho" +
+	"raire\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspe" +
+	"ndu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[" +
+	"1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle" +
+	" ne permet de lire que les définitions et les processus\u202f: les tâche" +
+	"s externes et les instances de processus sont réservées aux opérateurs e" +
+	"t aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
+	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
+	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
+	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
+	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
+	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
+	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
+	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
+	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
+	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
+	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
+	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
+	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
+	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
+	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
+	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
+	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
+	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
+	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
+	"eur copie de travail, leurs révisions immuables et leurs publications no" +
+	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
+	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
+	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
+	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
+	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
+	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
+	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
+	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
+	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
+	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
+	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
+	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
+	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
+	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
+	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
+	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
+	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
+	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
+	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
+	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
+	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
+	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
+	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
+	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
+	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
+	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
+	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
+	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
+	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
+	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
+	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
+	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
+	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
+	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
+	"gue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défi" +
+	"nition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toute" +
+	"s les définitions.\x02Toutes les définitions\x02Réussites et échecs par " +
+	"tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière h" +
+	"eure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque " +
+	"tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réus" +
+	"sites et échecs par tranche de 5\u00a0min, les plus anciennes d’abord" +
+	"\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f:" +
+	" les instances terminées sont conservées sans limite, selon le RELAIS_RE" +
+	"TENTION d’une autre réplique.\x02Rétention\u202f: les instances terminée" +
+	"s sont conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: le" +
+	"s instances terminées sont supprimées avec leurs occurrences %[1]s après" +
+	" leur fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétent" +
+	"ion\u202f: les instances terminées sont supprimées avec leurs occurrence" +
+	"s %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]" +
+	"s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s" +
+	"\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min" +
+	"\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin" +
+	"\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
+	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
+	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
+	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
+	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
+	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
+	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
+	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
+	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
+	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la " +
+	"rétention conserve les instances terminées sans limite (RELAIS_RETENTION" +
+	")\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les" +
+	" instances terminées sans limite\x02Supprimée par la rétention\x02les in" +
+	"stances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instan" +
+	"ces terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une" +
+	" autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
+	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
+	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
+	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
+	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
+	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
+	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
+	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
+	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02versions plus an" +
+	"ciennes, depuis la version %[1]d (chacune mène à la précédente)\x02Proce" +
+	"ssus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus l" +
+	"ong chemin depuis le nœud de départ. Les flèches pleines sont les réussi" +
+	"tes (étiquetées par leur route), les pointillées les échecs (étiquetées " +
+	"par leurs codes d’erreur). Chaque case indique combien d’occurrences de " +
+	"cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cet" +
+	"te version, avec leurs occurrences actuelles\x02Type\x02Révision épinglé" +
+	"e\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02E" +
+	"ntrées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet" +
+	" vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
+	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
+	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
+	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
+	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
+	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
+	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
+	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
+	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
+	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
+	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
+	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
+	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
+	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
+	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
+	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
+	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
+	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
+	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
+	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
+	"é avec la révélation dans le journal d’audit.\x02Impossible de la révél" +
+	"er ici\x02Cette réplique n’a pas la clé de données qui a scellé la valeu" +
+	"r et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une autre répl" +
+	"ique peut la révéler\u202f; demandez à votre administrateur de démarrer " +
+	"toutes les répliques avec les mêmes clés de données.\x02Retour à l’occur" +
+	"rence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
+	"it.\x02Révélation impossible\x02Seule une valeur que cette page affiche " +
+	"masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent" +
+	" jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a " +
+	"révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
+	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 92993 bytes (90KiB); checksum: BD33FD75
+	// Total table size 93436 bytes (91KiB); checksum: 6CA3AA9

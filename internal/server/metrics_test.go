@@ -412,6 +412,10 @@ func TestMetricsToken(t *testing.T) {
 	if r := env.Do("GET", "/metrics", token, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), "relais_data_keys") {
 		t.Errorf("/metrics with its token: %d %.200s", r.Status, r.Body)
 	}
+	// The scheme in any case, as the API takes it (verifier QA).
+	if r := env.Do("GET", "/metrics", "", nil, "Authorization", "bearer "+token); r.Status != http.StatusOK {
+		t.Errorf("/metrics with bearer in lower case: %d", r.Status)
+	}
 	// The probes stay open: a load balancer has no token.
 	if r := env.Do("GET", "/readyz", "", nil); r.Status != http.StatusOK {
 		t.Errorf("/readyz without a token: %d", r.Status)

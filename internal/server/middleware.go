@@ -232,8 +232,9 @@ func metricsToken(token string, next http.Handler) http.Handler {
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(given))
+		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer") // case-insensitive, as the API's
+		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relais-metrics"`)
 			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized",
