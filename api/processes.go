@@ -59,6 +59,14 @@ func (a *API) publishProcess() http.Handler {
 				return err
 			}
 			out := map[string]any{"process": chi.URLParam(r, "key"), "version": c.Version, "exists": c.Exists, "dry_run": true}
+			if c.Exists {
+				// As the publication's answer: the version starts run.
+				latest, err := a.eng.GetProcessVersion(r.Context(), chi.URLParam(r, "key"), 0)
+				if err != nil {
+					return err
+				}
+				out["latest_version"] = latest.Version
+			}
 			if len(c.LoweredProtection) > 0 {
 				out["lowers_protection"] = c.LoweredProtection
 			}

@@ -131,6 +131,9 @@ func TestAVersionLoweringProtectionSaysSo(t *testing.T) {
 	if older["version"] != 1.0 || older["created"] != false || older["latest_version"] != 2.0 {
 		t.Errorf("version 1's document again: %v, want version 1, latest_version 2", older)
 	}
+	if dry := env.Must(200, "POST", "/api/v1/processes/memo/versions?dry_run=true", env.Designer, withMemo("sensitive")).JSON(t); dry["exists"] != true || dry["latest_version"] != 2.0 {
+		t.Errorf("a dry run of version 1's document: %v, want exists and latest_version 2", dry)
+	}
 	if _, ok := made["latest_version"]; ok {
 		t.Errorf("a new version's answer carries latest_version: %v", made)
 	}

@@ -145,7 +145,7 @@ func TestProcessVersionsAreNavigable(t *testing.T) {
 		t.Errorf("the list's version links: %q", labels)
 	}
 	page := en.mustGet("/console/processes/crm_only/versions/2", 200)
-	if got := text(page, "latest"); got != "no: version 12 is" {
+	if got := text(page, "latest"); got != "no: the latest is version 12" {
 		t.Errorf("version 2's latest: %q", got)
 	}
 	if got := text(page, "description"); got != "step 2" {

@@ -206,7 +206,7 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		if latest.Version == n {
 			v.Summary = append(v.Summary, fact{Label: T(ctx, "Latest"), Value: T(ctx, "yes: a start that names no version runs this one"), TestID: "latest"})
 		} else {
-			v.Summary = append(v.Summary, fact{Label: T(ctx, "Latest"), Value: T(ctx, "no: version %d is", latest.Version),
+			v.Summary = append(v.Summary, fact{Label: T(ctx, "Latest"), Value: T(ctx, "no: the latest is version %d", latest.Version),
 				Href: processVersionHref(key, latest.Version), TestID: "latest"})
 		}
 		if n > 1 {

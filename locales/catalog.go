@@ -807,9 +807,9 @@ var messageKeyToIndex = map[string]int{
 	"no worker":                    327,
 	"no worker takes revision %d":  823,
 	"no worker takes revisions %s": 824,
+	"no: the latest is version %d": 698,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 552,
-	"no: version %d is": 698,
-	"none":              268,
+	"none": 268,
 	"none (revealed before reasons were asked for)": 741,
 	"none given": 87,
 	"none yet":   278,
@@ -1078,51 +1078,51 @@ var enIndex = []uint32{ // 841 elements
 	0x000072f2, 0x000073e4, 0x000073ea, 0x0000741c,
 	0x00007421, 0x00007431, 0x0000743c, 0x00007445,
 	0x00007455, 0x00007461, 0x00007495, 0x000074c8,
-	0x000074e2, 0x000074e9, 0x0000751a, 0x0000752f,
-	0x00007541, 0x00007553, 0x000075f8, 0x0000760e,
+	0x000074e2, 0x000074e9, 0x0000751a, 0x0000753a,
+	0x0000754c, 0x0000755e, 0x00007603, 0x00007619,
 	// Entry 2C0 - 2DF
-	0x00007693, 0x0000770d, 0x0000771c, 0x000077d6,
-	0x00007827, 0x0000782c, 0x0000783a, 0x0000784a,
-	0x00007856, 0x00007866, 0x00007874, 0x00007884,
-	0x0000788e, 0x000078b1, 0x000078ca, 0x000078dd,
-	0x00007949, 0x0000796f, 0x0000797e, 0x000079d0,
-	0x000079de, 0x000079fa, 0x00007a48, 0x00007a57,
-	0x00007a6d, 0x00007aa6, 0x00007ad8, 0x00007b30,
-	0x00007b46, 0x00007c14, 0x00007c2b, 0x00007c62,
+	0x0000769e, 0x00007718, 0x00007727, 0x000077e1,
+	0x00007832, 0x00007837, 0x00007845, 0x00007855,
+	0x00007861, 0x00007871, 0x0000787f, 0x0000788f,
+	0x00007899, 0x000078bc, 0x000078d5, 0x000078e8,
+	0x00007954, 0x0000797a, 0x00007989, 0x000079db,
+	0x000079e9, 0x00007a05, 0x00007a53, 0x00007a62,
+	0x00007a78, 0x00007ab1, 0x00007ae3, 0x00007b3b,
+	0x00007b51, 0x00007c1f, 0x00007c36, 0x00007c6d,
 	// Entry 2E0 - 2FF
-	0x00007c70, 0x00007cb4, 0x00007cd9, 0x00007d50,
-	0x00007d66, 0x00007d7d, 0x00007dab, 0x00007dbe,
-	0x00007de6, 0x00007e6a, 0x00007e71, 0x00007ed9,
-	0x00007f03, 0x00007f33, 0x00008088, 0x000081c2,
-	0x00008262, 0x00008339, 0x00008412, 0x00008426,
-	0x00008481, 0x0000852c, 0x000085ae, 0x000085b6,
-	0x000085f1, 0x000085f7, 0x00008689, 0x00008721,
-	0x0000874d, 0x00008778, 0x000087c6, 0x00008832,
+	0x00007c7b, 0x00007cbf, 0x00007ce4, 0x00007d5b,
+	0x00007d71, 0x00007d88, 0x00007db6, 0x00007dc9,
+	0x00007df1, 0x00007e75, 0x00007e7c, 0x00007ee4,
+	0x00007f0e, 0x00007f3e, 0x00008093, 0x000081cd,
+	0x0000826d, 0x00008344, 0x0000841d, 0x00008431,
+	0x0000848c, 0x00008537, 0x000085b9, 0x000085c1,
+	0x000085fc, 0x00008602, 0x00008694, 0x0000872c,
+	0x00008758, 0x00008783, 0x000087d1, 0x0000883d,
 	// Entry 300 - 31F
-	0x000088d9, 0x000088f4, 0x000088fe, 0x00008903,
-	0x0000890d, 0x00008915, 0x0000891b, 0x00008923,
-	0x00008931, 0x0000893b, 0x00008948, 0x0000895b,
-	0x0000897f, 0x000089ff, 0x00008a10, 0x00008a18,
-	0x00008a8d, 0x00008ae1, 0x00008b29, 0x00008b38,
-	0x00008b4b, 0x00008b57, 0x00008b93, 0x00008bcd,
-	0x00008bdb, 0x00008be8, 0x00008bf6, 0x00008c04,
-	0x00008c12, 0x00008c44, 0x00008c74, 0x00008cd0,
+	0x000088e4, 0x000088ff, 0x00008909, 0x0000890e,
+	0x00008918, 0x00008920, 0x00008926, 0x0000892e,
+	0x0000893c, 0x00008946, 0x00008953, 0x00008966,
+	0x0000898a, 0x00008a0a, 0x00008a1b, 0x00008a23,
+	0x00008a98, 0x00008aec, 0x00008b34, 0x00008b43,
+	0x00008b56, 0x00008b62, 0x00008b9e, 0x00008bd8,
+	0x00008be6, 0x00008bf3, 0x00008c01, 0x00008c0f,
+	0x00008c1d, 0x00008c4f, 0x00008c7f, 0x00008cdb,
 	// Entry 320 - 33F
-	0x00008cdd, 0x00008cfd, 0x00008d08, 0x00008d22,
-	0x00008d27, 0x00008d38, 0x00008dbe, 0x00008de3,
-	0x00008dea, 0x00008df3, 0x00008e06, 0x00008e10,
-	0x00008e1a, 0x00008e24, 0x00008e3c, 0x00008e52,
-	0x00008e5e, 0x00008e80, 0x00008eae, 0x00008eb5,
-	0x00008ec2, 0x00008ed3, 0x00008efa, 0x00008f0a,
-	0x00008f29, 0x00008f49, 0x00009021, 0x00009102,
-	0x00009156, 0x000091a6, 0x00009206, 0x00009259,
+	0x00008ce8, 0x00008d08, 0x00008d13, 0x00008d2d,
+	0x00008d32, 0x00008d43, 0x00008dc9, 0x00008dee,
+	0x00008df5, 0x00008dfe, 0x00008e11, 0x00008e1b,
+	0x00008e25, 0x00008e2f, 0x00008e47, 0x00008e5d,
+	0x00008e69, 0x00008e8b, 0x00008eb9, 0x00008ec0,
+	0x00008ecd, 0x00008ede, 0x00008f05, 0x00008f15,
+	0x00008f34, 0x00008f54, 0x0000902c, 0x0000910d,
+	0x00009161, 0x000091b1, 0x00009211, 0x00009264,
 	// Entry 340 - 35F
-	0x00009291, 0x000092c9, 0x000092fa, 0x0000934a,
-	0x0000937e, 0x0000939c, 0x000093bb, 0x000093da,
-	0x000093fa,
+	0x0000929c, 0x000092d4, 0x00009305, 0x00009355,
+	0x00009389, 0x000093a7, 0x000093c6, 0x000093e5,
+	0x00009405,
 } // Size: 3388 bytes
 
-const enData string = "" + // Size: 37882 bytes
+const enData string = "" + // Size: 37893 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1575,126 +1575,126 @@ const enData string = "" + // Size: 37882 bytes
 	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
 	" starts with an empty object.\x02Inputs an instance of this version is s" +
 	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
-	"names no version runs this one\x02no: version %[1]d is\x02← version %[1]" +
-	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
-	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
-	" failures (labelled with their error codes).\x02Nodes of this version" +
+	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
+	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
 	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
-	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
-	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
-	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
-	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few second" +
-	"s.\x02Only administrators may reveal a sensitive value.\x02Say why you r" +
-	"eveal this value: the reason is recorded with the reveal in the audit lo" +
-	"g.\x02Cannot reveal it here\x02This replica lacks the data key the value" +
-	" was sealed with, so it cannot open it (nothing was recorded). Another r" +
-	"eplica may reveal it; ask your administrator to start every replica with" +
-	" the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at %" +
-	"[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this p" +
-	"age shows as hidden (sensitive) can be revealed.\x02Secret values can ne" +
-	"ver be revealed.\x02Every sensitive value an administrator revealed: who" +
-	", when, which field and why. The values themselves are never kept.\x02Re" +
-	"veals, newest first\x02No value was revealed.\x02none (revealed before r" +
-	"easons were asked for)\x02Method not allowed\x02This page does not accep" +
-	"t that request.\x02This form was sent from another site: the console tak" +
-	"es its forms from its own pages only. Open the console and send it from " +
-	"there.\x02Search\x02Type an instance or occurrence id (a whole UUID, as " +
-	"the title of its page shows it), or a business key.\x02Nothing to find: " +
-	"the search box is empty.\x02That is too long to be an id or a business k" +
-	"ey.\x02No instance has “%[1]s” as its business key. A business key is fo" +
-	"und only whole and exactly as given, capitals and accents included: a li" +
-	"st shows a long one shortened, so copy it from its instance’s page. An e" +
-	"nded instance is deleted once the retention period (RELAIS_RETENTION) ha" +
-	"s passed, or at once when an administrator erases it.\x02No instance or " +
-	"occurrence has the id “%[1]s”, and no instance has it as its business ke" +
-	"y. An ended instance is deleted, with its occurrences and attempts, once" +
-	" the retention period (RELAIS_RETENTION) has passed, or at once when an " +
-	"administrator erases it; the audit log keeps the operator actions taken " +
-	"on it.\x02No instance has “%[1]s” as its business key, and it is not a w" +
-	"hole id: the lists show the end of each id. Open the row, or copy its li" +
-	"nk, for the whole id.\x02A token in the address is not used: you are sig" +
-	"ned in already. The address has put it in your browser’s history, and pe" +
-	"rhaps in a proxy’s logs: if others may read them, have the token revoked" +
-	" and use a new one.\x02A token in the address is not used: paste it in t" +
-	"he field below. The address has put it in your browser’s history, and pe" +
-	"rhaps in a proxy’s logs: if others may read them, have the token revoked" +
-	" and use a new one.\x02You are signed out.\x02The token you signed in wi" +
-	"th is revoked, and you are signed out: sign in with another one.\x02Your" +
-	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
-	" a restart of the server), so your last action was not applied. Sign in " +
-	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
-	" elsewhere, a token revoked or expired, or a restart of the server). Sig" +
-	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
-	"rator token.\x02Token\x02The token is checked once and never stored in y" +
-	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
-	"ity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed s" +
-	"ign-ins from your address. Try again in %[1]d second.\x00H\x02Too many f" +
-	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02Paste y" +
-	"our token in the field: it is empty.\x02This token is unknown, revoked o" +
-	"r expired.\x02A %[1]s token cannot open the console: it is a worker’s to" +
-	"ken, for the API.\x02Only administrators see this page: tokens, consumer" +
-	"s, destinations, the reveal log and erasures are theirs.\x02Staff tokens" +
-	" (administrators, designers, operators) that are not revoked. Consumer t" +
-	"okens are managed with their consumers. Revoking a token refuses its nex" +
-	"t request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last us" +
-	"ed\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this se" +
-	"ssion\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its ne" +
-	"xt request is refused, and console sessions opened with it end. This can" +
-	"not be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
+	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
+	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
+	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
+	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
+	". Another replica may reveal it; ask your administrator to start every r" +
+	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
+	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02This form was sent from another site: the " +
+	"console takes its forms from its own pages only. Open the console and se" +
+	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
+	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
+	"s key is found only whole and exactly as given, capitals and accents inc" +
+	"luded: a list shows a long one shortened, so copy it from its instance’s" +
+	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02A token in the address is not used: " +
+	"you are signed in already. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
+	"ste it in the field below. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
+	"igned in with is revoked, and you are signed out: sign in with another o" +
+	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server), so your last action was not applie" +
+	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
+	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
+	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
+	"or administrator token.\x02Token\x02The token is checked once and never " +
+	"stored in your browser; a session cookie stands for it for up to 8 hours" +
+	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
+	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02every revision its cons" +
+	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
+	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
+	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
+	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
+	"it, with their consumers granted it (a worker naming no revision takes t" +
+	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
+	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
+	"rs to them, with their consumers granted them (a worker naming no revisi" +
+	"on takes those its consumer is granted; a process version pins them)." +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
+	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
+	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
+	"take every revision their consumer is granted.\x02It takes revision %[1]" +
+	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
+	"ly.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 841 elements
 	// Entry 0 - 1F
@@ -2645,4 +2645,4 @@ const frData string = "" + // Size: 48778 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 93436 bytes (91KiB); checksum: 6CA3AA9
+	// Total table size 93447 bytes (91KiB); checksum: AE9E076F

@@ -295,7 +295,9 @@ func (g *grantList) Set(v string) error {
 			if err != nil || n < 1 {
 				return fmt.Errorf("%q: revisions are \"all\" or revision numbers separated by commas (%s=1,2)", v, key)
 			}
-			list = append(list, n)
+			if !slices.Contains(list, n) { // 1,1 is 1: the server refuses a revision twice
+				list = append(list, n)
+			}
 		}
 		ga.Revisions, _ = json.Marshal(list)
 	}

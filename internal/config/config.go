@@ -214,7 +214,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.PGBin = v.(string) }},
 	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token ensured at every start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
-	{Env: "RELAIS_METRICS_TOKEN", Flag: "metrics-token", Description: "bearer token /metrics requires (at least 20 characters; Prometheus's authorization.credentials or credentials_file); empty: /metrics answers whoever reaches the listener", kind: kindSecret,
+	{Env: "RELAIS_METRICS_TOKEN", Flag: "metrics-token", Description: "bearer token /metrics requires (at least 20 characters; Prometheus's authorization.credentials or credentials_file); unset: /metrics answers whoever reaches the listener", kind: kindSecret,
 		set: func(c *Config, v any) { c.MetricsToken = v.(string) }},
 	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: echo k1:$(head -c32 /dev/urandom | base64))", kind: kindSecret,
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},

@@ -198,7 +198,7 @@ var shorthandUnits = map[string]time.Duration{
 // for anything else, a zero or an overflowing total included.
 func shorthand(s string) (d time.Duration, ok bool) {
 	seen := map[time.Duration]bool{}
-	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
 	for s != "" {
 		i := 0
 		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
@@ -210,11 +210,12 @@ func shorthand(s string) (d time.Duration, ok bool) {
 		n, _ := strconv.Atoi(s[:i])
 		s = strings.TrimLeft(s[i:], " ")
 		j := 0
-		for j < len(s) && s[j] >= 'a' && s[j] <= 'z' {
+		for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z') {
 			j++
 		}
-		unit, known := shorthandUnits[s[:j]]
-		if !known || seen[unit] {
+		// M alone is a month as often as a minute: no guess.
+		unit, known := shorthandUnits[strings.ToLower(s[:j])]
+		if !known || seen[unit] || s[:j] == "M" {
 			return 0, false
 		}
 		seen[unit] = true

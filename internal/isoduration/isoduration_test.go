@@ -60,6 +60,8 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"1 hour":         "as in PT1H for 1 hour",
 		"2 Hours 30 min": "as in PT2H30M for 2 Hours 30 min",
 		"1w1w":           "",
+		"1M":             "",
+		"3Min":           "as in PT3M for 3Min",
 		"0d":             "",
 		"5 parsecs":      "",
 		"d":              "",
