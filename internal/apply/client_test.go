@@ -491,6 +491,13 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	// A worker taking revision 1 only, live.
 	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1",
 		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
+	// A dry run, the revision not made yet: the grant can only follow it.
+	var dry []string
+	if problems := (&apply.Client{URL: env.URL, Token: env.Admin}).Apply(context.Background(), []apply.Document{def2, process(2)}, true,
+		func(r apply.Result) { dry = append(dry, r.String()) }); len(problems) != 0 || len(dry) != 2 ||
+		!strings.Contains(dry[1], "--grant add_company_to_crm=2, once this apply made the revision)") {
+		t.Errorf("a dry run making revision 2: %q, %v; want the grant advised once the revision is made", dry, problems)
+	}
 	got := run(env.Admin, def2, process(2))
 	// Its consumer's grant leaves revision 2 out: said too, or a worker
 	// started for it is refused not_granted (newcomer QA).
@@ -663,6 +670,8 @@ func TestApplyNotesANewKeyCloseToAnExistingOne(t *testing.T) {
 		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", true},
 		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", false},
 		{"invoice_customer", "", false},
+		// Numbered on purpose: no typo (verifier QA).
+		{"add_company_to_crm2", "", false},
 	} {
 		var results []string
 		doc := apply.Document{File: "defs/x.yaml", Kind: apply.KindDefinition, ID: tc.key, Body: body}
@@ -673,5 +682,23 @@ func TestApplyNotesANewKeyCloseToAnExistingOne(t *testing.T) {
 		if tc.want == "" && strings.Contains(got, "a new key, close to") || !strings.Contains(got, tc.want) || !strings.Contains(got, "created") {
 			t.Errorf("apply %s (dry run %v): %q, want %q", tc.key, tc.dryRun, got, tc.want)
 		}
+	}
+}
+
+// A new process key one typo away from an existing one is noted as a
+// definition's is (verifier QA: onboard_compnay published without a word).
+func TestApplyNotesANewProcessKeyCloseToAnExistingOne(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	var results []string
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	doc := apply.Document{File: "procs/x.yaml", Kind: apply.KindProcess, ID: "crm_onyl", Body: relaistest.CRMProcess(nil)}
+	if problems := c.Apply(context.Background(), []apply.Document{doc}, false, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+		t.Fatalf("apply: %v", problems)
+	}
+	if len(results) != 1 || !strings.Contains(results[0], "published (version 1; a new key, close to crm_only, which exists: if it is a typo, fix the document before applying (a process is never deleted)") {
+		t.Errorf("a process crm_onyl: %q", results)
 	}
 }
