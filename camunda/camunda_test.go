@@ -155,7 +155,11 @@ func TestFetchVariablesChooseWhatATaskCarriesNotWhichTasks(t *testing.T) {
 	}
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"name", "chanel"}}}})
-	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"chanel" is no input's name`)
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"chanel" is no input's name (did you mean "channel"?)`)
+	// A Camunda worker's camelCase for a snake_case input (verifier QA).
+	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"Name"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"Name" is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter (did you mean "name"?)`)
 }
 
 func mustMarshal(v any) []byte {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
@@ -200,8 +201,13 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 				if !contracts.IsFieldName(name) {
 					// Said as the name sent, not as the pointer made of it
 					// (Camunda QA: "obj/a" came back as /obj~1a).
-					nameErrs = append(nameErrs, fault.FieldError{Path: at + "/variables/" + strconv.Itoa(j),
-						Message: fmt.Sprintf("%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)})
+					msg := fmt.Sprintf("%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)
+					if snake := snakeCase(name); contracts.IsFieldName(snake) {
+						// customerName for customer_name, a migrated
+						// worker's usual spelling (verifier QA).
+						msg += fmt.Sprintf(" (did you mean %q?)", snake)
+					}
+					nameErrs = append(nameErrs, fault.FieldError{Path: at + "/variables/" + strconv.Itoa(j), Message: msg})
 					continue
 				}
 				subs[i].Fields = append(subs[i].Fields, jsontree.Pointer("", name))
@@ -356,4 +362,20 @@ func variableAt(toks []string, msg string, topics []topicJSON, fieldAt [][]int) 
 		msg = before + " (did you mean " + strconv.Quote(strings.TrimSuffix(meant, "?)")) + "?)"
 	}
 	return strings.Replace(msg, strconv.Quote(pointer), strconv.Quote(name), 1)
+}
+
+// snakeCase spells a camelCase name as contracts name fields:
+// customerName is customer_name, Name is name.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -893,6 +893,10 @@ func hexDigit(c byte) (byte, bool) {
 func (c Contract) FieldPointer(pointer string) error {
 	tokens, err := jsontree.SplitPointer(pointer)
 	if err != nil || len(tokens) == 0 {
+		if pointer != "" && !strings.HasPrefix(pointer, "/") && c.FieldPointer("/"+pointer) == nil {
+			// A name where a pointer goes (verifier QA).
+			return fmt.Errorf("must be a JSON pointer to an input field, such as /company/name (did you mean /%s?)", pointer)
+		}
 		return errors.New("must be a JSON pointer to an input field, such as /company/name")
 	}
 	container := c.Fields

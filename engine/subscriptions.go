@@ -500,6 +500,9 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 	}
 	var problems []*problem
 	somewhere := make([]bool, len(fields))
+	// have lists, by field, the resolved revisions of each key whose
+	// inputs have it.
+	have := make([]map[string][]int, len(fields))
 	for _, k := range resolved {
 		rev, err := e.revision(ctx, e.q, k.key, k.rev)
 		if err != nil {
@@ -509,6 +512,10 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 		for j, f := range fields {
 			if err := rev.Working.Inputs.FieldPointer(f); err == nil {
 				somewhere[j] = true
+				if have[j] == nil {
+					have[j] = map[string][]int{}
+				}
+				have[j][k.key] = append(have[j][k.key], k.rev)
 			} else {
 				if rev.Working.Outputs.FieldPointer(f) == nil {
 					// A worker asking for what it will write: say so,
@@ -532,8 +539,21 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 	var errs []fault.FieldError
 	var errField []int
 	for _, p := range problems {
+		msg := p.msg
+		if others := have[p.field][p.key]; len(others) > 0 {
+			// The field exists, in other revisions: no name to suggest,
+			// but which revisions have it (verifier QA: /extra4 was
+			// told /extra1, though revisions 4 and 5 have it).
+			if i := strings.Index(msg, " (did you mean "); i >= 0 {
+				msg = msg[:i]
+			}
+			msg += " (" + revisionsText(others) + " of " + p.key + " have it)"
+			if len(others) == 1 {
+				msg = strings.TrimSuffix(msg, " have it)") + " has it)"
+			}
+		}
 		errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, p.field),
-			Message: fmt.Sprintf("%s %s: %s", p.key, revisionsText(p.revs), p.msg)})
+			Message: fmt.Sprintf("%s %s: %s", p.key, revisionsText(p.revs), msg)})
 		errField = append(errField, p.field)
 	}
 	if s.Project {

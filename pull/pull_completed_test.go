@@ -277,6 +277,22 @@ func TestDeclaredFieldsSkipARevisionWithoutThem(t *testing.T) {
 	if len(errs) != 1 || errs[0].(map[string]any)["message"] != `crm.add_company revisions 1, 2: "/compnay" has no input at /compnay (did you mean /company?)` {
 		t.Errorf("a misspelt field: errors %v, want one naming both revisions and /company", errs)
 	}
+	// A field some listed revision has: which one, no other name offered;
+	// a name without its slash: the pointer meant.
+	for _, c := range []struct {
+		sub  map[string]any
+		want string
+	}{
+		{map[string]any{"definition": "crm.add_company", "revisions": []int{1, 2}, "fields": []string{"/address/city"}},
+			`crm.add_company revision 2: "/address/city" has no input at /address (revision 1 of crm.add_company has it)`},
+		{map[string]any{"definition": "crm.add_company", "fields": []string{"company"}},
+			`crm.add_company revisions 1, 2: "company" must be a JSON pointer to an input field, such as /company/name (did you mean /company?)`},
+	} {
+		p := wantProblem(t, "fields", env.Do("POST", "/api/v1/pull/fetch-and-lock", token, subscribe("w1", c.sub)), 400, "invalid_request")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["message"] != c.want {
+			t.Errorf("%v: errors %v, want %q", c.sub, p["errors"], c.want)
+		}
+	}
 }
 
 // Defer hands the occurrence over: no lock, visible as deferred, settled
