@@ -684,6 +684,11 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			row.Href = list.href()
 			v.Groups = append(v.Groups, row)
 		}
+		if a == engine.ActionStop && b.Calling > 0 {
+			// As the one instance's stop page warns (on-call QA: the
+			// bulk stop of checkouts said nothing of a card charged).
+			v.MayHaveActed = T(ctx, "%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).", b.Calling)
+		}
 		if a == engine.ActionRetry && b.MayHaveActed > 0 {
 			// Said where it is confirmed, counted over every group, not
 			// those shown (operator QA: only the stop's page warned of a

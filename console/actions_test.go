@@ -1448,3 +1448,45 @@ func TestRetryWarnsOfACallThatMayHaveActed(t *testing.T) {
 		}
 	}
 }
+
+// The bulk stop of running instances warns of the push calls in flight
+// among them, as one instance's stop page does (on-call QA: the bulk stop
+// of checkouts said nothing of a card that may be charged).
+func TestBulkStopWarnsOfCallsInFlight(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); slow.Close() })
+	env.Must(201, "PUT", "/api/v1/destinations/slowpay", env.Admin, map[string]any{"url": slow.URL, "max_timeout": "PT10S"})
+	env.Definition("charge_card.yaml")
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	charge := checkout["nodes"].(map[string]any)["charge"].(map[string]any)
+	charge["destination"], charge["timeout"] = "slowpay", "PT9S"
+	env.Process("slow_checkout", checkout)
+	id := env.Must(201, "POST", "/api/v1/processes/slow_checkout/instances", env.Operator, map[string]any{"business_key": "order-inflight",
+		"inputs": map[string]any{"order_id": "order-inflight", "amount_cents": 4200, "currency": "EUR", "card_token": "tok_visa_4242",
+			"cardholder": map[string]any{"name": "Jo", "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the call in flight", func() (bool, string) {
+		for _, o := range env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any) {
+			if o.(map[string]any)["status"] == "reserved" {
+				return true, ""
+			}
+		}
+		return false, "no reserved occurrence yet"
+	})
+	for lang, want := range map[string]string{"en": "1 of them is calling a destination now", "fr": "1 d’entre elles appelle une destination en ce moment"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got := text(b.mustGet("/console/instances/bulk?action=stop&process=slow_checkout&status=running", 200), "bulk-may-have-acted"); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: bulk stop warns %q, want %q", lang, got, want)
+		}
+		if got := text(b.mustGet("/console/instances/bulk?action=retry&status=held", 200), "bulk-may-have-acted"); got != "" {
+			t.Errorf("%s: a retry with no held instance warns %q", lang, got)
+		}
+	}
+}

@@ -474,6 +474,10 @@ type Breakdown struct {
 	// first allGroups): calls that may have been carried out, which a
 	// retry makes again.
 	MayHaveActed int64
+	// Calling counts, for a stop, the running instances whose push call
+	// is in flight, over every group: a stop aborts the call, but the
+	// destination may already have acted on it.
+	Calling int64
 }
 
 // allGroups bounds the groups BreakdownForAction reads to sum its count
@@ -491,7 +495,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
 		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
-		RetryableOnly: action == ActionRetry, Max: allGroups + 1})
+		RetryableOnly: action == ActionRetry, WithCalls: action == ActionStop, Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
 	}
@@ -499,6 +503,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	for i, r := range rows {
 		b.Count += r.Count
 		b.MayHaveActed += r.MayHaveActed
+		b.Calling += r.Calling
 		if i < shown {
 			b.Groups = append(b.Groups, BulkGroup{ProcessKey: r.ProcessKey, ErrorCode: r.ErrorCode, Count: r.Count})
 		}

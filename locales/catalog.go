@@ -39,519 +39,520 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              347,
-	"%[1]s %[2]s, %[3]s %[4]s":                 348,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          346,
-	"%[1]s; %[2]s":                             345,
-	"%d (0 lowest, 9 highest)":                 522,
-	"%d attempts":                              531,
-	"%d attempts, retry after %s, priority %d": 719,
-	"%d breaking":                              256,
-	"%d changes":                               255,
-	"%d completed":                             339,
-	"%d d":                                     355,
-	"%d days":                                  369,
-	"%d failed":                                340,
-	"%d h":                                     354,
+	"%[1]s %[2]s":                              348,
+	"%[1]s %[2]s, %[3]s %[4]s":                 349,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          347,
+	"%[1]s; %[2]s":                             346,
+	"%d (0 lowest, 9 highest)":                 523,
+	"%d attempts":                              532,
+	"%d attempts, retry after %s, priority %d": 720,
+	"%d breaking":                              257,
+	"%d changes":                               256,
+	"%d completed":                             340,
+	"%d d":                                     356,
+	"%d days":                                  370,
+	"%d failed":                                341,
+	"%d h":                                     355,
 	"%d held instances match now.":             64,
-	"%d hours":                                 370,
-	"%d items":                                 800,
-	"%d left":                                  533,
-	"%d min":                                   353,
-	"%d minutes":                               371,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              798,
-	"%d ms": 373,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         707,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 706,
-	"%d occurrences": 636,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
-	"%d releases":                             280,
+	"%d hours":                                 371,
+	"%d items":                                 801,
+	"%d left":                                  534,
+	"%d min":                                   354,
+	"%d minutes":                               372,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 93,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              799,
+	"%d ms": 374,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         708,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 707,
+	"%d occurrences": 637,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       91,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 92,
+	"%d releases":                             281,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       352,
-	"%d seconds": 372,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
-	"%s (a fixed offset, no daylight saving time)":                                     668,
-	"%s (deferred; settled by %s)":                                                     598,
-	"%s (deferred; settled with its settle token)":                                     596,
-	"%s (deferred; settled with its settle token, as %s)":                              597,
-	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          713,
-	"%s ago":                                                                           350,
-	"%s at %s":                                                                         602,
-	"%s so far":                                                                        594,
-	"%s version %s":                                                                    272,
-	"%s versions %s":                                                                   273,
-	"%s ← %s":                                                                          712,
-	"%s → %s":                                                                          714,
-	"%s, %s: %s":                                                                       311,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         526,
-	"%s, cut to %s by the destination’s max_timeout":                       525,
-	"%s, multiplied by %s after each failure, up to %s":                    528,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 527,
-	"%s, revision %s":                         486,
-	"%s, version %s":                          487,
-	"%s: %s":                                  338,
-	"%s: %s → %s":                             263,
-	"%s: a date is written 2026-12-01.":       652,
-	"%s: every revision, present and future":  201,
-	"%s: revision %s":                         202,
-	"%s: revisions %s":                        203,
-	"%s: the first day comes after the last.": 653,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 523,
-	"%s–%s":                         337,
-	"(%d characters in all)":        802,
-	"(%d handed back, not counted)": 532,
-	"(each item)":                   788,
-	"(in %s)":                       801,
-	"(worker %s)":                   581,
-	"0 seconds":                     368,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            765,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 570,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       313,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 663,
-	"A revision is a definition’s: choose the definition too.": 618,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 753,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   752,
-	"A version is a process’s: choose the process too.":              418,
+	"%d s":       353,
+	"%d seconds": 373,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 107,
+	"%s (a fixed offset, no daylight saving time)":                                     669,
+	"%s (deferred; settled by %s)":                                                     599,
+	"%s (deferred; settled with its settle token)":                                     597,
+	"%s (deferred; settled with its settle token, as %s)":                              598,
+	"%s (token #%d, %s)":                                                               108,
+	"%s = %s":                                                                          714,
+	"%s ago":                                                                           351,
+	"%s at %s":                                                                         603,
+	"%s so far":                                                                        595,
+	"%s version %s":                                                                    273,
+	"%s versions %s":                                                                   274,
+	"%s ← %s":                                                                          713,
+	"%s → %s":                                                                          715,
+	"%s, %s: %s":                                                                       312,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         527,
+	"%s, cut to %s by the destination’s max_timeout":                       526,
+	"%s, multiplied by %s after each failure, up to %s":                    529,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 528,
+	"%s, revision %s":                         487,
+	"%s, version %s":                          488,
+	"%s: %s":                                  339,
+	"%s: %s → %s":                             264,
+	"%s: a date is written 2026-12-01.":       653,
+	"%s: every revision, present and future":  202,
+	"%s: revision %s":                         203,
+	"%s: revisions %s":                        204,
+	"%s: the first day comes after the last.": 654,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 524,
+	"%s–%s":                         338,
+	"(%d characters in all)":        803,
+	"(%d handed back, not counted)": 533,
+	"(each item)":                   789,
+	"(in %s)":                       802,
+	"(worker %s)":                   582,
+	"0 seconds":                     369,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            766,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 571,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       314,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 664,
+	"A revision is a definition’s: choose the definition too.": 619,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 754,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   753,
+	"A version is a process’s: choose the process too.":              419,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              413,
-	"Abandoned by %s at %s — “%s”":                                   400,
+	"Abandoned at node":                                              414,
+	"Abandoned by %s at %s — “%s”":                                   401,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 424,
-	"Action":                              110,
-	"All actions":                         125,
-	"All consumers":                       632,
-	"All definitions":                     330,
-	"All its tasks":                       200,
-	"All processes":                       430,
-	"All statuses":                        432,
-	"All workers":                         815,
-	"An operator abandoned the instance.": 569,
-	"Any definition":                      431,
-	"Apply filters":                       122,
-	"Apr":                                 359,
-	"As of %s (%s); refreshed every few seconds.": 324,
-	"Attempts":                         491,
-	"Audit log":                        116,
-	"Aug":                              363,
-	"Available from":                   543,
-	"Back to definitions":              168,
-	"Back to external tasks":           166,
-	"Back to sign-in":                  167,
-	"Back to the form":                 176,
+	"Act on every instance this filter matches": 425,
+	"Action":                              111,
+	"All actions":                         126,
+	"All consumers":                       633,
+	"All definitions":                     331,
+	"All its tasks":                       201,
+	"All processes":                       431,
+	"All statuses":                        433,
+	"All workers":                         816,
+	"An operator abandoned the instance.": 570,
+	"Any definition":                      432,
+	"Apply filters":                       123,
+	"Apr":                                 360,
+	"As of %s (%s); refreshed every few seconds.": 325,
+	"Attempts":                         492,
+	"Audit log":                        117,
+	"Aug":                              364,
+	"Available from":                   544,
+	"Back to definitions":              169,
+	"Back to external tasks":           167,
+	"Back to sign-in":                  168,
+	"Back to the form":                 177,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           733,
-	"Back without saving":              665,
-	"Breaks processes":                 232,
-	"Breaks workers":                   233,
-	"Bulk %s applied to %d instances.": 105,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  133,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 132,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      131,
-	"Bulk action":                     114,
+	"Back to the occurrence":           734,
+	"Back without saving":              666,
+	"Breaks processes":                 233,
+	"Breaks workers":                   234,
+	"Bulk %s applied to %d instances.": 106,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  134,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 133,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      132,
+	"Bulk action":                     115,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    524,
-	"Calls":                           291,
-	"Calls signed (Relais-Signature)": 293,
-	"Camunda 7 facade":                820,
-	"Cancelled: the instance was stopped (%s).":               593,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 592,
-	"Cannot act on this filter":                               93,
+	"Call timeout":                    525,
+	"Calls":                           292,
+	"Calls signed (Relais-Signature)": 294,
+	"Camunda 7 facade":                821,
+	"Cancelled: the instance was stopped (%s).":               594,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 593,
+	"Cannot act on this filter":                               94,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           735,
-	"Cannot reveal it here":                                   731,
-	"Change":                                                  230,
-	"Changes between the two revisions":                       242,
-	"Changes of the Working copy since revision %d":           251,
-	"Choose two existing revisions to compare.":               252,
-	"Classification":                                          209,
-	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            701,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 684,
-	"Compare":              229,
-	"Compare revisions":    225,
-	"Completed":            333,
-	"Completed (%s).":      587,
-	"Completed, last hour": 321,
-	"Completions and failures per 5 minutes, last hour: %s":    331,
-	"Completions and failures per 5-minute slot, oldest first": 335,
-	"Completions and failures, last hour":                      314,
-	"Connected":                                                811,
-	"Constraints":                                              210,
-	"Consumer":                                                 493,
-	"Consumer and worker":                                      629,
-	"Consumers":                                                147,
-	"Consumers, oldest first":                                  189,
-	"Counting the occurrences; the counts appear when you reload the page.": 204,
-	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    728,
-	"Counts by status": 624,
-	"Created":          384,
+	"Cannot reveal":                                           736,
+	"Cannot reveal it here":                                   732,
+	"Change":                                                  231,
+	"Changes between the two revisions":                       243,
+	"Changes of the Working copy since revision %d":           252,
+	"Choose two existing revisions to compare.":               253,
+	"Classification":                                          210,
+	"Clear filters":                                           124,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            702,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 685,
+	"Compare":              230,
+	"Compare revisions":    226,
+	"Completed":            334,
+	"Completed (%s).":      588,
+	"Completed, last hour": 322,
+	"Completions and failures per 5 minutes, last hour: %s":    332,
+	"Completions and failures per 5-minute slot, oldest first": 336,
+	"Completions and failures, last hour":                      315,
+	"Connected":                                                812,
+	"Constraints":                                              211,
+	"Consumer":                                                 494,
+	"Consumer and worker":                                      630,
+	"Consumers":                                                148,
+	"Consumers, oldest first":                                  190,
+	"Counting the occurrences; the counts appear when you reload the page.": 205,
+	"Counts are unavailable right now.":                                     206,
+	"Counts as of %s (%s); refreshed every few seconds.":                    729,
+	"Counts by status": 625,
+	"Created":          385,
 	"Created from":     84,
-	"Created on":       193,
+	"Created on":       194,
 	"Created to":       85,
-	"Creation date":    419,
-	"Dates":            489,
-	"Deadline":         520,
-	"Dec":              367,
-	"Deferred":         547,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 586,
-	"Definition":                                 316,
-	"Definition %s":                              212,
-	"Definition %s has no revision %d.":          101,
-	"Definitions":                                145,
-	"Definitions by key":                         275,
-	"Definitions served":                         809,
-	"Definitions, those needing attention first": 315,
-	"Deleted by retention":                       409,
-	"Description":                                211,
-	"Destination":                                505,
-	"Destinations":                               148,
-	"Destinations by name":                       284,
-	"Destination’s answer":                       498,
-	"Detail":                                     231,
-	"Did you mean “%s”?":                         96,
-	"Digest":                                     245,
-	"Display settings":                           153,
-	"Display settings saved.":                    671,
-	"Display settings: ":                         154,
-	"Duration":                                   497,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 312,
+	"Creation date":    420,
+	"Dates":            490,
+	"Deadline":         521,
+	"Dec":              368,
+	"Deferred":         548,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 587,
+	"Definition":                                 317,
+	"Definition %s":                              213,
+	"Definition %s has no revision %d.":          102,
+	"Definitions":                                146,
+	"Definitions by key":                         276,
+	"Definitions served":                         810,
+	"Definitions, those needing attention first": 316,
+	"Deleted by retention":                       410,
+	"Description":                                212,
+	"Destination":                                506,
+	"Destinations":                               149,
+	"Destinations by name":                       285,
+	"Destination’s answer":                       499,
+	"Detail":                                     232,
+	"Did you mean “%s”?":                         97,
+	"Digest":                                     246,
+	"Display settings":                           154,
+	"Display settings saved.":                    672,
+	"Display settings: ":                         155,
+	"Duration":                                   498,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 313,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          639,
-	"End node":                  412,
-	"End node or error":         428,
-	"Ended":                     403,
-	"Erase process instance %s": 296,
-	"Erase the instance":        299,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 297,
-	"Erase this instance…": 394,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 301,
-	"Error":                      628,
-	"Error (before any attempt)": 550,
-	"Error (the deadline passed after attempt %d)": 549,
+	"Earlier attempt:":          640,
+	"End node":                  413,
+	"End node or error":         429,
+	"Ended":                     404,
+	"Erase process instance %s": 297,
+	"Erase the instance":        300,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 298,
+	"Erase this instance…": 395,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 302,
+	"Error":                      629,
+	"Error (before any attempt)": 551,
+	"Error (the deadline passed after attempt %d)": 550,
 	"Error code":       82,
-	"Error message":    500,
-	"Every %d seconds": 670,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 542,
-	"Every attempt, oldest first": 492,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  738,
-	"Expired token":                        775,
-	"Expires":                              772,
-	"External tasks":                       140,
-	"Failed":                               319,
-	"Failed (%s).":                         591,
-	"Failed at node":                       414,
-	"Failed occurrence":                    405,
-	"Failed, last hour":                    322,
-	"Feb":                                  357,
-	"Field":                                206,
+	"Error message":    501,
+	"Every %d seconds": 671,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 543,
+	"Every attempt, oldest first": 493,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 118,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  739,
+	"Expired token":                        776,
+	"Expires":                              773,
+	"External tasks":                       141,
+	"Failed":                               320,
+	"Failed (%s).":                         592,
+	"Failed at node":                       415,
+	"Failed occurrence":                    406,
+	"Failed, last hour":                    323,
+	"Feb":                                  358,
+	"Field":                                207,
 	"Filter":                               57,
-	"Filters":                              118,
-	"Find":                                 144,
-	"Find an instance or occurrence":       142,
-	"Finished":                             496,
-	"First page":                           649,
+	"Filters":                              119,
+	"Find":                                 145,
+	"Find an instance or occurrence":       143,
+	"Finished":                             497,
+	"First page":                           650,
 	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    179,
-	"Form refused":                         174,
-	"Form too large":                       177,
-	"From revision":                        227,
-	"From revision %d to revision %d:":     253,
+	"Form not received":                    180,
+	"Form refused":                         175,
+	"Form too large":                       178,
+	"From revision":                        228,
+	"From revision %d to revision %d:":     254,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  192,
-	"Graph":                   683,
-	"Graph of %s":             705,
-	"HTTP 2xx, unusable body": 608,
-	"Headers sent":            287,
-	"Health":                  139,
+	"Grants":                  193,
+	"Graph":                   684,
+	"Graph of %s":             706,
+	"HTTP 2xx, unusable body": 609,
+	"Headers sent":            288,
+	"Health":                  140,
 	"Held at a node of":       83,
-	"Held at node":            404,
-	"Held for":                406,
-	"Held instances":          318,
-	"ID":                      190,
-	"In flight":               810,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 332,
-	"Inputs": 235,
-	"Inputs an instance of this version is started with": 694,
-	"Inputs from":                692,
-	"Inputs of revision %d":      246,
-	"Inputs of the working copy": 237,
-	"Inputs the instance was started with, labelled by process version %d's contract": 392,
-	"Inputs, labelled by revision %d's contract":                                      534,
-	"Instance":                  427,
+	"Held at node":            405,
+	"Held for":                407,
+	"Held instances":          319,
+	"ID":                      191,
+	"In flight":               811,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 333,
+	"Inputs": 236,
+	"Inputs an instance of this version is started with": 695,
+	"Inputs from":                693,
+	"Inputs of revision %d":      247,
+	"Inputs of the working copy": 238,
+	"Inputs the instance was started with, labelled by process version %d's contract": 393,
+	"Inputs, labelled by revision %d's contract":                                      535,
+	"Instance":                  428,
 	"Instances":                 89,
-	"Instances of this version": 695,
-	"Invalid request":           164,
-	"It takes every revision its consumer is granted.":     833,
-	"It takes every revision its consumer is granted: %s.": 832,
-	"It takes revision %d only.":                           836,
-	"It takes revisions %s only.":                          838,
-	"Its calls":                                            292,
+	"Instances of this version": 696,
+	"Invalid request":           165,
+	"It takes every revision its consumer is granted.":     834,
+	"It takes every revision its consumer is granted: %s.": 833,
+	"It takes revision %d only.":                           837,
+	"It takes revisions %s only.":                          839,
+	"Its calls":                                            293,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 298,
-	"Its instance is held here, waiting for an operator.":                            588,
-	"Its instance went on along the node’s error path, and is held at a later node.": 589,
-	"Its instance went on along the node’s error path.":                              590,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 299,
+	"Its instance is held here, waiting for an operator.":                            589,
+	"Its instance went on along the node’s error path, and is held at a later node.": 590,
+	"Its instance went on along the node’s error path.":                              591,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               780,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               781,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     356,
-	"Jul":                     362,
-	"Jun":                     361,
-	"Keep it":                 782,
+	"Jan":                     357,
+	"Jul":                     363,
+	"Jun":                     362,
+	"Keep it":                 783,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       294,
-	"Key":                     276,
-	"Kind":                    687,
-	"Language":                136,
-	"Last changed":            289,
-	"Last error (attempt %d)": 548,
-	"Last reserved":           545,
-	"Last saved":              216,
-	"Last seen":               812,
-	"Last used":               771,
-	"Latest":                  696,
-	"Latest revision":         277,
-	"Lists every change from one revision to another, and whom it may break.": 226,
-	"Local time in %s": 667,
-	"Lock expired %s — waiting to be offered again.": 578,
-	"Lock expires":    546,
-	"Longest timeout": 288,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
-	"Main navigation":     138,
-	"Mar":                 358,
-	"Maximum attempts":    516,
-	"May":                 360,
-	"Message":             626,
-	"Message from Relais": 616,
-	"Message from Relais, quoting the destination’s answer":            615,
-	"Message from the worker (its own words, protected values masked)": 614,
-	"Method not allowed": 742,
-	"Mode":               514,
-	"More filters: instance, revision, consumer, destination, dates": 620,
-	"Name":                    191,
-	"Never":                   669,
-	"Next attempt":            544,
-	"Next attempt or settled": 630,
-	"Next node":               383,
-	"Next page":               648,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
-	"No consumer yet.": 186,
-	"No definition %s has occurrences: check the key, or show all definitions.": 329,
-	"No definition has occurrences yet.":                                        323,
-	"No definition has the key “%s”.":                                           99,
-	"No definition yet.":                                                        279,
-	"No destination yet.":                                                       281,
-	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       693,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    751,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 749,
-	"No instance matches these filters.": 429,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 750,
-	"No live worker takes %s now (Workers page).":                                               572,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 573,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           574,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          575,
-	"No more consumers.":                                   187,
-	"No more destinations.":                                282,
-	"No occurrence matches these filters.":                 631,
-	"No operator action matches.":                          124,
-	"No operator has acted on this instance.":              388,
-	"No outputs yet: the occurrence has not completed.":    537,
-	"No outputs.":                                          239,
-	"No outputs: the occurrence ended without completing.": 539,
-	"No process has the key “%s”.":                         98,
-	"No process is published yet.":                         678,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             829,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             828,
+	"Keep the instance":       295,
+	"Key":                     277,
+	"Kind":                    688,
+	"Language":                137,
+	"Last changed":            290,
+	"Last error (attempt %d)": 549,
+	"Last reserved":           546,
+	"Last saved":              217,
+	"Last seen":               813,
+	"Last used":               772,
+	"Latest":                  697,
+	"Latest revision":         278,
+	"Lists every change from one revision to another, and whom it may break.": 227,
+	"Local time in %s": 668,
+	"Lock expired %s — waiting to be offered again.": 579,
+	"Lock expires":    547,
+	"Longest timeout": 289,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 255,
+	"Main navigation":     139,
+	"Mar":                 359,
+	"Maximum attempts":    517,
+	"May":                 361,
+	"Message":             627,
+	"Message from Relais": 617,
+	"Message from Relais, quoting the destination’s answer":            616,
+	"Message from the worker (its own words, protected values masked)": 615,
+	"Method not allowed": 743,
+	"Mode":               515,
+	"More filters: instance, revision, consumer, destination, dates": 621,
+	"Name":                    192,
+	"Never":                   670,
+	"Next attempt":            545,
+	"Next attempt or settled": 631,
+	"Next node":               384,
+	"Next page":               649,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 130,
+	"No consumer yet.": 187,
+	"No definition %s has occurrences: check the key, or show all definitions.": 330,
+	"No definition has occurrences yet.":                                        324,
+	"No definition has the key “%s”.":                                           100,
+	"No definition yet.":                                                        280,
+	"No destination yet.":                                                       282,
+	"No inputs.":                                                                237,
+	"No inputs: an instance starts with an empty object.":                       694,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    752,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 750,
+	"No instance matches these filters.": 430,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 751,
+	"No live worker takes %s now (Workers page).":                                               573,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 574,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           575,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          576,
+	"No more consumers.":                                   188,
+	"No more destinations.":                                283,
+	"No occurrence matches these filters.":                 632,
+	"No operator action matches.":                          125,
+	"No operator has acted on this instance.":              389,
+	"No outputs yet: the occurrence has not completed.":    538,
+	"No outputs.":                                          240,
+	"No outputs: the occurrence ended without completing.": 540,
+	"No process has the key “%s”.":                         99,
+	"No process is published yet.":                         679,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             830,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             829,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
-	"No release yet.": 220,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 722,
-	"No revision yet: the Working copy has never been snapshotted.":                     218,
-	"No token.":              769,
-	"No value was revealed.": 740,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              504,
-	"No worker has reserved this occurrence yet.":                                        501,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 830,
-	"No worker is connected.":           813,
-	"No worker serves this definition.": 816,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 827,
-	"Node":                  380,
-	"Nodes":                 685,
-	"Nodes of this version": 702,
-	"Nodes of this version, with their occurrences now": 686,
-	"Nodes reached, in order":                           379,
-	"Not allowed":                                       162,
-	"Not found":                                         172,
-	"Notes":                                             223,
-	"Nothing exists at this address, or it is not visible to you.": 169,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 135,
+	"No release yet.": 221,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 723,
+	"No revision yet: the Working copy has never been snapshotted.":                     219,
+	"No token.":              770,
+	"No value was revealed.": 741,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              505,
+	"No worker has reserved this occurrence yet.":                                        502,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 831,
+	"No worker is connected.":           814,
+	"No worker serves this definition.": 817,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 828,
+	"Node":                  381,
+	"Nodes":                 686,
+	"Nodes of this version": 703,
+	"Nodes of this version, with their occurrences now": 687,
+	"Nodes reached, in order":                           380,
+	"Not allowed":                                       163,
+	"Not found":                                         173,
+	"Notes":                                             224,
+	"Nothing exists at this address, or it is not visible to you.": 170,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 171,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             747,
+	"Nothing to find: the search box is empty.":                             748,
 	"Nothing was done.":        31,
-	"Nov":                      366,
-	"Now":                      510,
-	"Occurrence":               381,
-	"Occurrence %s":            488,
-	"Occurrence offered again": 113,
-	"Occurrences now":          691,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          825,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 826,
-	"Occurrences, newest first": 625,
-	"Oct":                       365,
-	"Offered from %s — %s.":     577,
-	"Oldest claimable waits":    320,
-	"On error":                  690,
-	"On success":                689,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         736,
-	"Only administrators may reveal a sensitive value.":                                                           729,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 766,
-	"Open":             317,
-	"Operator actions": 376,
-	"Operator actions on this instance, newest first": 389,
-	"Operator actions, newest first":                  128,
+	"Nov":                      367,
+	"Now":                      511,
+	"Occurrence":               382,
+	"Occurrence %s":            489,
+	"Occurrence offered again": 114,
+	"Occurrences now":          692,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          826,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 827,
+	"Occurrences, newest first": 626,
+	"Oct":                       366,
+	"Offered from %s — %s.":     578,
+	"Oldest claimable waits":    321,
+	"On error":                  691,
+	"On success":                690,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         737,
+	"Only administrators may reveal a sensitive value.":                                                           730,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 767,
+	"Open":             318,
+	"Operator actions": 377,
+	"Operator actions on this instance, newest first": 390,
+	"Operator actions, newest first":                  129,
 	"Other criteria":                                  86,
-	"Outcome":                                         499,
-	"Outputs":                                         238,
-	"Outputs of revision %d":                          247,
-	"Outputs of the working copy":                     240,
-	"Outputs, labelled by revision %d's contract":     536,
-	"Pages": 646,
-	"Paste your token in the field: it is empty.": 763,
-	"Path":                            377,
-	"Pause reloading":                 161,
-	"Pinned by":                       270,
-	"Pinned revision":                 688,
-	"Policy":                          490,
-	"Previous page":                   647,
-	"Priority":                        521,
+	"Outcome":                                         500,
+	"Outputs":                                         239,
+	"Outputs of revision %d":                          248,
+	"Outputs of the working copy":                     241,
+	"Outputs, labelled by revision %d's contract":     537,
+	"Pages": 647,
+	"Paste your token in the field: it is empty.": 764,
+	"Path":                            378,
+	"Pause reloading":                 162,
+	"Pinned by":                       271,
+	"Pinned revision":                 689,
+	"Policy":                          491,
+	"Previous page":                   648,
+	"Priority":                        522,
 	"Process":                         78,
-	"Process %s":                      681,
-	"Process %s has no version %d.":   97,
-	"Process and node":                627,
-	"Process inputs":                  391,
-	"Process instance":                112,
-	"Process instance %s":             374,
-	"Process instances":               421,
-	"Process instances, newest first": 426,
-	"Processes":                       141,
-	"Processes by key":                676,
-	"Protocol":                        808,
-	"Published":                       224,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 674,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       675,
-	"Push destination": 621,
-	"Reason":           111,
+	"Process %s":                      682,
+	"Process %s has no version %d.":   98,
+	"Process and node":                628,
+	"Process inputs":                  392,
+	"Process instance":                113,
+	"Process instance %s":             375,
+	"Process instances":               422,
+	"Process instances, newest first": 427,
+	"Processes":                       142,
+	"Processes by key":                677,
+	"Protocol":                        809,
+	"Published":                       225,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 675,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       676,
+	"Push destination": 622,
+	"Reason":           112,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            515,
-	"Recorded operator actions":                             387,
-	"Relais console":                                        135,
-	"Relais has not called the destination yet.":            507,
-	"Relais is calling the destination (since %s).":         583,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 509,
-	"Relais never called the destination: the occurrence ended before any call.":                                    508,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        604,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 606,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     603,
+	"Reason given by the worker":                            516,
+	"Recorded operator actions":                             388,
+	"Relais console":                                        136,
+	"Relais has not called the destination yet.":            508,
+	"Relais is calling the destination (since %s).":         584,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 510,
+	"Relais never called the destination: the occurrence ended before any call.":                                    509,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        605,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 607,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     604,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           605,
-	"Release":                       221,
-	"Releases":                      219,
-	"Releases, oldest first":        241,
-	"Reload lists and detail pages": 662,
-	"Reloading paused":              158,
-	"Reloading paused: this page stays as it is until you resume.": 673,
-	"Reloading resumed.":                  672,
-	"Replica":                             506,
-	"Required":                            208,
-	"Reserved":                            495,
-	"Reserved by %s.":                     585,
-	"Reserved by %s; lock until %s — %s.": 584,
-	"Reserved now":                        199,
-	"Resume":                              159,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         344,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 343,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             342,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            341,
-	"Retried by %s at %s — “%s”":                                                      401,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           606,
+	"Release":                       222,
+	"Releases":                      220,
+	"Releases, oldest first":        242,
+	"Reload lists and detail pages": 663,
+	"Reloading paused":              159,
+	"Reloading paused: this page stays as it is until you resume.": 674,
+	"Reloading resumed.":                  673,
+	"Replica":                             507,
+	"Required":                            209,
+	"Reserved":                            496,
+	"Reserved by %s.":                     586,
+	"Reserved by %s; lock until %s — %s.": 585,
+	"Reserved now":                        200,
+	"Resume":                              160,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         345,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 344,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             343,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            342,
+	"Retried by %s at %s — “%s”":                                                      402,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            518,
+	"Retries":            519,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  576,
-	"Retry delay":        517,
+	"Retry at %s — %s.":  577,
+	"Retry delay":        518,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         511,
+	"Retry or abandon it from its instance":         512,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 551,
+	"Retryable": 552,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 540,
-	"Revealed by %s at %s; recorded in the audit log.": 734,
-	"Reveals":               150,
-	"Reveals, newest first": 739,
-	"Revision":              222,
-	"Revision %d":           243,
-	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 834,
-	"Revoke the %s token “%s”?": 779,
-	"Revoke the token":          781,
-	"Revoke token %d":           778,
-	"Revoke…":                   776,
-	"Role":                      770,
-	"Route":                     382,
-	"Routing output":            215,
-	"Row %s":                    650,
-	"Rows %s–%s":                651,
-	"Save settings":             664,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      730,
+	"Reveal — this is recorded": 541,
+	"Revealed by %s at %s; recorded in the audit log.": 735,
+	"Reveals":               151,
+	"Reveals, newest first": 740,
+	"Revision":              223,
+	"Revision %d":           244,
+	"Revisions":             218,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 835,
+	"Revoke the %s token “%s”?": 780,
+	"Revoke the token":          782,
+	"Revoke token %d":           779,
+	"Revoke…":                   777,
+	"Role":                      771,
+	"Route":                     383,
+	"Routing output":            216,
+	"Row %s":                    651,
+	"Rows %s–%s":                652,
+	"Save settings":             665,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      731,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 295,
-	"Search":                               745,
-	"Secret values can never be revealed.": 737,
-	"Sep":                                  364,
-	"Served by %d workers":                 831,
-	"Settled":                              385,
-	"Settlement date":                      619,
-	"Show all definitions":                 328,
-	"Show times in":                        660,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 758,
-	"Sign in with an operator, designer or administrator token.": 759,
-	"Sign out":             152,
-	"Signed in as %s (%s)": 151,
-	"Since revision %d:":   249,
-	"Skip to content":      137,
-	"Slot":                 336,
-	"Snapshotted":          244,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 296,
+	"Search":                               746,
+	"Secret values can never be revealed.": 738,
+	"Sep":                                  365,
+	"Served by %d workers":                 832,
+	"Settled":                              386,
+	"Settlement date":                      620,
+	"Show all definitions":                 329,
+	"Show times in":                        661,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 131,
+	"Sign in": 759,
+	"Sign in with an operator, designer or administrator token.": 760,
+	"Sign out":             153,
+	"Signed in as %s (%s)": 152,
+	"Since revision %d:":   250,
+	"Skip to content":      138,
+	"Slot":                 337,
+	"Snapshotted":          245,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 767,
-	"Staff tokens, oldest first": 768,
-	"Start node":                 682,
-	"Started":                    402,
-	"State":                      194,
+	"Something went wrong": 185,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 768,
+	"Staff tokens, oldest first": 769,
+	"Start node":                 683,
+	"Started":                    403,
+	"State":                      195,
 	"Status":                     80,
 	"Stop %d instances":          75,
 	"Stop every held instance this filter matches":            69,
@@ -564,324 +565,324 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              399,
+	"Stopped by %s at %s — “%s”":                              400,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   398,
-	"Summary": 375,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 274,
-	"Tasks":                   195,
-	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           748,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   399,
+	"Summary": 376,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 275,
+	"Tasks":                   196,
+	"Temporarily unavailable": 183,
+	"That is too long to be an id or a business key.":                                           749,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 513,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 283,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            563,
-	"The bulk action must be its id (a UUID).":                                      127,
-	"The call could not be prepared.":                                               564,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 725,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 582,
-	"The chart’s numbers": 334,
-	"The confirmed count is missing: start again from the list.":                                                                                                        102,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       185,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      661,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             183,
-	"The deadline passed before a result arrived.":                                                                                                                      561,
-	"The destination answered HTTP %s.":     571,
-	"The destination could not be reached.": 565,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    555,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         556,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   554,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 553,
-	"The destination’s answer was too large.": 566,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                568,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         600,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      601,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    599,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            567,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               558,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 557,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     559,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             560,
-	"The latest %d attempts, oldest first":                                                         512,
-	"The next page counts them and asks for a reason before anything changes.":                     425,
-	"The nodes this instance reached, in order, each with its occurrence.":                         378,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
-	"The page cursor is invalid: go back to the first page.":                                       658,
-	"The page size must be between 1 and %d.":                                                      420,
-	"The parameter “%s” is given %d times: give it once.":                                          657,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 514,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 284,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    249,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            564,
+	"The bulk action must be its id (a UUID).":                                      128,
+	"The call could not be prepared.":                                               565,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 726,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 583,
+	"The chart’s numbers": 335,
+	"The confirmed count is missing: start again from the list.":                                                                                                        103,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       186,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      662,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 104,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             184,
+	"The deadline passed before a result arrived.":                                                                                                                      562,
+	"The destination answered HTTP %s.":     572,
+	"The destination could not be reached.": 566,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    556,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         557,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   555,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 554,
+	"The destination’s answer was too large.": 567,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      189,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          166,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                569,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         601,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      602,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    600,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            568,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               559,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 558,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     560,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             561,
+	"The latest %d attempts, oldest first":                                                         513,
+	"The next page counts them and asks for a reason before anything changes.":                     426,
+	"The nodes this instance reached, in order, each with its occurrence.":                         379,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 215,
+	"The page cursor is invalid: go back to the first page.":                                       659,
+	"The page size must be between 1 and %d.":                                                      421,
+	"The parameter “%s” is given %d times: give it once.":                                          658,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 127,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 562,
-	"The revision must be a whole number, 1 or more.":           617,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 761,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        755,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     785,
-	"The version must be a whole number from 1.":                                                                                                        417,
-	"These revisions have the same contracts.":                                                                                                          234,
-	"These settings are kept in this browser only.":                                                                                                     659,
-	"They take every revision their consumer is granted.":                                                                                               835,
-	"They take revision %d only.":                                                                                                                       837,
-	"They take revisions %s only.":                                                                                                                      839,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 654,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
-	"This contract has no inputs.":  535,
-	"This contract has no outputs.": 538,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           744,
+	"The result did not match the revision's outputs contract.": 563,
+	"The revision must be a whole number, 1 or more.":           618,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 762,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        756,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     786,
+	"The version must be a whole number from 1.":                                                                                                        418,
+	"These revisions have the same contracts.":                                                                                                          235,
+	"These settings are kept in this browser only.":                                                                                                     660,
+	"They take every revision their consumer is granted.":                                                                                               836,
+	"They take revision %d only.":                                                                                                                       838,
+	"They take revisions %s only.":                                                                                                                      840,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 655,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         105,
+	"This contract has no inputs.":  536,
+	"This contract has no outputs.": 539,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 101,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 182,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            181,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  179,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  176,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           745,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 302,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 303,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 395,
-	"This instance has not reached a task yet.":                                                                                                                                     386,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 396,
+	"This instance has not reached a task yet.":                                                                                                                                     387,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 300,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 301,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 396,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 397,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 397,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 398,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            784,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           783,
-	"This page does not accept that request.": 743,
-	"This page reloads every %d seconds.":     160,
-	"This process takes no inputs.":           393,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 732,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  174,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            785,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           784,
+	"This page does not accept that request.": 744,
+	"This page reloads every %d seconds.":     161,
+	"This process takes no inputs.":           394,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 733,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 764,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 703,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            704,
-	"Times in %s · no auto-reload":    157,
-	"Times in %s · reload every %d s": 156,
-	"Times in %s · reloading paused":  155,
-	"To revision":                     228,
-	"Token":                           760,
-	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 762,
-	"Totals of all definitions, not narrowed by the other filters":         635,
-	"Totals of definition %s, not narrowed by the other filters":           634,
-	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 746,
-	"URL":                              286,
-	"UTC (coordinated universal time)": 666,
+	"This token is unknown, revoked or expired.": 765,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 704,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            705,
+	"Times in %s · no auto-reload":    158,
+	"Times in %s · reload every %d s": 157,
+	"Times in %s · reloading paused":  156,
+	"To revision":                     229,
+	"Token":                           761,
+	"Tokens":                          150,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 763,
+	"Totals of all definitions, not narrowed by the other filters":         636,
+	"Totals of definition %s, not narrowed by the other filters":           635,
+	"Type": 208,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 747,
+	"URL":                              287,
+	"UTC (coordinated universal time)": 667,
 	"Unknown action.":                  54,
-	"Unknown consumer.":                94,
-	"Unknown destination “%s”.":        95,
-	"Unknown parameter “%s” (did you mean “%s”?).": 655,
-	"Unknown parameter “%s”.":                      656,
-	"Unknown status “%s” (did you mean “%s”?).":    433,
-	"Unknown status “%s”.":                         435,
-	"Value":                                        390,
+	"Unknown consumer.":                95,
+	"Unknown destination “%s”.":        96,
+	"Unknown parameter “%s” (did you mean “%s”?).": 656,
+	"Unknown parameter “%s”.":                      657,
+	"Unknown status “%s” (did you mean “%s”?).":    434,
+	"Unknown status “%s”.":                         436,
+	"Value":                                        391,
 	"Version":                                      79,
-	"Versions, newest first":                       677,
-	"Waiting for Relais to call the destination since %s (%s).": 579,
-	"Waiting for a worker since %s (%s).":                       580,
-	"When":                                                      108,
-	"Who":                                                       109,
-	"Whole message":                                             503,
-	"Why (recorded with the reveal)":                            541,
-	"Worker":                                                    807,
-	"Worker id":                                                 494,
-	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        805,
+	"Versions, newest first":                       678,
+	"Waiting for Relais to call the destination since %s (%s).": 580,
+	"Waiting for a worker since %s (%s).":                       581,
+	"When":                                                      109,
+	"Who":                                                       110,
+	"Whole message":                                             504,
+	"Why (recorded with the reveal)":                            542,
+	"Worker":                                                    808,
+	"Worker id":                                                 495,
+	"Workers":                                                   147,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        806,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 806,
-	"Workers serving %s":                   814,
+	"Workers seen within three heartbeats": 807,
+	"Workers serving %s":                   815,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        213,
-	"You are signed out.": 754,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 756,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          757,
-	"[redacted]":                          613,
-	"a token’s name, exact":               119,
+	"Working copy":        214,
+	"You are signed out.": 755,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              164,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 757,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          758,
+	"[redacted]":                          614,
+	"a token’s name, exact":               120,
 	"abandon":                             4,
-	"active":                              196,
-	"administrator":                       464,
-	"an incident: retry, abandon or stop": 306,
-	"answer too large":                    611,
-	"any":                                 422,
-	"any other code → %s":                 717,
-	"any other error":                     304,
-	"as of %s (%s); counts are refreshed every few seconds.": 637,
-	"at least %d characters":                                 789,
-	"at least %d items":                                      796,
-	"at most %d":                                             529,
-	"at most %d characters":                                  790,
-	"at most %d items":                                       797,
-	"at most %d since the last operator retry":               530,
-	"available":                                              436,
-	"boolean":                                                451,
-	"call in progress since":                                 643,
-	"cancelled":                                              441,
-	"choice":                                                 454,
-	"claimable since":                                        642,
-	"claimable since %s":                                     325,
-	"classification changed":                                 475,
-	"completed":                                              439,
-	"constraint changed":                                     476,
-	"consumer":                                               467,
-	"consumer #%s":                                           595,
-	"date":                                                   452,
-	"date and time":                                          453,
-	"deadline %s":                                            721,
-	"deferred":                                               438,
-	"deferred since":                                         645,
-	"deleted":                                                115,
-	"designer":                                               466,
-	"disconnected":                                           447,
-	"each item of %s":                                        787,
-	"end (completes)":                                        710,
-	"end (fails)":                                            711,
-	"end: completes the instance":                            307,
-	"end: fails the instance":                                308,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         410,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 411,
+	"active":                              197,
+	"administrator":                       465,
+	"an incident: retry, abandon or stop": 307,
+	"answer too large":                    612,
+	"any":                                 423,
+	"any other code → %s":                 718,
+	"any other error":                     305,
+	"as of %s (%s); counts are refreshed every few seconds.": 638,
+	"at least %d characters":                                 790,
+	"at least %d items":                                      797,
+	"at most %d":                                             530,
+	"at most %d characters":                                  791,
+	"at most %d items":                                       798,
+	"at most %d since the last operator retry":               531,
+	"available":                                              437,
+	"boolean":                                                452,
+	"call in progress since":                                 644,
+	"cancelled":                                              442,
+	"choice":                                                 455,
+	"claimable since":                                        643,
+	"claimable since %s":                                     326,
+	"classification changed":                                 476,
+	"completed":                                              440,
+	"constraint changed":                                     477,
+	"consumer":                                               468,
+	"consumer #%s":                                           596,
+	"date":                                                   453,
+	"date and time":                                          454,
+	"deadline %s":                                            722,
+	"deferred":                                               439,
+	"deferred since":                                         646,
+	"deleted":                                                116,
+	"designer":                                               467,
+	"disconnected":                                           448,
+	"each item of %s":                                        788,
+	"end (completes)":                                        711,
+	"end (fails)":                                            712,
+	"end: completes the instance":                            308,
+	"end: fails the instance":                                309,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         411,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 412,
 	"erase":                                  6,
-	"every revision its consumer is granted": 821,
-	"every revision its consumer is granted: %s": 817,
-	"exact, case-sensitive":                      423,
-	"expired":                                    444,
-	"failed":                                     440,
-	"fails the instance":                         718,
-	"field added":                                470,
-	"field removed":                              471,
-	"format":                                     481,
-	"format %s":                                  792,
-	"from":                                       120,
-	"held":                                       443,
-	"held for an operator":                       305,
-	"held, then abandoned by an operator":        416,
-	"held, then stopped by an operator":          415,
-	"hidden (secret)":                            461,
-	"hidden (sensitive)":                         460,
-	"hold (an incident for an operator)":         716,
-	"id or business key":                         143,
-	"in %s":                                      349,
-	"in progress":                                502,
-	"instance held here":                         633,
-	"instance id":                                623,
-	"instances held":                             726,
-	"instances held: %s":                         727,
-	"integer":                                    449,
-	"its name, exactly":                          622,
-	"just now":                                   351,
-	"list":                                       456,
-	"lock until":                                 644,
-	"long polling":                               819,
-	"long wait":                                  326,
-	"masked value":                               285,
-	"maximum":                                    483,
-	"maximum %s":                                 794,
-	"maximum items":                              485,
-	"maximum length":                             479,
-	"minimum":                                    482,
-	"minimum %s":                                 793,
-	"minimum items":                              484,
-	"minimum length":                             478,
-	"never":                                      773,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 408,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       407,
-	"next attempt":                 641,
-	"no":                           469,
-	"no answer within the timeout": 609,
-	"no connection":                610,
-	"no grant: it takes nothing":   198,
-	"no header":                    290,
-	"no process version":           271,
-	"no worker":                    327,
-	"no worker takes revision %d":  823,
-	"no worker takes revisions %s": 824,
-	"no: the latest is version %d": 698,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 552,
-	"none": 268,
-	"none (revealed before reasons were asked for)": 741,
+	"every revision its consumer is granted": 822,
+	"every revision its consumer is granted: %s": 818,
+	"exact, case-sensitive":                      424,
+	"expired":                                    445,
+	"failed":                                     441,
+	"fails the instance":                         719,
+	"field added":                                471,
+	"field removed":                              472,
+	"format":                                     482,
+	"format %s":                                  793,
+	"from":                                       121,
+	"held":                                       444,
+	"held for an operator":                       306,
+	"held, then abandoned by an operator":        417,
+	"held, then stopped by an operator":          416,
+	"hidden (secret)":                            462,
+	"hidden (sensitive)":                         461,
+	"hold (an incident for an operator)":         717,
+	"id or business key":                         144,
+	"in %s":                                      350,
+	"in progress":                                503,
+	"instance held here":                         634,
+	"instance id":                                624,
+	"instances held":                             727,
+	"instances held: %s":                         728,
+	"integer":                                    450,
+	"its name, exactly":                          623,
+	"just now":                                   352,
+	"list":                                       457,
+	"lock until":                                 645,
+	"long polling":                               820,
+	"long wait":                                  327,
+	"masked value":                               286,
+	"maximum":                                    484,
+	"maximum %s":                                 795,
+	"maximum items":                              486,
+	"maximum length":                             480,
+	"minimum":                                    483,
+	"minimum %s":                                 794,
+	"minimum items":                              485,
+	"minimum length":                             479,
+	"never":                                      774,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 409,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       408,
+	"next attempt":                 642,
+	"no":                           470,
+	"no answer within the timeout": 610,
+	"no connection":                611,
+	"no grant: it takes nothing":   199,
+	"no header":                    291,
+	"no process version":           272,
+	"no worker":                    328,
+	"no worker takes revision %d":  824,
+	"no worker takes revisions %s": 825,
+	"no: the latest is version %d": 699,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 553,
+	"none": 269,
+	"none (revealed before reasons were asked for)": 742,
 	"none given": 87,
-	"none yet":   278,
-	"none: a failed call takes the node’s error path": 519,
-	"normal":       457,
-	"not provided": 799,
-	"not set":      269,
-	"not yet":      774,
-	"null":         803,
-	"number":       450,
-	"object":       455,
-	"older versions, from version %d (each links the one before)": 680,
-	"on error":                           303,
-	"one attempt, no retry, priority %d": 720,
-	"one of: %s":                         795,
-	"operator":                           465,
-	"optional %s field of type %s":       265,
-	"optional field of type %s":          267,
-	"optional → required":                258,
-	"pattern":                            480,
-	"pattern %s":                         791,
-	"pull":                               708,
-	"pull %s":                            310,
-	"pull (a worker fetches it)":         462,
-	"push %s":                            309,
-	"push (Relais calls the service)":    463,
-	"push to %s":                         709,
-	"rejected":                           445,
-	"released":                           446,
-	"required %s field of type %s":       264,
-	"required changed":                   473,
-	"required field of type %s":          266,
-	"required → optional":                259,
-	"reserved":                           437,
+	"none yet":   279,
+	"none: a failed call takes the node’s error path": 520,
+	"normal":       458,
+	"not provided": 800,
+	"not set":      270,
+	"not yet":      775,
+	"null":         804,
+	"number":       451,
+	"object":       456,
+	"older versions, from version %d (each links the one before)": 681,
+	"on error":                           304,
+	"one attempt, no retry, priority %d": 721,
+	"one of: %s":                         796,
+	"operator":                           466,
+	"optional %s field of type %s":       266,
+	"optional field of type %s":          268,
+	"optional → required":                259,
+	"pattern":                            481,
+	"pattern %s":                         792,
+	"pull":                               709,
+	"pull %s":                            311,
+	"pull (a worker fetches it)":         463,
+	"push %s":                            310,
+	"push (Relais calls the service)":    464,
+	"push to %s":                         710,
+	"rejected":                           446,
+	"released":                           447,
+	"required %s field of type %s":       265,
+	"required changed":                   474,
+	"required field of type %s":          267,
+	"required → optional":                260,
+	"reserved":                           438,
 	"retry":                              3,
-	"revision %d":                        638,
-	"revisions %s":                       822,
-	"revoked":                            197,
-	"routing changed":                    477,
-	"routing output":                     786,
-	"routing output %s → %s":             257,
-	"running":                            442,
-	"secret":                             459,
-	"sensitive":                          458,
-	"settled":                            640,
+	"revision %d":                        639,
+	"revisions %s":                       823,
+	"revoked":                            198,
+	"routing changed":                    478,
+	"routing output":                     787,
+	"routing output %s → %s":             258,
+	"running":                            443,
+	"secret":                             460,
+	"sensitive":                          459,
+	"settled":                            641,
 	"stop":                               5,
-	"stream":                             818,
-	"text":                               448,
-	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             777,
-	"timeout %s":               723,
-	"timeout %s (the default)": 724,
-	"to":                       121,
-	"type changed":             472,
-	"unexpected value":         804,
-	"unknown":                  612,
-	"values added: %s":         260,
-	"values changed":           474,
-	"values removed: %s":       261,
-	"values reordered":         262,
-	"version %d":               679,
-	"version %d →":             700,
-	"waiting":                  607,
-	"yes":                      468,
-	"yes: a start that names no version runs this one":                                                                      697,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     434,
-	"← version %d": 699,
-	"→ %s":         715,
+	"stream":                             819,
+	"text":                               449,
+	"the contracts are the same (the name or a description changed).": 251,
+	"this session":             778,
+	"timeout %s":               724,
+	"timeout %s (the default)": 725,
+	"to":                       122,
+	"type changed":             473,
+	"unexpected value":         805,
+	"unknown":                  613,
+	"values added: %s":         261,
+	"values changed":           475,
+	"values removed: %s":       262,
+	"values reordered":         263,
+	"version %d":               680,
+	"version %d →":             701,
+	"waiting":                  608,
+	"yes":                      469,
+	"yes: a start that names no version runs this one":                                                                      698,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 172,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     435,
+	"← version %d": 700,
+	"→ %s":         716,
 }
 
-var enIndex = []uint32{ // 841 elements
+var enIndex = []uint32{ // 842 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -908,221 +909,221 @@ var enIndex = []uint32{ // 841 elements
 	0x000015ae, 0x000015b5, 0x000015c2, 0x000015cd,
 	0x000015df, 0x000015ec, 0x000015f7, 0x00001606,
 	0x00001611, 0x0000162b, 0x00001635, 0x00001668,
-	0x0000195e, 0x00001a8d, 0x00001aa7, 0x00001ab9,
+	0x000017b2, 0x00001aa8, 0x00001bd7, 0x00001bf1,
 	// Entry 60 - 7F
-	0x00001ada, 0x00001af4, 0x00001b18, 0x00001b3c,
-	0x00001b63, 0x00001bd3, 0x00001bfb, 0x00001c36,
-	0x00001cdb, 0x00001d54, 0x00001da9, 0x00001e58,
-	0x00001e74, 0x00001e79, 0x00001e7d, 0x00001e84,
-	0x00001e8b, 0x00001e9c, 0x00001eb5, 0x00001ec1,
-	0x00001ec9, 0x00001ed3, 0x00001fbb, 0x00001fc3,
-	0x00001fdb, 0x00001fe0, 0x00001fe3, 0x00001ff1,
-	0x00001fff, 0x0000201b, 0x00002027, 0x000020bc,
+	0x00001c03, 0x00001c24, 0x00001c3e, 0x00001c62,
+	0x00001c86, 0x00001cad, 0x00001d1d, 0x00001d45,
+	0x00001d80, 0x00001e25, 0x00001e9e, 0x00001ef3,
+	0x00001fa2, 0x00001fbe, 0x00001fc3, 0x00001fc7,
+	0x00001fce, 0x00001fd5, 0x00001fe6, 0x00001fff,
+	0x0000200b, 0x00002013, 0x0000201d, 0x00002105,
+	0x0000210d, 0x00002125, 0x0000212a, 0x0000212d,
+	0x0000213b, 0x00002149, 0x00002165, 0x00002171,
 	// Entry 80 - 9F
-	0x000020e5, 0x00002104, 0x0000215c, 0x00002234,
-	0x000022c7, 0x0000237c, 0x00002410, 0x0000248f,
-	0x0000249e, 0x000024a7, 0x000024b7, 0x000024c7,
-	0x000024ce, 0x000024dd, 0x000024e7, 0x00002506,
-	0x00002519, 0x0000251e, 0x0000252a, 0x00002532,
-	0x0000253c, 0x00002549, 0x00002550, 0x00002558,
-	0x00002573, 0x0000257c, 0x0000258d, 0x000025a4,
-	0x000025c7, 0x000025ee, 0x0000260f, 0x00002620,
+	0x00002206, 0x0000222f, 0x0000224e, 0x000022a6,
+	0x0000237e, 0x00002411, 0x000024c6, 0x0000255a,
+	0x000025d9, 0x000025e8, 0x000025f1, 0x00002601,
+	0x00002611, 0x00002618, 0x00002627, 0x00002631,
+	0x00002650, 0x00002663, 0x00002668, 0x00002674,
+	0x0000267c, 0x00002686, 0x00002693, 0x0000269a,
+	0x000026a2, 0x000026bd, 0x000026c6, 0x000026d7,
+	0x000026ee, 0x00002711, 0x00002738, 0x00002759,
 	// Entry A0 - BF
-	0x00002627, 0x0000264e, 0x0000265e, 0x0000266a,
-	0x000026e8, 0x000026f8, 0x00002760, 0x00002777,
-	0x00002787, 0x0000279b, 0x000027d8, 0x000028f1,
-	0x0000296e, 0x00002978, 0x00002a33, 0x00002a40,
-	0x00002abd, 0x00002ace, 0x00002add, 0x00002b3d,
-	0x00002b4f, 0x00002b92, 0x00002bd0, 0x00002be8,
-	0x00002c2e, 0x00002c43, 0x00002cb2, 0x00002cc3,
-	0x00002cd6, 0x00002d9b, 0x00002db3, 0x00002db6,
+	0x0000276a, 0x00002771, 0x00002798, 0x000027a8,
+	0x000027b4, 0x00002832, 0x00002842, 0x000028aa,
+	0x000028c1, 0x000028d1, 0x000028e5, 0x00002922,
+	0x00002a3b, 0x00002ab8, 0x00002ac2, 0x00002b7d,
+	0x00002b8a, 0x00002c07, 0x00002c18, 0x00002c27,
+	0x00002c87, 0x00002c99, 0x00002cdc, 0x00002d1a,
+	0x00002d32, 0x00002d78, 0x00002d8d, 0x00002dfc,
+	0x00002e0d, 0x00002e20, 0x00002ee5, 0x00002efd,
 	// Entry C0 - DF
-	0x00002dbb, 0x00002dc2, 0x00002dcd, 0x00002dd3,
-	0x00002dd9, 0x00002de0, 0x00002de8, 0x00002e03,
-	0x00002e10, 0x00002e1e, 0x00002e48, 0x00002e5e,
-	0x00002e75, 0x00002ebb, 0x00002edd, 0x00002ee3,
-	0x00002ee8, 0x00002ef1, 0x00002f00, 0x00002f0c,
-	0x00002f18, 0x00002f29, 0x00002f36, 0x00002f93,
-	0x00002fa2, 0x00002fad, 0x00002fb7, 0x00002ff5,
-	0x00002ffe, 0x0000300e, 0x00003016, 0x0000301f,
+	0x00002f00, 0x00002f05, 0x00002f0c, 0x00002f17,
+	0x00002f1d, 0x00002f23, 0x00002f2a, 0x00002f32,
+	0x00002f4d, 0x00002f5a, 0x00002f68, 0x00002f92,
+	0x00002fa8, 0x00002fbf, 0x00003005, 0x00003027,
+	0x0000302d, 0x00003032, 0x0000303b, 0x0000304a,
+	0x00003056, 0x00003062, 0x00003073, 0x00003080,
+	0x000030dd, 0x000030ec, 0x000030f7, 0x00003101,
+	0x0000313f, 0x00003148, 0x00003158, 0x00003160,
 	// Entry E0 - FF
-	0x00003025, 0x0000302f, 0x00003041, 0x00003089,
-	0x00003097, 0x000030a3, 0x000030ab, 0x000030b2,
-	0x000030b9, 0x000030ca, 0x000030d9, 0x00003102,
-	0x00003109, 0x00003114, 0x0000312f, 0x00003137,
-	0x00003143, 0x0000315f, 0x00003176, 0x00003198,
-	0x000031a7, 0x000031b3, 0x000031ba, 0x000031d3,
-	0x000031ed, 0x00003296, 0x000032ac, 0x000032ec,
-	0x0000331d, 0x00003347, 0x0000336e, 0x000033e5,
+	0x00003169, 0x0000316f, 0x00003179, 0x0000318b,
+	0x000031d3, 0x000031e1, 0x000031ed, 0x000031f5,
+	0x000031fc, 0x00003203, 0x00003214, 0x00003223,
+	0x0000324c, 0x00003253, 0x0000325e, 0x00003279,
+	0x00003281, 0x0000328d, 0x000032a9, 0x000032c0,
+	0x000032e2, 0x000032f1, 0x000032fd, 0x00003304,
+	0x0000331d, 0x00003337, 0x000033e0, 0x000033f6,
+	0x00003436, 0x00003467, 0x00003491, 0x000034b8,
 	// Entry 100 - 11F
-	0x00003409, 0x00003430, 0x0000344f, 0x00003465,
-	0x0000347b, 0x0000348f, 0x000034a5, 0x000034b6,
-	0x000034cd, 0x000034f0, 0x00003513, 0x00003530,
-	0x0000354d, 0x00003552, 0x0000355a, 0x00003564,
-	0x00003577, 0x0000358b, 0x000035a0, 0x000035ec,
-	0x000035ff, 0x00003603, 0x00003613, 0x0000361c,
-	0x0000362f, 0x00003655, 0x00003669, 0x0000367f,
-	0x00003795, 0x000037aa, 0x000037b7, 0x000037bb,
+	0x0000352f, 0x00003553, 0x0000357a, 0x00003599,
+	0x000035af, 0x000035c5, 0x000035d9, 0x000035ef,
+	0x00003600, 0x00003617, 0x0000363a, 0x0000365d,
+	0x0000367a, 0x00003697, 0x0000369c, 0x000036a4,
+	0x000036ae, 0x000036c1, 0x000036d5, 0x000036ea,
+	0x00003736, 0x00003749, 0x0000374d, 0x0000375d,
+	0x00003766, 0x00003779, 0x0000379f, 0x000037b3,
+	0x000037c9, 0x000038df, 0x000038f4, 0x00003901,
 	// Entry 120 - 13F
-	0x000037c8, 0x000037d8, 0x000037e5, 0x000037ef,
-	0x000037f5, 0x000037ff, 0x0000381f, 0x00003831,
-	0x000038e5, 0x00003902, 0x00003970, 0x00003a30,
-	0x00003a43, 0x00003a90, 0x00003af4, 0x00003b58,
-	0x00003b61, 0x00003b71, 0x00003b86, 0x00003baa,
-	0x00003bc6, 0x00003bde, 0x00003be9, 0x00003bf4,
-	0x00003c08, 0x00003d1e, 0x00003d6e, 0x00003d92,
-	0x00003dbd, 0x00003dc8, 0x00003dcd, 0x00003ddc,
+	0x00003905, 0x00003912, 0x00003922, 0x0000392f,
+	0x00003939, 0x0000393f, 0x00003949, 0x00003969,
+	0x0000397b, 0x00003a2f, 0x00003a4c, 0x00003aba,
+	0x00003b7a, 0x00003b8d, 0x00003bda, 0x00003c3e,
+	0x00003ca2, 0x00003cab, 0x00003cbb, 0x00003cd0,
+	0x00003cf4, 0x00003d10, 0x00003d28, 0x00003d33,
+	0x00003d3e, 0x00003d52, 0x00003e68, 0x00003eb8,
+	0x00003edc, 0x00003f07, 0x00003f12, 0x00003f17,
 	// Entry 140 - 15F
-	0x00003de3, 0x00003dfa, 0x00003e0f, 0x00003e21,
-	0x00003e44, 0x00003e76, 0x00003e8c, 0x00003e96,
-	0x00003ea0, 0x00003eb5, 0x00003f02, 0x00003f12,
-	0x00003f4b, 0x00003f9f, 0x00003fa9, 0x00003fbf,
-	0x00003ff8, 0x00003ffd, 0x0000400b, 0x00004018,
-	0x00004041, 0x00004064, 0x000040b7, 0x000040f7,
-	0x00004178, 0x000041df, 0x000041ec, 0x0000420c,
-	0x00004218, 0x00004231, 0x0000423a, 0x00004244,
+	0x00003f26, 0x00003f2d, 0x00003f44, 0x00003f59,
+	0x00003f6b, 0x00003f8e, 0x00003fc0, 0x00003fd6,
+	0x00003fe0, 0x00003fea, 0x00003fff, 0x0000404c,
+	0x0000405c, 0x00004095, 0x000040e9, 0x000040f3,
+	0x00004109, 0x00004142, 0x00004147, 0x00004155,
+	0x00004162, 0x0000418b, 0x000041ae, 0x00004201,
+	0x00004241, 0x000042c2, 0x00004329, 0x00004336,
+	0x00004356, 0x00004362, 0x0000437b, 0x00004384,
 	// Entry 160 - 17F
-	0x0000424d, 0x00004255, 0x0000425f, 0x00004267,
-	0x0000426f, 0x00004273, 0x00004277, 0x0000427b,
-	0x0000427f, 0x00004283, 0x00004287, 0x0000428b,
-	0x0000428f, 0x00004293, 0x00004297, 0x0000429b,
-	0x0000429f, 0x000042a9, 0x000042c7, 0x000042e7,
-	0x0000430b, 0x0000432f, 0x00004338, 0x0000434f,
-	0x00004357, 0x00004368, 0x0000436d, 0x000043b2,
-	0x000043ca, 0x000043cf, 0x000043da, 0x000043e0,
+	0x0000438e, 0x00004397, 0x0000439f, 0x000043a9,
+	0x000043b1, 0x000043b9, 0x000043bd, 0x000043c1,
+	0x000043c5, 0x000043c9, 0x000043cd, 0x000043d1,
+	0x000043d5, 0x000043d9, 0x000043dd, 0x000043e1,
+	0x000043e5, 0x000043e9, 0x000043f3, 0x00004411,
+	0x00004431, 0x00004455, 0x00004479, 0x00004482,
+	0x00004499, 0x000044a1, 0x000044b2, 0x000044b7,
+	0x000044fc, 0x00004514, 0x00004519, 0x00004524,
 	// Entry 180 - 19F
-	0x000043ea, 0x000043f2, 0x000043fa, 0x00004424,
-	0x0000443e, 0x00004466, 0x00004496, 0x0000449c,
-	0x000044ab, 0x000044fe, 0x0000451c, 0x00004533,
-	0x000045e3, 0x00004705, 0x000047c4, 0x0000481b,
-	0x00004845, 0x00004871, 0x0000489b, 0x000048a3,
-	0x000048a9, 0x000048b6, 0x000048c8, 0x000048d1,
-	0x00004913, 0x0000495d, 0x00004972, 0x000049a4,
-	0x000049f0, 0x000049f9, 0x00004a0b, 0x00004a1a,
+	0x0000452a, 0x00004534, 0x0000453c, 0x00004544,
+	0x0000456e, 0x00004588, 0x000045b0, 0x000045e0,
+	0x000045e6, 0x000045f5, 0x00004648, 0x00004666,
+	0x0000467d, 0x0000472d, 0x0000484f, 0x0000490e,
+	0x00004965, 0x0000498f, 0x000049bb, 0x000049e5,
+	0x000049ed, 0x000049f3, 0x00004a00, 0x00004a12,
+	0x00004a1b, 0x00004a5d, 0x00004aa7, 0x00004abc,
+	0x00004aee, 0x00004b3a, 0x00004b43, 0x00004b55,
 	// Entry 1A0 - 1BF
-	0x00004a3c, 0x00004a60, 0x00004a8b, 0x00004abf,
-	0x00004acd, 0x00004af8, 0x00004b0a, 0x00004b0e,
-	0x00004b24, 0x00004b4e, 0x00004b97, 0x00004bb7,
-	0x00004bc0, 0x00004bd2, 0x00004bf5, 0x00004c03,
-	0x00004c12, 0x00004c1f, 0x00004c57, 0x00004cc0,
-	0x00004cdc, 0x00004ce6, 0x00004cef, 0x00004cf8,
-	0x00004d02, 0x00004d09, 0x00004d13, 0x00004d1b,
-	0x00004d20, 0x00004d28, 0x00004d31, 0x00004d3a,
+	0x00004b64, 0x00004b86, 0x00004baa, 0x00004bd5,
+	0x00004c09, 0x00004c17, 0x00004c42, 0x00004c54,
+	0x00004c58, 0x00004c6e, 0x00004c98, 0x00004ce1,
+	0x00004d01, 0x00004d0a, 0x00004d1c, 0x00004d3f,
+	0x00004d4d, 0x00004d5c, 0x00004d69, 0x00004da1,
+	0x00004e0a, 0x00004e26, 0x00004e30, 0x00004e39,
+	0x00004e42, 0x00004e4c, 0x00004e53, 0x00004e5d,
+	0x00004e65, 0x00004e6a, 0x00004e72, 0x00004e7b,
 	// Entry 1C0 - 1DF
-	0x00004d47, 0x00004d4c, 0x00004d54, 0x00004d5b,
-	0x00004d63, 0x00004d68, 0x00004d76, 0x00004d7d,
-	0x00004d84, 0x00004d89, 0x00004d90, 0x00004d9a,
-	0x00004da1, 0x00004db4, 0x00004dc4, 0x00004ddf,
-	0x00004dff, 0x00004e0d, 0x00004e16, 0x00004e1f,
-	0x00004e28, 0x00004e2c, 0x00004e2f, 0x00004e3b,
-	0x00004e49, 0x00004e56, 0x00004e67, 0x00004e76,
-	0x00004e8d, 0x00004ea0, 0x00004eb0, 0x00004ebf,
+	0x00004e84, 0x00004e91, 0x00004e96, 0x00004e9e,
+	0x00004ea5, 0x00004ead, 0x00004eb2, 0x00004ec0,
+	0x00004ec7, 0x00004ece, 0x00004ed3, 0x00004eda,
+	0x00004ee4, 0x00004eeb, 0x00004efe, 0x00004f0e,
+	0x00004f29, 0x00004f49, 0x00004f57, 0x00004f60,
+	0x00004f69, 0x00004f72, 0x00004f76, 0x00004f79,
+	0x00004f85, 0x00004f93, 0x00004fa0, 0x00004fb1,
+	0x00004fc0, 0x00004fd7, 0x00004fea, 0x00004ffa,
 	// Entry 1E0 - 1FF
-	0x00004ece, 0x00004ed6, 0x00004edd, 0x00004ee5,
-	0x00004eed, 0x00004efb, 0x00004f09, 0x00004f1f,
-	0x00004f34, 0x00004f45, 0x00004f4b, 0x00004f52,
-	0x00004f5b, 0x00004f77, 0x00004f80, 0x00004f8a,
-	0x00004f93, 0x00004f9c, 0x00004fa5, 0x00004fbc,
-	0x00004fc4, 0x00004fd2, 0x00004ffe, 0x0000500a,
-	0x00005018, 0x0000505e, 0x0000506a, 0x00005072,
-	0x0000509d, 0x000050e8, 0x000051aa, 0x000051ae,
+	0x00005009, 0x00005018, 0x00005020, 0x00005027,
+	0x0000502f, 0x00005037, 0x00005045, 0x00005053,
+	0x00005069, 0x0000507e, 0x0000508f, 0x00005095,
+	0x0000509c, 0x000050a5, 0x000050c1, 0x000050ca,
+	0x000050d4, 0x000050dd, 0x000050e6, 0x000050ef,
+	0x00005106, 0x0000510e, 0x0000511c, 0x00005148,
+	0x00005154, 0x00005162, 0x000051a8, 0x000051b4,
+	0x000051bc, 0x000051e7, 0x00005232, 0x000052f4,
 	// Entry 200 - 21F
-	0x000051d4, 0x000051fc, 0x0000525f, 0x00005264,
-	0x0000527f, 0x00005290, 0x0000529c, 0x000052a4,
-	0x000052d6, 0x000052df, 0x000052e8, 0x00005304,
-	0x00005365, 0x00005372, 0x000053a9, 0x000053d8,
-	0x00005428, 0x00005463, 0x00005471, 0x0000549d,
-	0x000054c3, 0x000054e4, 0x000054ef, 0x0000551d,
-	0x0000553a, 0x00005569, 0x0000559b, 0x000055b9,
-	0x000055ee, 0x0000560a, 0x00005629, 0x00005684,
+	0x000052f8, 0x0000531e, 0x00005346, 0x000053a9,
+	0x000053ae, 0x000053c9, 0x000053da, 0x000053e6,
+	0x000053ee, 0x00005420, 0x00005429, 0x00005432,
+	0x0000544e, 0x000054af, 0x000054bc, 0x000054f3,
+	0x00005522, 0x00005572, 0x000055ad, 0x000055bb,
+	0x000055e7, 0x0000560d, 0x0000562e, 0x00005639,
+	0x00005667, 0x00005684, 0x000056b3, 0x000056e5,
+	0x00005703, 0x00005738, 0x00005754, 0x00005773,
 	// Entry 220 - 23F
-	0x00005693, 0x000056a0, 0x000056ae, 0x000056bb,
-	0x000056c4, 0x000056df, 0x0000570f, 0x0000572a,
-	0x00005734, 0x00005786, 0x00005846, 0x000058a2,
-	0x00005920, 0x00005996, 0x00005a69, 0x00005b2c,
-	0x00005b64, 0x00005bc4, 0x00005bf1, 0x00005c2b,
-	0x00005d38, 0x00005d58, 0x00005d7e, 0x00005da8,
-	0x00005e19, 0x00005e56, 0x00005e7a, 0x00005f1e,
-	0x00005f43, 0x00005f72, 0x00005fd2, 0x0000602b,
+	0x000057ce, 0x000057dd, 0x000057ea, 0x000057f8,
+	0x00005805, 0x0000580e, 0x00005829, 0x00005859,
+	0x00005874, 0x0000587e, 0x000058d0, 0x00005990,
+	0x000059ec, 0x00005a6a, 0x00005ae0, 0x00005bb3,
+	0x00005c76, 0x00005cae, 0x00005d0e, 0x00005d3b,
+	0x00005d75, 0x00005e82, 0x00005ea2, 0x00005ec8,
+	0x00005ef2, 0x00005f63, 0x00005fa0, 0x00005fc4,
+	0x00006068, 0x0000608d, 0x000060bc, 0x0000611c,
 	// Entry 240 - 25F
-	0x00006085, 0x0000609f, 0x000060bd, 0x000060f1,
-	0x00006131, 0x0000615b, 0x0000616a, 0x00006235,
-	0x00006266, 0x00006295, 0x000062a8, 0x0000631d,
-	0x00006330, 0x00006364, 0x000063b5, 0x000063e9,
-	0x000063f9, 0x00006440, 0x0000646d, 0x0000647a,
-	0x0000648a, 0x000064ba, 0x000064f4, 0x00006517,
-	0x0000658e, 0x00006610, 0x00006695, 0x000066a4,
-	0x000066f4, 0x00006754, 0x000067c0, 0x00006837,
+	0x00006175, 0x000061cf, 0x000061e9, 0x00006207,
+	0x0000623b, 0x0000627b, 0x000062a5, 0x000062b4,
+	0x0000637f, 0x000063b0, 0x000063df, 0x000063f2,
+	0x00006467, 0x0000647a, 0x000064ae, 0x000064ff,
+	0x00006533, 0x00006543, 0x0000658a, 0x000065b7,
+	0x000065c4, 0x000065d4, 0x00006604, 0x0000663e,
+	0x00006661, 0x000066d8, 0x0000675a, 0x000067df,
+	0x000067ee, 0x0000683e, 0x0000689e, 0x0000690a,
 	// Entry 260 - 27F
-	0x0000683f, 0x00006857, 0x00006874, 0x00006882,
-	0x00006893, 0x0000689b, 0x000068a6, 0x000068e7,
-	0x0000691f, 0x00006933, 0x00006963, 0x0000699e,
-	0x000069ae, 0x000069ed, 0x000069fe, 0x00006a10,
-	0x00006a1c, 0x00006a2d, 0x00006a47, 0x00006a4f,
-	0x00006a60, 0x00006a66, 0x00006a7a, 0x00006a92,
-	0x00006ab7, 0x00006ac5, 0x00006ad8, 0x00006b16,
-	0x00006b53, 0x00006b7f, 0x00006bbc, 0x00006bcb,
+	0x00006981, 0x00006989, 0x000069a1, 0x000069be,
+	0x000069cc, 0x000069dd, 0x000069e5, 0x000069f0,
+	0x00006a31, 0x00006a69, 0x00006a7d, 0x00006aad,
+	0x00006ae8, 0x00006af8, 0x00006b37, 0x00006b48,
+	0x00006b5a, 0x00006b66, 0x00006b77, 0x00006b91,
+	0x00006b99, 0x00006baa, 0x00006bb0, 0x00006bc4,
+	0x00006bdc, 0x00006c01, 0x00006c0f, 0x00006c22,
+	0x00006c60, 0x00006c9d, 0x00006cc9, 0x00006d06,
 	// Entry 280 - 29F
-	0x00006bdc, 0x00006be4, 0x00006bf1, 0x00006c01,
-	0x00006c18, 0x00006c23, 0x00006c32, 0x00006c38,
-	0x00006c46, 0x00006c50, 0x00006c5b, 0x00006c65,
-	0x00006c78, 0x00006c9d, 0x00006cc8, 0x00006d59,
-	0x00006d94, 0x00006db3, 0x00006df1, 0x00006e28,
-	0x00006e56, 0x00006e64, 0x00006f03, 0x00006f21,
-	0x00007078, 0x00007086, 0x0000709a, 0x000070bb,
-	0x000070cf, 0x000070ff, 0x00007105, 0x00007119,
+	0x00006d15, 0x00006d26, 0x00006d2e, 0x00006d3b,
+	0x00006d4b, 0x00006d62, 0x00006d6d, 0x00006d7c,
+	0x00006d82, 0x00006d90, 0x00006d9a, 0x00006da5,
+	0x00006daf, 0x00006dc2, 0x00006de7, 0x00006e12,
+	0x00006ea3, 0x00006ede, 0x00006efd, 0x00006f3b,
+	0x00006f72, 0x00006fa0, 0x00006fae, 0x0000704d,
+	0x0000706b, 0x000071c2, 0x000071d0, 0x000071e4,
+	0x00007205, 0x00007219, 0x00007249, 0x0000724f,
 	// Entry 2A0 - 2BF
-	0x00007131, 0x00007144, 0x00007181, 0x000071f4,
-	0x00007241, 0x00007252, 0x00007269, 0x00007286,
-	0x00007294, 0x000072d3, 0x000072e1, 0x000072ec,
-	0x000072f2, 0x000073e4, 0x000073ea, 0x0000741c,
-	0x00007421, 0x00007431, 0x0000743c, 0x00007445,
-	0x00007455, 0x00007461, 0x00007495, 0x000074c8,
-	0x000074e2, 0x000074e9, 0x0000751a, 0x0000753a,
-	0x0000754c, 0x0000755e, 0x00007603, 0x00007619,
+	0x00007263, 0x0000727b, 0x0000728e, 0x000072cb,
+	0x0000733e, 0x0000738b, 0x0000739c, 0x000073b3,
+	0x000073d0, 0x000073de, 0x0000741d, 0x0000742b,
+	0x00007436, 0x0000743c, 0x0000752e, 0x00007534,
+	0x00007566, 0x0000756b, 0x0000757b, 0x00007586,
+	0x0000758f, 0x0000759f, 0x000075ab, 0x000075df,
+	0x00007612, 0x0000762c, 0x00007633, 0x00007664,
+	0x00007684, 0x00007696, 0x000076a8, 0x0000774d,
 	// Entry 2C0 - 2DF
-	0x0000769e, 0x00007718, 0x00007727, 0x000077e1,
-	0x00007832, 0x00007837, 0x00007845, 0x00007855,
-	0x00007861, 0x00007871, 0x0000787f, 0x0000788f,
-	0x00007899, 0x000078bc, 0x000078d5, 0x000078e8,
-	0x00007954, 0x0000797a, 0x00007989, 0x000079db,
-	0x000079e9, 0x00007a05, 0x00007a53, 0x00007a62,
-	0x00007a78, 0x00007ab1, 0x00007ae3, 0x00007b3b,
-	0x00007b51, 0x00007c1f, 0x00007c36, 0x00007c6d,
+	0x00007763, 0x000077e8, 0x00007862, 0x00007871,
+	0x0000792b, 0x0000797c, 0x00007981, 0x0000798f,
+	0x0000799f, 0x000079ab, 0x000079bb, 0x000079c9,
+	0x000079d9, 0x000079e3, 0x00007a06, 0x00007a1f,
+	0x00007a32, 0x00007a9e, 0x00007ac4, 0x00007ad3,
+	0x00007b25, 0x00007b33, 0x00007b4f, 0x00007b9d,
+	0x00007bac, 0x00007bc2, 0x00007bfb, 0x00007c2d,
+	0x00007c85, 0x00007c9b, 0x00007d69, 0x00007d80,
 	// Entry 2E0 - 2FF
-	0x00007c7b, 0x00007cbf, 0x00007ce4, 0x00007d5b,
-	0x00007d71, 0x00007d88, 0x00007db6, 0x00007dc9,
-	0x00007df1, 0x00007e75, 0x00007e7c, 0x00007ee4,
-	0x00007f0e, 0x00007f3e, 0x00008093, 0x000081cd,
-	0x0000826d, 0x00008344, 0x0000841d, 0x00008431,
-	0x0000848c, 0x00008537, 0x000085b9, 0x000085c1,
-	0x000085fc, 0x00008602, 0x00008694, 0x0000872c,
-	0x00008758, 0x00008783, 0x000087d1, 0x0000883d,
+	0x00007db7, 0x00007dc5, 0x00007e09, 0x00007e2e,
+	0x00007ea5, 0x00007ebb, 0x00007ed2, 0x00007f00,
+	0x00007f13, 0x00007f3b, 0x00007fbf, 0x00007fc6,
+	0x0000802e, 0x00008058, 0x00008088, 0x000081dd,
+	0x00008317, 0x000083b7, 0x0000848e, 0x00008567,
+	0x0000857b, 0x000085d6, 0x00008681, 0x00008703,
+	0x0000870b, 0x00008746, 0x0000874c, 0x000087de,
+	0x00008876, 0x000088a2, 0x000088cd, 0x0000891b,
 	// Entry 300 - 31F
-	0x000088e4, 0x000088ff, 0x00008909, 0x0000890e,
-	0x00008918, 0x00008920, 0x00008926, 0x0000892e,
-	0x0000893c, 0x00008946, 0x00008953, 0x00008966,
-	0x0000898a, 0x00008a0a, 0x00008a1b, 0x00008a23,
-	0x00008a98, 0x00008aec, 0x00008b34, 0x00008b43,
-	0x00008b56, 0x00008b62, 0x00008b9e, 0x00008bd8,
-	0x00008be6, 0x00008bf3, 0x00008c01, 0x00008c0f,
-	0x00008c1d, 0x00008c4f, 0x00008c7f, 0x00008cdb,
+	0x00008987, 0x00008a2e, 0x00008a49, 0x00008a53,
+	0x00008a58, 0x00008a62, 0x00008a6a, 0x00008a70,
+	0x00008a78, 0x00008a86, 0x00008a90, 0x00008a9d,
+	0x00008ab0, 0x00008ad4, 0x00008b54, 0x00008b65,
+	0x00008b6d, 0x00008be2, 0x00008c36, 0x00008c7e,
+	0x00008c8d, 0x00008ca0, 0x00008cac, 0x00008ce8,
+	0x00008d22, 0x00008d30, 0x00008d3d, 0x00008d4b,
+	0x00008d59, 0x00008d67, 0x00008d99, 0x00008dc9,
 	// Entry 320 - 33F
-	0x00008ce8, 0x00008d08, 0x00008d13, 0x00008d2d,
-	0x00008d32, 0x00008d43, 0x00008dc9, 0x00008dee,
-	0x00008df5, 0x00008dfe, 0x00008e11, 0x00008e1b,
-	0x00008e25, 0x00008e2f, 0x00008e47, 0x00008e5d,
-	0x00008e69, 0x00008e8b, 0x00008eb9, 0x00008ec0,
-	0x00008ecd, 0x00008ede, 0x00008f05, 0x00008f15,
-	0x00008f34, 0x00008f54, 0x0000902c, 0x0000910d,
-	0x00009161, 0x000091b1, 0x00009211, 0x00009264,
+	0x00008e25, 0x00008e32, 0x00008e52, 0x00008e5d,
+	0x00008e77, 0x00008e7c, 0x00008e8d, 0x00008f13,
+	0x00008f38, 0x00008f3f, 0x00008f48, 0x00008f5b,
+	0x00008f65, 0x00008f6f, 0x00008f79, 0x00008f91,
+	0x00008fa7, 0x00008fb3, 0x00008fd5, 0x00009003,
+	0x0000900a, 0x00009017, 0x00009028, 0x0000904f,
+	0x0000905f, 0x0000907e, 0x0000909e, 0x00009176,
+	0x00009257, 0x000092ab, 0x000092fb, 0x0000935b,
 	// Entry 340 - 35F
-	0x0000929c, 0x000092d4, 0x00009305, 0x00009355,
-	0x00009389, 0x000093a7, 0x000093c6, 0x000093e5,
-	0x00009405,
-} // Size: 3388 bytes
+	0x000093ae, 0x000093e6, 0x0000941e, 0x0000944f,
+	0x0000949f, 0x000094d3, 0x000094f1, 0x00009510,
+	0x0000952f, 0x0000954f,
+} // Size: 3392 bytes
 
-const enData string = "" + // Size: 37893 bytes
+const enData string = "" + // Size: 38223 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1208,449 +1209,454 @@ const enData string = "" + // Size: 37893 bytes
 	"very process.\x02Process\x02Version\x02Status\x02Business key\x02Error c" +
 	"ode\x02Held at a node of\x02Created from\x02Created to\x02Other criteria" +
 	"\x02none given\x02By process and error code\x02Instances\x02The %[1]d la" +
-	"rgest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\xf5\x02" +
-	"\x02%[1]d of them is held at a push call that may have been carried out " +
-	"all the same: it ended outcome_unknown or deadline_exceeded (its answer " +
-	"was lost, or came after the timeout), or invalid_outputs (the destinatio" +
-	"n answered a success whose outputs the contract refused). Check at the d" +
-	"estination that it did not act before retrying, or it acts twice (a card" +
-	" charged twice).\x00\xf6\x02\x02%[1]d of them are held at a push call th" +
-	"at may have been carried out all the same: it ended outcome_unknown or d" +
-	"eadline_exceeded (its answer was lost, or came after the timeout), or in" +
-	"valid_outputs (the destination answered a success whose outputs the cont" +
-	"ract refused). Check at the destination that it did not act before retry" +
-	"ing, or it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02" +
-	"\x8e\x01\x02%[1]d more held instance failed before any attempt (its inpu" +
-	"ts could not be built): it cannot be retried and is left out. Abandon or" +
-	" stop it.\x00\x96\x01\x02%[1]d more held instances failed before any att" +
-	"empt (their inputs could not be built): they cannot be retried and are l" +
-	"eft out. Abandon or stop them.\x02Cannot act on this filter\x02Unknown c" +
-	"onsumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Pro" +
-	"cess %[1]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02N" +
-	"o definition has the key “%[1]s”.\x02This filter takes the key of a defi" +
-	"nition: the one the node an instance is held at runs, not the node’s nam" +
-	"e.\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count is " +
-	"missing: start again from the list.\x02The count changed since it was ta" +
-	"ken (it was %[1]d): instances were settled, retried or acted on meanwhil" +
-	"e. Nothing was done; check the new count and confirm again.\x02This bulk" +
-	" action was already applied (the form was sent again): its records are i" +
-	"n the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1" +
-	"]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instan" +
-	"ces.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the cou" +
-	"nt (settled, or acted on by someone else).\x00T\x02%[1]d skipped: they c" +
-	"hanged after the count (settled, or acted on by someone else).\x02%[1]s " +
-	"(token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process inst" +
-	"ance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log" +
-	"\x02Every retry, abandon and stop an operator applied, and every erasure" +
-	" an administrator made, with its reason. Reveals of sensitive values hav" +
-	"e their own log, which administrators read on the Reveals page (GET /api" +
-	"/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to" +
-	"\x02Apply filters\x02Clear filters\x02No operator action matches.\x02All" +
-	" actions\x02The process instance must be a whole instance id (a UUID): t" +
-	"he lists show the end of each id; open the instance, or copy its link, f" +
-	"or the whole id.\x02The bulk action must be its id (a UUID).\x02Operator" +
-	" actions, newest first\x02No bulk action has the id %[1]s: check the lin" +
-	"k, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Sh" +
-	"owing the %[1]d instance bulk action %[2]s changed. While it runs, each " +
-	"reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk ac" +
-	"tion %[2]s changed. While it runs, each reload shows how far it got.\x02" +
-	"Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instan" +
-	"ces counted, %[6]d skipped (they changed after the count). It ended %[7]" +
-	"s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error after " +
-	"%[4]d of the %[5]d instances counted (%[6]d skipped). What it applied st" +
-	"ays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, start" +
-	"ed %[3]s, is running: %[4]d of the %[5]d instances counted done so far (" +
-	"%[6]d skipped). Each reload shows how far it got.\x02No progress since %" +
-	"[1]s: the replica running it may have stopped. What it applied stays; ac" +
-	"t on the filter again for the rest.\x02Relais console\x02Language\x02Ski" +
-	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
-	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
-	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
-	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reloading paused\x02Times " +
-	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Re" +
-	"loading paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pa" +
-	"use reloading\x02Not allowed\x02Your role can read definitions and proce" +
-	"sses only: external tasks and process instances are for operators and ad" +
-	"ministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charac" +
-	"ter or bytes that are not UTF-8 text: correct it and try again.\x02Back " +
-	"to external tasks\x02Back to sign-in\x02Back to definitions\x02Nothing e" +
-	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
-	" this address, or it is not visible to you. An ended instance is deleted" +
-	", with its occurrences and attempts, once the retention period (RELAIS_R" +
-	"ETENTION) has passed, or at once when an administrator erases it; the au" +
-	"dit log keeps the operator actions taken on it.\x02“%[1]s” is not a whol" +
-	"e id (a UUID): the lists show the end of each id; open the row, or copy " +
-	"its link, for the whole id.\x02Not found\x02This instance was erased by " +
-	"%[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and at" +
-	"tempts were deleted with it; the audit log keeps the operator actions ta" +
-	"ken on it.\x02Form refused\x02This form was not sent from this console s" +
-	"ession, or it has expired: nothing was done. Open the form again and sen" +
-	"d it anew.\x02Back to the form\x02Form too large\x02This form is larger " +
-	"than %[1]d KiB: nothing was done. Shorten what you typed and send it aga" +
-	"in.\x02Form not received\x02This form did not arrive in time: nothing wa" +
-	"s done. Send it again.\x02This form could not be read: nothing was done." +
-	" Send it again.\x02Temporarily unavailable\x02The database cannot be rea" +
-	"ched right now. Try again in a few seconds.\x02Something went wrong\x02T" +
-	"he console could not show this page. Try again; if it persists, give you" +
-	"r administrator the request id %[1]s.\x02No consumer yet.\x02No more con" +
-	"sumers.\x02The external services that take tasks, and the definitions ea" +
-	"ch may take. Create consumers, change their grants and rotate their toke" +
-	"ns through the API (/api/v1/consumers); tokens are never shown.\x02Consu" +
-	"mers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tas" +
-	"ks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved now" +
-	"\x02All its tasks\x02%[1]s: every revision, present and future\x02%[1]s:" +
-	" revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; t" +
-	"he counts appear when you reload the page.\x02Counts are unavailable rig" +
-	"ht now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
-	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
-	"part of a definition. Processes never use it directly: they pin a revisi" +
-	"on.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the" +
-	" Working copy has never been snapshotted.\x02Releases\x02No release yet." +
-	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
-	"sts every change from one revision to another, and whom it may break." +
-	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
-	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
-	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
-	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
-	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
-	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
-	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
-	"s and processes use revision %[1]d at most) until a snapshot makes them " +
-	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
-	"the name or a description changed).\x02Changes of the Working copy since" +
-	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
-	"ision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the ne" +
-	"wer contract these fields’ values are less protected than under the olde" +
-	"r one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process " +
-	"version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts" +
-	": their Working copy, immutable revisions and named releases.\x02Definit" +
-	"ions by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
-	"ush nodes call. Values of the URL's query and of the headers, and signin" +
-	"g secrets, are sealed and never shown. Create and change destinations wi" +
-	"th relais apply (kind: Destination documents) or through the API (/api/v" +
-	"1/destinations), which also deletes them.\x02Destinations by name\x02mas" +
-	"ked value\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02n" +
-	"o header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Kee" +
-	"p the instance\x02Say why, for whoever reads the log later: at most %[1]" +
-	"d characters. It is kept after the erasure, whatever the retention: writ" +
-	"e the request’s reference, not the person’s name.\x02Erase process insta" +
-	"nce %[1]s\x02Erase this instance now? It is deleted with its occurrences" +
-	" and their attempts, as retention would delete it.\x02Its inputs, output" +
-	"s, business key and the workers’ messages go with it; this cannot be und" +
-	"one. The audit records naming it stay (who did what, and why), and so do" +
-	" backups until they expire.\x02Erase the instance\x02This instance is %[" +
-	"1]s: only an ended instance can be erased. Stop it first.\x02Erased: ins" +
-	"tance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded i" +
-	"n the audit log.\x02This instance had already been erased, by %[1]s at %" +
-	"[2]s; nothing changed and nothing was recorded.\x02on error\x02any other" +
-	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
-	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
-	"\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and inc" +
-	"idents now, and what its workers finished in the last hour: occurrences " +
-	"that ended completed or failed. An occurrence retried since counts where" +
-	" it ends next; a failed attempt with attempts left is not counted, its o" +
-	"ccurrence’s page lists it.\x02A held instance’s failed occurrence counts" +
-	" in both Held instances and Failed.\x02Completions and failures, last ho" +
-	"ur\x02Definitions, those needing attention first\x02Definition\x02Open" +
-	"\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, las" +
-	"t hour\x02Failed, last hour\x02No definition has occurrences yet.\x02As " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s" +
-	"\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1]" +
-	"s has occurrences: check the key, or show all definitions.\x02All defini" +
-	"tions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In " +
-	"the last hour: %[1]s, %[2]s. The table after the chart gives each 5-minu" +
-	"te slot.\x02Completed\x02The chart’s numbers\x02Completions and failures" +
-	" per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d complet" +
-	"ed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02Retention: ended instances are kept forever, another replica’s RELAI" +
-	"S_RETENTION.\x02Retention: ended instances are kept forever (RELAIS_RETE" +
-	"NTION).\x02Retention: ended instances are deleted with their occurrences" +
-	" %[1]s after they end, another replica’s longer RELAIS_RETENTION.\x02Ret" +
-	"ention: ended instances are deleted with their occurrences %[1]s after t" +
-	"hey end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s a" +
-	"go\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02F" +
-	"eb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
-	"stance…\x02This instance has ended. As an administrator you may erase it" +
-	" now rather than wait for retention (a data subject’s request): it is de" +
-	"leted with its occurrences and attempts.\x02This instance is held at a f" +
-	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
-	"1]s failed before any attempt (its inputs could not be built), so it wou" +
-	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
-	"t a failed node: an incident. Retry offers the failed occurrence again; " +
-	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
-	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
-	"e\x02Held for\x02never: retention keeps ended instances forever (RELAIS_" +
-	"RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps ended inst" +
-	"ances forever\x02Deleted by retention\x02ended instances are kept %[1]s " +
-	"(RELAIS_RETENTION)\x02ended instances are kept %[1]s, another replica’s " +
-	"longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at no" +
-	"de\x02held, then stopped by an operator\x02held, then abandoned by an op" +
-	"erator\x02The version must be a whole number from 1.\x02A version is a p" +
-	"rocess’s: choose the process too.\x02Creation date\x02The page size must" +
-	" be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sens" +
-	"itive\x02Act on every instance this filter matches\x02The next page coun" +
-	"ts them and asks for a reason before anything changes.\x02Process instan" +
-	"ces, newest first\x02Instance\x02End node or error\x02No instance matche" +
-	"s these filters.\x02All processes\x02Any definition\x02All statuses\x02U" +
-	"nknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status " +
-	"of an instance, not of a task: the Instances page lists the instances wi" +
-	"th it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02deferred" +
-	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
-	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
-	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
-	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
-	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
-	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
-	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
-	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
-	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
-	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
-	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
-	"ever called the destination: the occurrence ended before any call.\x02Re" +
-	"lais keeps the destination’s status code only when it refused the call (" +
-	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
-	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
-	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
-	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
-	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
-	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
-	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
-	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
-	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
-	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
-	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before a result arrived.\x02The result did not match the revision's " +
-	"outputs contract.\x02The answer to the call was lost (the connection bro" +
-	"ke after the request was sent, or Relais stopped or could not reach its " +
-	"database before recording it): whether the destination acted is unknown," +
-	" so Relais does not call it again by itself (an operator’s retry does)." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
-	"d without a result (its lock expired, or its worker’s stream ended) with" +
-	" no attempt left.\x02The inputs could not be built from the process’s bi" +
-	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
-	"orted a failure with no retries left (retries: 0, no retries sent, which" +
-	" Camunda reads as 0, or a budget already spent): it is not run again." +
-	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
-	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
-	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path, and is held at a later node.\x02" +
-	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
-	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
-	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
-	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
-	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
-	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
-	"s report is refused, but it may already have done the work.\x02The insta" +
-	"nce was stopped during the call, which was aborted: the destination may " +
-	"already have acted on the request (check there).\x02The instance was sto" +
-	"pped while the task was deferred: a settlement by id is refused, but the" +
-	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
-	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
-	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
-	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
-	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
-	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
-	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
-	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
-	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
-	", protected values masked)\x02Message from Relais, quoting the destinati" +
-	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
-	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
-	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
-	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02instance held he" +
-	"re\x02Totals of definition %[1]s, not narrowed by the other filters\x02T" +
-	"otals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02This address holds a parameter that cannot be read (a " +
-	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
-	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
-	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
-	"page.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose a place, whose daylight saving time is followed, or a fixed " +
-	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
-	"at you typed but did not apply (filters, the search box) and moves the f" +
-	"ocus back to the top of the page: “Pause reloading”, on every page that " +
-	"reloads, stops it until you resume. Pages where you type a reason (confi" +
-	"rmations, and occurrences with a value to reveal) never reload on their " +
-	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
-	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
-	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
-	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
-	"his page stays as it is until you resume.\x02Published process versions:" +
-	" their nodes, routes and pinned revisions, drawn, with where their occur" +
-	"rences are now.\x02Published process versions: their nodes, routes and p" +
-	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02older versions, fro" +
-	"m version %[1]d (each links the one before)\x02Process %[1]s\x02Start no" +
-	"de\x02Graph\x02Columns follow the longest path from the start node. Soli" +
-	"d arrows are successes (labelled with their route), dashed ones failures" +
-	" (labelled with their error codes). Each box says how many of this versi" +
-	"on’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
-	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
-	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
-	" starts with an empty object.\x02Inputs an instance of this version is s" +
-	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
-	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
-	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
-	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
-	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
-	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
-	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
-	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
-	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
-	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
-	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
-	". Another replica may reveal it; ask your administrator to start every r" +
-	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
-	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02This form was sent from another site: the " +
-	"console takes its forms from its own pages only. Open the console and se" +
-	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
-	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
-	"s key is found only whole and exactly as given, capitals and accents inc" +
-	"luded: a list shows a long one shortened, so copy it from its instance’s" +
-	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02A token in the address is not used: " +
-	"you are signed in already. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
-	"ste it in the field below. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
-	"igned in with is revoked, and you are signed out: sign in with another o" +
-	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server), so your last action was not applie" +
-	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
-	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
-	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
-	"or administrator token.\x02Token\x02The token is checked once and never " +
-	"stored in your browser; a session cookie stands for it for up to 8 hours" +
-	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
-	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"rgest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01" +
+	"\x02%[1]d of them is calling a destination now: a stop aborts the call, " +
+	"but the destination may already have acted on the request (a card charge" +
+	"d: check with it).\x00\xa0\x01\x02%[1]d of them are calling a destinatio" +
+	"n now: a stop aborts the call, but the destination may already have acte" +
+	"d on the request (a card charged: check with it).\x14\x01\x81\x01\x00" +
+	"\x02\xf5\x02\x02%[1]d of them is held at a push call that may have been " +
+	"carried out all the same: it ended outcome_unknown or deadline_exceeded " +
+	"(its answer was lost, or came after the timeout), or invalid_outputs (th" +
+	"e destination answered a success whose outputs the contract refused). Ch" +
+	"eck at the destination that it did not act before retrying, or it acts t" +
+	"wice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are held at a " +
+	"push call that may have been carried out all the same: it ended outcome_" +
+	"unknown or deadline_exceeded (its answer was lost, or came after the tim" +
+	"eout), or invalid_outputs (the destination answered a success whose outp" +
+	"uts the contract refused). Check at the destination that it did not act " +
+	"before retrying, or it acts twice (a card charged twice).\x14\x01\x81" +
+	"\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any attem" +
+	"pt (its inputs could not be built): it cannot be retried and is left out" +
+	". Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances failed be" +
+	"fore any attempt (their inputs could not be built): they cannot be retri" +
+	"ed and are left out. Abandon or stop them.\x02Cannot act on this filter" +
+	"\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%" +
+	"[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has the key " +
+	"“%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter takes th" +
+	"e key of a definition: the one the node an instance is held at runs, not" +
+	" the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The conf" +
+	"irmed count is missing: start again from the list.\x02The count changed " +
+	"since it was taken (it was %[1]d): instances were settled, retried or ac" +
+	"ted on meanwhile. Nothing was done; check the new count and confirm agai" +
+	"n.\x02This bulk action was already applied (the form was sent again): it" +
+	"s records are in the audit log. Nothing more was done.\x14\x02\x80\x01" +
+	"\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applie" +
+	"d to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chan" +
+	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
+	"d skipped: they changed after the count (settled, or acted on by someone" +
+	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
+	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02dele" +
+	"ted\x02Audit log\x02Every retry, abandon and stop an operator applied, a" +
+	"nd every erasure an administrator made, with its reason. Reveals of sens" +
+	"itive values have their own log, which administrators read on the Reveal" +
+	"s page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact" +
+	"\x02from\x02to\x02Apply filters\x02Clear filters\x02No operator action m" +
+	"atches.\x02All actions\x02The process instance must be a whole instance " +
+	"id (a UUID): the lists show the end of each id; open the instance, or co" +
+	"py its link, for the whole id.\x02The bulk action must be its id (a UUID" +
+	").\x02Operator actions, newest first\x02No bulk action has the id %[1]s:" +
+	" check the link, or open the action from the audit log.\x14\x01\x81\x01" +
+	"\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s changed. While" +
+	" it runs, each reload shows how far it got.\x00h\x02Showing the %[1]d in" +
+	"stances bulk action %[2]s changed. While it runs, each reload shows how " +
+	"far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of t" +
+	"he %[5]d instances counted, %[6]d skipped (they changed after the count)" +
+	". It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by " +
+	"an error after %[4]d of the %[5]d instances counted (%[6]d skipped). Wha" +
+	"t it applied stays; act on the filter again for the rest.\x02Bulk %[1]s " +
+	"by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instances counte" +
+	"d done so far (%[6]d skipped). Each reload shows how far it got.\x02No p" +
+	"rogress since %[1]s: the replica running it may have stopped. What it ap" +
+	"plied stays; act on the filter again for the rest.\x02Relais console\x02" +
+	"Language\x02Skip to content\x02Main navigation\x02Health\x02External tas" +
+	"ks\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
+	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
+	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading p" +
+	"aused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
+	"to-reload\x02Reloading paused\x02Resume\x02This page reloads every %[1]d" +
+	" seconds.\x02Pause reloading\x02Not allowed\x02Your role can read defini" +
+	"tions and processes only: external tasks and process instances are for o" +
+	"perators and administrators.\x02Invalid request\x02The field “%[1]s” hol" +
+	"ds a NUL character or bytes that are not UTF-8 text: correct it and try " +
+	"again.\x02Back to external tasks\x02Back to sign-in\x02Back to definitio" +
+	"ns\x02Nothing exists at this address, or it is not visible to you.\x02No" +
+	"thing exists at this address, or it is not visible to you. An ended inst" +
+	"ance is deleted, with its occurrences and attempts, once the retention p" +
+	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
+	"ases it; the audit log keeps the operator actions taken on it.\x02“%[1]s" +
+	"” is not a whole id (a UUID): the lists show the end of each id; open " +
+	"the row, or copy its link, for the whole id.\x02Not found\x02This instan" +
+	"ce was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, o" +
+	"ccurrences and attempts were deleted with it; the audit log keeps the op" +
+	"erator actions taken on it.\x02Form refused\x02This form was not sent fr" +
+	"om this console session, or it has expired: nothing was done. Open the f" +
+	"orm again and send it anew.\x02Back to the form\x02Form too large\x02Thi" +
+	"s form is larger than %[1]d KiB: nothing was done. Shorten what you type" +
+	"d and send it again.\x02Form not received\x02This form did not arrive in" +
+	" time: nothing was done. Send it again.\x02This form could not be read: " +
+	"nothing was done. Send it again.\x02Temporarily unavailable\x02The datab" +
+	"ase cannot be reached right now. Try again in a few seconds.\x02Somethin" +
+	"g went wrong\x02The console could not show this page. Try again; if it p" +
+	"ersists, give your administrator the request id %[1]s.\x02No consumer ye" +
+	"t.\x02No more consumers.\x02The external services that take tasks, and t" +
+	"he definitions each may take. Create consumers, change their grants and " +
+	"rotate their tokens through the API (/api/v1/consumers); tokens are neve" +
+	"r shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created o" +
+	"n\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
+	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
+	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
+	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
+	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
+	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
+	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
+	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
+	"re the same (the name or a description changed).\x02Changes of the Worki" +
+	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
+	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
+	" Under the newer contract these fields’ values are less protected than u" +
+	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
+	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
+	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
+	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
+	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
+	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
+	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
+	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
+	"\x02Task contracts: their Working copy, immutable revisions and named re" +
+	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
+	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
+	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
+	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
+	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
+	"ge destinations with relais apply (kind: Destination documents) or throu" +
+	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
+	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
+	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
+	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
+	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
+	"r the retention: write the request’s reference, not the person’s name." +
+	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
+	"ed with its occurrences and their attempts, as retention would delete it" +
+	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
+	" it; this cannot be undone. The audit records naming it stay (who did wh" +
+	"at, and why), and so do backups until they expire.\x02Erase the instance" +
+	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
+	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
+	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
+	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" is not counted, its occurrence’s page lists it.\x02A held instance’s fa" +
+	"iled occurrence counts in both Held instances and Failed.\x02Completions" +
+	" and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
+	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
+	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
+	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
+	"\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever, ano" +
+	"ther replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept " +
+	"forever (RELAIS_RETENTION).\x02Retention: ended instances are deleted wi" +
+	"th their occurrences %[1]s after they end, another replica’s longer RELA" +
+	"IS_RETENTION.\x02Retention: ended instances are deleted with their occur" +
+	"rences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s" +
+	" %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02never: retention keeps ended ins" +
+	"tances forever (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RET" +
+	"ENTION keeps ended instances forever\x02Deleted by retention\x02ended in" +
+	"stances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[" +
+	"1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned " +
+	"at node\x02Failed at node\x02held, then stopped by an operator\x02held, " +
+	"then abandoned by an operator\x02The version must be a whole number from" +
+	" 1.\x02A version is a process’s: choose the process too.\x02Creation dat" +
+	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
+	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
+	"s\x02The next page counts them and asks for a reason before anything cha" +
+	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
+	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
+	"on\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
+	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02Mode\x02Reason give" +
+	"n by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a" +
+	" failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]" +
+	"d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination" +
+	"’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%" +
+	"[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2" +
+	"]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each f" +
+	"ailure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s aft" +
+	"er each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the" +
+	" last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Why (recorded with the reveal)\x02Every admin reads it" +
+	", and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
+	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
+	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination’s answer could not be used: it must be one JSON obje" +
+	"ct whose outputs member matches the revision’s outputs contract, and not" +
+	"hing after it. Its message says what was wrong.\x02The destination did n" +
+	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
+	"The destination did not answer within the call’s timeout (%[1]s): it may" +
+	" have acted all the same, so check before retrying.\x02The destination d" +
+	"id not answer within the call’s timeout: it may have acted all the same," +
+	" so check before retrying.\x02The last attempt’s lock expired with no at" +
+	"tempt left, after Relais refused its worker’s report (%[1]s; see the fai" +
+	"led occurrence’s attempts): the worker answered, and its answer must cha" +
+	"nge, not its lock.\x02The last attempt’s lock expired with no attempt le" +
+	"ft, after Relais refused its worker’s report (%[1]s; see the attempts be" +
+	"low): the worker answered, and its answer must change, not its lock.\x02" +
+	"The last attempt’s lock expired with no attempt left.\x02The last attemp" +
+	"t’s worker stream ended (its worker left or was dropped) with no attempt" +
+	" left.\x02The deadline passed before a result arrived.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path, and is h" +
+	"eld at a later node.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02The instance was stopped while the task was deferred: a settlement b" +
+	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
+	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
+	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
+	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
+	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
+	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
+	"worker (its own words, protected values masked)\x02Message from Relais, " +
+	"quoting the destination’s answer\x02Message from Relais\x02The revision " +
+	"must be a whole number, 1 or more.\x02A revision is a definition’s: choo" +
+	"se the definition too.\x02Settlement date\x02More filters: instance, rev" +
+	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
+	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
+	"Message\x02Process and node\x02Error\x02Consumer and worker\x02Next atte" +
+	"mpt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few seco" +
+	"nds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
+	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
+	"he first day comes after the last.\x02This address holds a parameter tha" +
+	"t cannot be read (a percent sign not followed by two hexadecimal digits," +
+	" or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (did" +
+	" you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1" +
+	"]s” is given %[2]d times: give it once.\x02The page cursor is invalid: g" +
+	"o back to the first page.\x02These settings are kept in this browser onl" +
+	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
+	"r computer’s time zone: choose a place, whose daylight saving time is fo" +
+	"llowed, or a fixed offset from UTC.\x02Reload lists and detail pages\x02" +
+	"A reload empties what you typed but did not apply (filters, the search b" +
+	"ox) and moves the focus back to the top of the page: “Pause reloading”, " +
+	"on every page that reloads, stops it until you resume. Pages where you t" +
+	"ype a reason (confirmations, and occurrences with a value to reveal) nev" +
+	"er reload on their own, nor does a revealed value.\x02Save settings\x02B" +
+	"ack without saving\x02UTC (coordinated universal time)\x02Local time in " +
+	"%[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Eve" +
+	"ry %[1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Rel" +
+	"oading paused: this page stays as it is until you resume.\x02Published p" +
+	"rocess versions: their nodes, routes and pinned revisions, drawn, with w" +
+	"here their occurrences are now.\x02Published process versions: their nod" +
+	"es, routes and pinned revisions, drawn.\x02Processes by key\x02Versions," +
+	" newest first\x02No process is published yet.\x02version %[1]d\x02older " +
+	"versions, from version %[1]d (each links the one before)\x02Process %[1]" +
+	"s\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: a" +
+	"n instance starts with an empty object.\x02Inputs an instance of this ve" +
+	"rsion is started with\x02Instances of this version\x02Latest\x02yes: a s" +
+	"tart that names no version runs this one\x02no: the latest is version %[" +
+	"1]d\x02← version %[1]d\x02version %[1]d →\x02Columns follow the longest " +
+	"path from the start node. Solid arrows are successes (labelled with thei" +
+	"r route), dashed ones failures (labelled with their error codes).\x02Nod" +
+	"es of this version\x02This version has %[1]d nodes: too many to draw leg" +
+	"ibly (at most %[2]d). The table below lists every node with its routes a" +
+	"nd counts.\x02This version has %[1]d nodes: too many to draw legibly (at" +
+	" most %[2]d). The table below lists every node with its routes.\x02Graph" +
+	" of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x00Y\x02%[1]d node" +
+	"s, starting at %[2]s. The table below lists the same nodes, routes and c" +
+	"ounts.\x02%[1]d nodes, starting at %[2]s. The table below lists the same" +
+	" nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (f" +
+	"ails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02h" +
+	"old (an incident for an operator)\x02any other code → %[1]s\x02fails the" +
+	" instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, " +
+	"priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry " +
+	"can run: the deadline ends the occurrence before its retry delay passes." +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The call may last pa" +
+	"st the deadline, which cuts it short (deadline_exceeded).\x02instances h" +
+	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed ev" +
+	"ery few seconds.\x02Only administrators may reveal a sensitive value." +
+	"\x02Say why you reveal this value: the reason is recorded with the revea" +
+	"l in the audit log.\x02Cannot reveal it here\x02This replica lacks the d" +
+	"ata key the value was sealed with, so it cannot open it (nothing was rec" +
+	"orded). Another replica may reveal it; ask your administrator to start e" +
+	"very replica with the same data keys.\x02Back to the occurrence\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02On" +
+	"ly a value this page shows as hidden (sensitive) can be revealed.\x02Sec" +
+	"ret values can never be revealed.\x02Every sensitive value an administra" +
+	"tor revealed: who, when, which field and why. The values themselves are " +
+	"never kept.\x02Reveals, newest first\x02No value was revealed.\x02none (" +
+	"revealed before reasons were asked for)\x02Method not allowed\x02This pa" +
+	"ge does not accept that request.\x02This form was sent from another site" +
+	": the console takes its forms from its own pages only. Open the console " +
+	"and send it from there.\x02Search\x02Type an instance or occurrence id (" +
+	"a whole UUID, as the title of its page shows it), or a business key.\x02" +
+	"Nothing to find: the search box is empty.\x02That is too long to be an i" +
+	"d or a business key.\x02No instance has “%[1]s” as its business key. A b" +
+	"usiness key is found only whole and exactly as given, capitals and accen" +
+	"ts included: a list shows a long one shortened, so copy it from its inst" +
+	"ance’s page. An ended instance is deleted once the retention period (REL" +
+	"AIS_RETENTION) has passed, or at once when an administrator erases it." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key. An ended instance is deleted, with its occurrences" +
+	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
+	"or at once when an administrator erases it; the audit log keeps the oper" +
+	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
+	", and it is not a whole id: the lists show the end of each id. Open the " +
+	"row, or copy its link, for the whole id.\x02A token in the address is no" +
+	"t used: you are signed in already. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02A token in the address is not " +
+	"used: paste it in the field below. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02You are signed out.\x02The tok" +
+	"en you signed in with is revoked, and you are signed out: sign in with a" +
+	"nother one.\x02Your session had ended (inactivity, a sign-out elsewhere," +
+	" a revoked token or a restart of the server), so your last action was no" +
+	"t applied. Sign in again, then repeat it.\x02Your session has ended (ina" +
+	"ctivity, a sign-out elsewhere, a token revoked or expired, or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G" +
 	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"d.\x00H\x02Too many failed sign-ins from your address. Try again in %[1]" +
+	"d seconds.\x02Paste your token in the field: it is empty.\x02This token " +
+	"is unknown, revoked or expired.\x02A %[1]s token cannot open the console" +
+	": it is a worker’s token, for the API.\x02Only administrators see this p" +
+	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
+	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
+	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
+	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
+	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
 	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
 	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
 	" with it end. This cannot be undone: whoever uses it needs a new token." +
@@ -1696,7 +1702,7 @@ const enData string = "" + // Size: 37893 bytes
 	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
 	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 841 elements
+var frIndex = []uint32{ // 842 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1723,221 +1729,221 @@ var frIndex = []uint32{ // 841 elements
 	0x00001c1b, 0x00001c22, 0x00001c2f, 0x00001c3f,
 	0x00001c57, 0x00001c6a, 0x00001c7e, 0x00001c8f,
 	0x00001c95, 0x00001cb6, 0x00001cc0, 0x00001d08,
-	0x000020bd, 0x00002269, 0x0000228b, 0x000022a1,
+	0x00001eaf, 0x00002264, 0x00002410, 0x00002432,
 	// Entry 60 - 7F
-	0x000022c7, 0x000022ed, 0x0000231c, 0x0000234b,
-	0x0000237d, 0x000023fe, 0x00002431, 0x00002466,
-	0x0000253f, 0x000025e8, 0x0000265d, 0x00002740,
-	0x00002760, 0x00002766, 0x0000276a, 0x00002771,
-	0x00002777, 0x0000278d, 0x000027ad, 0x000027bd,
-	0x000027c8, 0x000027da, 0x000028f0, 0x000028f8,
-	0x00002913, 0x00002916, 0x00002919, 0x0000292f,
-	0x0000294a, 0x00002976, 0x00002989, 0x00002a5c,
+	0x00002448, 0x0000246e, 0x00002494, 0x000024c3,
+	0x000024f2, 0x00002524, 0x000025a5, 0x000025d8,
+	0x0000260d, 0x000026e6, 0x0000278f, 0x00002804,
+	0x000028e7, 0x00002907, 0x0000290d, 0x00002911,
+	0x00002918, 0x0000291e, 0x00002934, 0x00002954,
+	0x00002964, 0x0000296f, 0x00002981, 0x00002a97,
+	0x00002a9f, 0x00002aba, 0x00002abd, 0x00002ac0,
+	0x00002ad6, 0x00002af1, 0x00002b1d, 0x00002b30,
 	// Entry 80 - 9F
-	0x00002aa5, 0x00002adb, 0x00002b57, 0x00002c78,
-	0x00002d3c, 0x00002e37, 0x00002efd, 0x00002fb4,
-	0x00002fc3, 0x00002fca, 0x00002fdb, 0x00002ff1,
-	0x00002ff7, 0x00003008, 0x00003012, 0x00003039,
-	0x00003055, 0x0000305d, 0x0000306a, 0x00003076,
-	0x00003084, 0x00003091, 0x00003098, 0x000030a6,
-	0x000030ca, 0x000030da, 0x000030f2, 0x00003113,
-	0x00003145, 0x00003181, 0x000031bb, 0x000031d1,
+	0x00002c03, 0x00002c4c, 0x00002c82, 0x00002cfe,
+	0x00002e1f, 0x00002ee3, 0x00002fde, 0x000030a4,
+	0x0000315b, 0x0000316a, 0x00003171, 0x00003182,
+	0x00003198, 0x0000319e, 0x000031af, 0x000031b9,
+	0x000031e0, 0x000031fc, 0x00003204, 0x00003211,
+	0x0000321d, 0x0000322b, 0x00003238, 0x0000323f,
+	0x0000324d, 0x00003271, 0x00003281, 0x00003299,
+	0x000032ba, 0x000032ec, 0x00003328, 0x00003362,
 	// Entry A0 - BF
-	0x000031eb, 0x0000321d, 0x00003237, 0x00003246,
-	0x000032fa, 0x0000330c, 0x0000338c, 0x000033a8,
-	0x000033bf, 0x000033d7, 0x0000341a, 0x00003568,
-	0x00003621, 0x0000362d, 0x00003718, 0x0000372b,
-	0x000037d0, 0x000037e5, 0x00003800, 0x0000387c,
-	0x00003891, 0x000038ee, 0x00003944, 0x00003960,
-	0x000039b7, 0x000039cf, 0x00003a67, 0x00003a8c,
-	0x00003aa6, 0x00003b97, 0x00003bc5, 0x00003bc8,
+	0x00003378, 0x00003392, 0x000033c4, 0x000033de,
+	0x000033ed, 0x000034a1, 0x000034b3, 0x00003533,
+	0x0000354f, 0x00003566, 0x0000357e, 0x000035c1,
+	0x0000370f, 0x000037c8, 0x000037d4, 0x000038bf,
+	0x000038d2, 0x00003977, 0x0000398c, 0x000039a7,
+	0x00003a23, 0x00003a38, 0x00003a95, 0x00003aeb,
+	0x00003b07, 0x00003b5e, 0x00003b76, 0x00003c0e,
+	0x00003c33, 0x00003c4d, 0x00003d3e, 0x00003d6c,
 	// Entry C0 - DF
-	0x00003bcc, 0x00003bd3, 0x00003bdd, 0x00003be3,
-	0x00003beb, 0x00003bf1, 0x00003bfb, 0x00003c1c,
-	0x00003c35, 0x00003c48, 0x00003c80, 0x00003c9a,
-	0x00003cb5, 0x00003d1b, 0x00003d4d, 0x00003d53,
-	0x00003d58, 0x00003d64, 0x00003d73, 0x00003d7f,
-	0x00003d8b, 0x00003d9d, 0x00003dae, 0x00003e32,
-	0x00003e44, 0x00003e5b, 0x00003e66, 0x00003ebb,
-	0x00003ec8, 0x00003eed, 0x00003ef9, 0x00003f03,
+	0x00003d6f, 0x00003d73, 0x00003d7a, 0x00003d84,
+	0x00003d8a, 0x00003d92, 0x00003d98, 0x00003da2,
+	0x00003dc3, 0x00003ddc, 0x00003def, 0x00003e27,
+	0x00003e41, 0x00003e5c, 0x00003ec2, 0x00003ef4,
+	0x00003efa, 0x00003eff, 0x00003f0b, 0x00003f1a,
+	0x00003f26, 0x00003f32, 0x00003f44, 0x00003f55,
+	0x00003fd9, 0x00003feb, 0x00004002, 0x0000400d,
+	0x00004062, 0x0000406f, 0x00004094, 0x000040a0,
 	// Entry E0 - FF
-	0x00003f09, 0x00003f15, 0x00003f2d, 0x00003f7f,
-	0x00003f8f, 0x00003f9f, 0x00003fa8, 0x00003fb3,
-	0x00003fbb, 0x00003fdb, 0x00003ffd, 0x00004025,
-	0x0000402e, 0x0000403e, 0x0000405e, 0x00004066,
-	0x00004075, 0x00004094, 0x000040bf, 0x000040e5,
-	0x000040f5, 0x000040ff, 0x00004109, 0x00004128,
-	0x00004146, 0x0000421e, 0x0000423c, 0x00004280,
-	0x000042bd, 0x000042f0, 0x00004320, 0x000043a9,
+	0x000040aa, 0x000040b0, 0x000040bc, 0x000040d4,
+	0x00004126, 0x00004136, 0x00004146, 0x0000414f,
+	0x0000415a, 0x00004162, 0x00004182, 0x000041a4,
+	0x000041cc, 0x000041d5, 0x000041e5, 0x00004205,
+	0x0000420d, 0x0000421c, 0x0000423b, 0x00004266,
+	0x0000428c, 0x0000429c, 0x000042a6, 0x000042b0,
+	0x000042cf, 0x000042ed, 0x000043c5, 0x000043e3,
+	0x00004427, 0x00004464, 0x00004497, 0x000044c7,
 	// Entry 100 - 11F
-	0x000043d5, 0x00004405, 0x00004427, 0x00004442,
-	0x0000445d, 0x00004479, 0x00004495, 0x000044ab,
-	0x000044c5, 0x000044fc, 0x00004532, 0x00004552,
-	0x00004571, 0x00004578, 0x0000457f, 0x0000458e,
-	0x000045aa, 0x000045be, 0x000045d3, 0x0000463d,
-	0x00004653, 0x00004658, 0x0000466c, 0x00004684,
-	0x000046a9, 0x000046d7, 0x000046fc, 0x00004716,
-	0x0000485f, 0x00004874, 0x00004884, 0x00004888,
+	0x00004550, 0x0000457c, 0x000045ac, 0x000045ce,
+	0x000045e9, 0x00004604, 0x00004620, 0x0000463c,
+	0x00004652, 0x0000466c, 0x000046a3, 0x000046d9,
+	0x000046f9, 0x00004718, 0x0000471f, 0x00004726,
+	0x00004735, 0x00004751, 0x00004765, 0x0000477a,
+	0x000047e4, 0x000047fa, 0x000047ff, 0x00004813,
+	0x0000482b, 0x00004850, 0x0000487e, 0x000048a3,
+	0x000048bd, 0x00004a06, 0x00004a1b, 0x00004a2b,
 	// Entry 120 - 13F
-	0x0000489b, 0x000048aa, 0x000048c1, 0x000048d0,
-	0x000048d7, 0x000048e2, 0x00004904, 0x00004918,
-	0x000049f6, 0x00004a1e, 0x00004aa7, 0x00004bad,
-	0x00004bc2, 0x00004c28, 0x00004cad, 0x00004d22,
-	0x00004d34, 0x00004d47, 0x00004d63, 0x00004d90,
-	0x00004dad, 0x00004dd0, 0x00004ddb, 0x00004de6,
-	0x00004dfd, 0x00004f64, 0x00004fd5, 0x00004ffc,
-	0x0000503a, 0x00005046, 0x0000504f, 0x00005063,
+	0x00004a2f, 0x00004a42, 0x00004a51, 0x00004a68,
+	0x00004a77, 0x00004a7e, 0x00004a89, 0x00004aab,
+	0x00004abf, 0x00004b9d, 0x00004bc5, 0x00004c4e,
+	0x00004d54, 0x00004d69, 0x00004dcf, 0x00004e54,
+	0x00004ec9, 0x00004edb, 0x00004eee, 0x00004f0a,
+	0x00004f37, 0x00004f54, 0x00004f77, 0x00004f82,
+	0x00004f8d, 0x00004fa4, 0x0000510b, 0x0000517c,
+	0x000051a3, 0x000051e1, 0x000051ed, 0x000051f6,
 	// Entry 140 - 15F
-	0x0000506d, 0x00005094, 0x000050b0, 0x000050cb,
-	0x000050fb, 0x0000513a, 0x00005155, 0x00005164,
-	0x00005175, 0x00005196, 0x00005201, 0x00005219,
-	0x00005260, 0x000052cb, 0x000052d6, 0x000052f0,
-	0x0000533a, 0x00005342, 0x00005350, 0x00005360,
-	0x0000538a, 0x000053b3, 0x0000542c, 0x00005485,
-	0x00005523, 0x0000559d, 0x000055ad, 0x000055cc,
-	0x000055d8, 0x000055f1, 0x000055fc, 0x00005609,
+	0x0000520a, 0x00005214, 0x0000523b, 0x00005257,
+	0x00005272, 0x000052a2, 0x000052e1, 0x000052fc,
+	0x0000530b, 0x0000531c, 0x0000533d, 0x000053a8,
+	0x000053c0, 0x00005407, 0x00005472, 0x0000547d,
+	0x00005497, 0x000054e1, 0x000054e9, 0x000054f7,
+	0x00005507, 0x00005531, 0x0000555a, 0x000055d3,
+	0x0000562c, 0x000056ca, 0x00005744, 0x00005754,
+	0x00005773, 0x0000577f, 0x00005798, 0x000057a3,
 	// Entry 160 - 17F
-	0x00005618, 0x00005620, 0x0000562a, 0x00005632,
-	0x0000563a, 0x00005640, 0x00005647, 0x0000564c,
-	0x00005651, 0x00005655, 0x0000565a, 0x00005660,
-	0x00005666, 0x0000566c, 0x00005671, 0x00005676,
-	0x0000567c, 0x00005686, 0x000056a6, 0x000056c8,
-	0x000056ec, 0x00005712, 0x0000571b, 0x00005737,
-	0x00005740, 0x00005758, 0x00005761, 0x000057b5,
-	0x000057d5, 0x000057db, 0x000057e6, 0x000057ec,
+	0x000057b0, 0x000057bf, 0x000057c7, 0x000057d1,
+	0x000057d9, 0x000057e1, 0x000057e7, 0x000057ee,
+	0x000057f3, 0x000057f8, 0x000057fc, 0x00005801,
+	0x00005807, 0x0000580d, 0x00005813, 0x00005818,
+	0x0000581d, 0x00005823, 0x0000582d, 0x0000584d,
+	0x0000586f, 0x00005893, 0x000058b9, 0x000058c2,
+	0x000058de, 0x000058e7, 0x000058ff, 0x00005908,
+	0x0000595c, 0x0000597c, 0x00005982, 0x0000598d,
 	// Entry 180 - 19F
-	0x000057fa, 0x00005805, 0x00005813, 0x00005846,
-	0x0000586a, 0x00005899, 0x000058e2, 0x000058e9,
-	0x000058ff, 0x00005972, 0x00005998, 0x000059b2,
-	0x00005a9a, 0x00005c29, 0x00005d30, 0x00005d80,
-	0x00005db1, 0x00005de4, 0x00005e13, 0x00005e1e,
-	0x00005e22, 0x00005e34, 0x00005e49, 0x00005e57,
-	0x00005eb1, 0x00005f16, 0x00005f33, 0x00005f76,
-	0x00005fdd, 0x00005fea, 0x00005fff, 0x00006012,
+	0x00005993, 0x000059a1, 0x000059ac, 0x000059ba,
+	0x000059ed, 0x00005a11, 0x00005a40, 0x00005a89,
+	0x00005a90, 0x00005aa6, 0x00005b19, 0x00005b3f,
+	0x00005b59, 0x00005c41, 0x00005dd0, 0x00005ed7,
+	0x00005f27, 0x00005f58, 0x00005f8b, 0x00005fba,
+	0x00005fc5, 0x00005fc9, 0x00005fdb, 0x00005ff0,
+	0x00005ffe, 0x00006058, 0x000060bd, 0x000060da,
+	0x0000611d, 0x00006184, 0x00006191, 0x000061a6,
 	// Entry 1A0 - 1BF
-	0x0000603d, 0x0000606a, 0x000060a1, 0x000060eb,
-	0x000060fd, 0x00006135, 0x0000614c, 0x00006158,
-	0x0000616f, 0x000061a3, 0x000061ed, 0x00006222,
-	0x0000622b, 0x00006242, 0x00006270, 0x00006283,
-	0x00006295, 0x000062a6, 0x000062f2, 0x0000636c,
-	0x00006390, 0x0000639b, 0x000063a6, 0x000063b1,
-	0x000063bb, 0x000063c5, 0x000063ce, 0x000063d7,
-	0x000063e0, 0x000063e9, 0x000063f2, 0x000063f9,
+	0x000061b9, 0x000061e4, 0x00006211, 0x00006248,
+	0x00006292, 0x000062a4, 0x000062dc, 0x000062f3,
+	0x000062ff, 0x00006316, 0x0000634a, 0x00006394,
+	0x000063c9, 0x000063d2, 0x000063e9, 0x00006417,
+	0x0000642a, 0x0000643c, 0x0000644d, 0x00006499,
+	0x00006513, 0x00006537, 0x00006542, 0x0000654d,
+	0x00006558, 0x00006562, 0x0000656c, 0x00006575,
+	0x0000657e, 0x00006587, 0x00006590, 0x00006599,
 	// Entry 1C0 - 1DF
-	0x00006407, 0x0000640d, 0x00006414, 0x0000641b,
-	0x00006424, 0x00006429, 0x00006437, 0x0000643d,
-	0x00006443, 0x00006449, 0x00006451, 0x0000645a,
-	0x00006463, 0x00006476, 0x00006487, 0x000064aa,
-	0x000064cb, 0x000064da, 0x000064e5, 0x000064f0,
-	0x000064fd, 0x00006501, 0x00006505, 0x00006513,
-	0x00006521, 0x0000652f, 0x0000654f, 0x00006562,
-	0x0000657b, 0x00006590, 0x000065a1, 0x000065b3,
+	0x000065a0, 0x000065ae, 0x000065b4, 0x000065bb,
+	0x000065c2, 0x000065cb, 0x000065d0, 0x000065de,
+	0x000065e4, 0x000065ea, 0x000065f0, 0x000065f8,
+	0x00006601, 0x0000660a, 0x0000661d, 0x0000662e,
+	0x00006651, 0x00006672, 0x00006681, 0x0000668c,
+	0x00006697, 0x000066a4, 0x000066a8, 0x000066ac,
+	0x000066ba, 0x000066c8, 0x000066d6, 0x000066f6,
+	0x00006709, 0x00006722, 0x00006737, 0x00006748,
 	// Entry 1E0 - 1FF
-	0x000065c5, 0x000065cb, 0x000065d2, 0x000065da,
-	0x000065e2, 0x00006600, 0x0000661e, 0x00006635,
-	0x0000664a, 0x0000665b, 0x00006661, 0x0000667a,
-	0x00006685, 0x000066b9, 0x000066c6, 0x000066e4,
-	0x000066f2, 0x000066fb, 0x00006702, 0x0000671d,
-	0x00006727, 0x0000673a, 0x00006774, 0x0000677d,
-	0x0000678c, 0x000067f0, 0x000067fc, 0x00006806,
-	0x00006836, 0x00006891, 0x00006978, 0x00006983,
+	0x0000675a, 0x0000676c, 0x00006772, 0x00006779,
+	0x00006781, 0x00006789, 0x000067a7, 0x000067c5,
+	0x000067dc, 0x000067f1, 0x00006802, 0x00006808,
+	0x00006821, 0x0000682c, 0x00006860, 0x0000686d,
+	0x0000688b, 0x00006899, 0x000068a2, 0x000068a9,
+	0x000068c4, 0x000068ce, 0x000068e1, 0x0000691b,
+	0x00006924, 0x00006933, 0x00006997, 0x000069a3,
+	0x000069ad, 0x000069dd, 0x00006a38, 0x00006b1f,
 	// Entry 200 - 21F
-	0x000069b6, 0x000069f4, 0x00006a6d, 0x00006a72,
-	0x00006a92, 0x00006aaf, 0x00006acf, 0x00006ae4,
-	0x00006b25, 0x00006b30, 0x00006b3a, 0x00006b63,
-	0x00006bd8, 0x00006be9, 0x00006c26, 0x00006c5a,
-	0x00006cbb, 0x00006d05, 0x00006d13, 0x00006d4f,
-	0x00006d79, 0x00006dbe, 0x00006de6, 0x00006e25,
-	0x00006e46, 0x00006e84, 0x00006ec4, 0x00006ee4,
-	0x00006f25, 0x00006f4f, 0x00006f76, 0x00006ff9,
+	0x00006b2a, 0x00006b5d, 0x00006b9b, 0x00006c14,
+	0x00006c19, 0x00006c39, 0x00006c56, 0x00006c76,
+	0x00006c8b, 0x00006ccc, 0x00006cd7, 0x00006ce1,
+	0x00006d0a, 0x00006d7f, 0x00006d90, 0x00006dcd,
+	0x00006e01, 0x00006e62, 0x00006eac, 0x00006eba,
+	0x00006ef6, 0x00006f20, 0x00006f65, 0x00006f8d,
+	0x00006fcc, 0x00006fed, 0x0000702b, 0x0000706b,
+	0x0000708b, 0x000070cc, 0x000070f6, 0x0000711d,
 	// Entry 220 - 23F
-	0x00007011, 0x00007025, 0x0000703c, 0x0000704a,
-	0x00007055, 0x00007078, 0x000070b6, 0x000070d5,
-	0x000070f1, 0x0000715f, 0x00007231, 0x00007290,
-	0x00007315, 0x00007392, 0x000074a6, 0x000075a9,
-	0x000075f0, 0x0000767d, 0x000076bd, 0x00007703,
-	0x00007850, 0x00007878, 0x0000789b, 0x000078d2,
-	0x00007963, 0x000079b6, 0x000079df, 0x00007ac1,
-	0x00007ae7, 0x00007b2e, 0x00007bb2, 0x00007c2d,
+	0x000071a0, 0x000071b8, 0x000071cc, 0x000071e3,
+	0x000071f1, 0x000071fc, 0x0000721f, 0x0000725d,
+	0x0000727c, 0x00007298, 0x00007306, 0x000073d8,
+	0x00007437, 0x000074bc, 0x00007539, 0x0000764d,
+	0x00007750, 0x00007797, 0x00007824, 0x00007864,
+	0x000078aa, 0x000079f7, 0x00007a1f, 0x00007a42,
+	0x00007a79, 0x00007b0a, 0x00007b5d, 0x00007b86,
+	0x00007c68, 0x00007c8e, 0x00007cd5, 0x00007d59,
 	// Entry 240 - 25F
-	0x00007caa, 0x00007cd2, 0x00007cfa, 0x00007d41,
-	0x00007d8b, 0x00007dbe, 0x00007dd1, 0x00007ed9,
-	0x00007f07, 0x00007f43, 0x00007f59, 0x00007fed,
-	0x00008000, 0x0000803d, 0x00008096, 0x000080d2,
-	0x000080e5, 0x00008139, 0x0000816e, 0x00008180,
-	0x00008197, 0x000081d6, 0x00008228, 0x00008254,
-	0x000082f1, 0x00008397, 0x00008444, 0x00008454,
-	0x000084b4, 0x00008525, 0x000085aa, 0x0000863f,
+	0x00007dd4, 0x00007e51, 0x00007e79, 0x00007ea1,
+	0x00007ee8, 0x00007f32, 0x00007f65, 0x00007f78,
+	0x00008080, 0x000080ae, 0x000080ea, 0x00008100,
+	0x00008194, 0x000081a7, 0x000081e4, 0x0000823d,
+	0x00008279, 0x0000828c, 0x000082e0, 0x00008315,
+	0x00008327, 0x0000833e, 0x0000837d, 0x000083cf,
+	0x000083fb, 0x00008498, 0x0000853e, 0x000085eb,
+	0x000085fb, 0x0000865b, 0x000086cc, 0x00008751,
 	// Entry 260 - 27F
-	0x0000864a, 0x00008667, 0x00008686, 0x00008697,
-	0x000086b1, 0x000086ba, 0x000086c4, 0x00008712,
-	0x00008757, 0x00008776, 0x000087ab, 0x000087fc,
-	0x0000880d, 0x00008857, 0x0000886d, 0x00008881,
-	0x0000889a, 0x000088b0, 0x000088da, 0x000088e2,
-	0x000088f5, 0x000088fc, 0x00008917, 0x00008937,
-	0x00008967, 0x0000897e, 0x00008994, 0x000089cc,
-	0x00008a07, 0x00008a33, 0x00008a87, 0x00008a98,
+	0x000087e6, 0x000087f1, 0x0000880e, 0x0000882d,
+	0x0000883e, 0x00008858, 0x00008861, 0x0000886b,
+	0x000088b9, 0x000088fe, 0x0000891d, 0x00008952,
+	0x000089a3, 0x000089b4, 0x000089fe, 0x00008a14,
+	0x00008a28, 0x00008a41, 0x00008a57, 0x00008a81,
+	0x00008a89, 0x00008a9c, 0x00008aa3, 0x00008abe,
+	0x00008ade, 0x00008b0e, 0x00008b25, 0x00008b3b,
+	0x00008b73, 0x00008bae, 0x00008bda, 0x00008c2e,
 	// Entry 280 - 29F
-	0x00008ab2, 0x00008abd, 0x00008ad1, 0x00008ae3,
-	0x00008af9, 0x00008b0b, 0x00008b1d, 0x00008b23,
-	0x00008b35, 0x00008b43, 0x00008b52, 0x00008b5e,
-	0x00008b74, 0x00008b9e, 0x00008bd1, 0x00008c79,
-	0x00008cc9, 0x00008cf1, 0x00008d43, 0x00008d85,
-	0x00008dc1, 0x00008dd8, 0x00008ea2, 0x00008ecf,
-	0x00009089, 0x000090a3, 0x000090bc, 0x000090dd,
-	0x000090f4, 0x00009121, 0x00009128, 0x00009142,
+	0x00008c3f, 0x00008c59, 0x00008c64, 0x00008c78,
+	0x00008c8a, 0x00008ca0, 0x00008cb2, 0x00008cc4,
+	0x00008cca, 0x00008cdc, 0x00008cea, 0x00008cf9,
+	0x00008d05, 0x00008d1b, 0x00008d45, 0x00008d78,
+	0x00008e20, 0x00008e70, 0x00008e98, 0x00008eea,
+	0x00008f2c, 0x00008f68, 0x00008f7f, 0x00009049,
+	0x00009076, 0x00009230, 0x0000924a, 0x00009263,
+	0x00009284, 0x0000929b, 0x000092c8, 0x000092cf,
 	// Entry 2A0 - 2BF
-	0x00009168, 0x0000917d, 0x000091d7, 0x0000926c,
-	0x000092cf, 0x000092e2, 0x00009309, 0x00009331,
-	0x0000933f, 0x00009393, 0x000093a3, 0x000093b4,
-	0x000093bb, 0x000094f1, 0x000094f8, 0x00009532,
-	0x00009537, 0x0000954c, 0x00009560, 0x00009572,
-	0x00009588, 0x00009598, 0x000095d5, 0x00009615,
-	0x00009630, 0x00009641, 0x00009685, 0x000096a6,
-	0x000096b8, 0x000096ca, 0x0000979f, 0x000097b7,
+	0x000092e9, 0x0000930f, 0x00009324, 0x0000937e,
+	0x00009413, 0x00009476, 0x00009489, 0x000094b0,
+	0x000094d8, 0x000094e6, 0x0000953a, 0x0000954a,
+	0x0000955b, 0x00009562, 0x00009698, 0x0000969f,
+	0x000096d9, 0x000096de, 0x000096f3, 0x00009707,
+	0x00009719, 0x0000972f, 0x0000973f, 0x0000977c,
+	0x000097bc, 0x000097d7, 0x000097e8, 0x0000982c,
+	0x0000984d, 0x0000985f, 0x00009871, 0x00009946,
 	// Entry 2C0 - 2DF
-	0x00009858, 0x000098e7, 0x000098f7, 0x000099d1,
-	0x00009a93, 0x00009a98, 0x00009aa8, 0x00009ab6,
-	0x00009ac6, 0x00009ad6, 0x00009ae4, 0x00009af4,
-	0x00009afe, 0x00009b27, 0x00009b41, 0x00009b5c,
-	0x00009bea, 0x00009c28, 0x00009c39, 0x00009cd0,
-	0x00009cdd, 0x00009cf8, 0x00009d51, 0x00009d65,
-	0x00009d83, 0x00009dce, 0x00009e0f, 0x00009e85,
-	0x00009ea4, 0x00009fba, 0x00009fd3, 0x0000a019,
+	0x0000995e, 0x000099ff, 0x00009a8e, 0x00009a9e,
+	0x00009b78, 0x00009c3a, 0x00009c3f, 0x00009c4f,
+	0x00009c5d, 0x00009c6d, 0x00009c7d, 0x00009c8b,
+	0x00009c9b, 0x00009ca5, 0x00009cce, 0x00009ce8,
+	0x00009d03, 0x00009d91, 0x00009dcf, 0x00009de0,
+	0x00009e77, 0x00009e84, 0x00009e9f, 0x00009ef8,
+	0x00009f0c, 0x00009f2a, 0x00009f75, 0x00009fb6,
+	0x0000a02c, 0x0000a04b, 0x0000a161, 0x0000a17a,
 	// Entry 2E0 - 2FF
-	0x0000a031, 0x0000a084, 0x0000a0bf, 0x0000a157,
-	0x0000a183, 0x0000a1a9, 0x0000a1dd, 0x0000a1f5,
-	0x0000a220, 0x0000a2c9, 0x0000a2d3, 0x0000a35b,
-	0x0000a390, 0x0000a3d1, 0x0000a54d, 0x0000a6cc,
-	0x0000a7a5, 0x0000a8ba, 0x0000a9d6, 0x0000a9ef,
-	0x0000aa6b, 0x0000ab34, 0x0000abbd, 0x0000abca,
-	0x0000ac1c, 0x0000ac22, 0x0000acd6, 0x0000ad86,
-	0x0000adb8, 0x0000ade4, 0x0000ae4d, 0x0000aef4,
+	0x0000a1c0, 0x0000a1d8, 0x0000a22b, 0x0000a266,
+	0x0000a2fe, 0x0000a32a, 0x0000a350, 0x0000a384,
+	0x0000a39c, 0x0000a3c7, 0x0000a470, 0x0000a47a,
+	0x0000a502, 0x0000a537, 0x0000a578, 0x0000a6f4,
+	0x0000a873, 0x0000a94c, 0x0000aa61, 0x0000ab7d,
+	0x0000ab96, 0x0000ac12, 0x0000acdb, 0x0000ad64,
+	0x0000ad71, 0x0000adc3, 0x0000adc9, 0x0000ae7d,
+	0x0000af2d, 0x0000af5f, 0x0000af8b, 0x0000aff4,
 	// Entry 300 - 31F
-	0x0000afb6, 0x0000afe6, 0x0000aff3, 0x0000aff9,
-	0x0000b00f, 0x0000b01a, 0x0000b021, 0x0000b02c,
-	0x0000b03a, 0x0000b047, 0x0000b055, 0x0000b06e,
-	0x0000b09b, 0x0000b144, 0x0000b157, 0x0000b161,
-	0x0000b1f0, 0x0000b251, 0x0000b2ad, 0x0000b2bf,
-	0x0000b2d9, 0x0000b2ec, 0x0000b32a, 0x0000b366,
-	0x0000b383, 0x0000b390, 0x0000b39e, 0x0000b3ac,
-	0x0000b3bc, 0x0000b3f8, 0x0000b432, 0x0000b4af,
+	0x0000b09b, 0x0000b15d, 0x0000b18d, 0x0000b19a,
+	0x0000b1a0, 0x0000b1b6, 0x0000b1c1, 0x0000b1c8,
+	0x0000b1d3, 0x0000b1e1, 0x0000b1ee, 0x0000b1fc,
+	0x0000b215, 0x0000b242, 0x0000b2eb, 0x0000b2fe,
+	0x0000b308, 0x0000b397, 0x0000b3f8, 0x0000b454,
+	0x0000b466, 0x0000b480, 0x0000b493, 0x0000b4d1,
+	0x0000b50d, 0x0000b52a, 0x0000b537, 0x0000b545,
+	0x0000b553, 0x0000b563, 0x0000b59f, 0x0000b5d9,
 	// Entry 320 - 33F
-	0x0000b4ba, 0x0000b4e4, 0x0000b4f1, 0x0000b50d,
-	0x0000b511, 0x0000b523, 0x0000b5e5, 0x0000b618,
-	0x0000b623, 0x0000b62d, 0x0000b642, 0x0000b64b,
-	0x0000b655, 0x0000b66a, 0x0000b68e, 0x0000b6a8,
-	0x0000b6bd, 0x0000b6e9, 0x0000b728, 0x0000b72d,
-	0x0000b742, 0x0000b754, 0x0000b789, 0x0000b79a,
-	0x0000b7c7, 0x0000b7f6, 0x0000b918, 0x0000ba3a,
-	0x0000bab0, 0x0000bb3b, 0x0000bbca, 0x0000bc31,
+	0x0000b656, 0x0000b661, 0x0000b68b, 0x0000b698,
+	0x0000b6b4, 0x0000b6b8, 0x0000b6ca, 0x0000b78c,
+	0x0000b7bf, 0x0000b7ca, 0x0000b7d4, 0x0000b7e9,
+	0x0000b7f2, 0x0000b7fc, 0x0000b811, 0x0000b835,
+	0x0000b84f, 0x0000b864, 0x0000b890, 0x0000b8cf,
+	0x0000b8d4, 0x0000b8e9, 0x0000b8fb, 0x0000b930,
+	0x0000b941, 0x0000b96e, 0x0000b99d, 0x0000babf,
+	0x0000bbe1, 0x0000bc57, 0x0000bce2, 0x0000bd71,
 	// Entry 340 - 35F
-	0x0000bc73, 0x0000bcc5, 0x0000bd0d, 0x0000bd80,
-	0x0000bdc8, 0x0000bdf6, 0x0000be24, 0x0000be57,
-	0x0000be8a,
-} // Size: 3388 bytes
+	0x0000bdd8, 0x0000be1a, 0x0000be6c, 0x0000beb4,
+	0x0000bf27, 0x0000bf6f, 0x0000bf9d, 0x0000bfcb,
+	0x0000bffe, 0x0000c031,
+} // Size: 3392 bytes
 
-const frData string = "" + // Size: 48778 bytes
+const frData string = "" + // Size: 49201 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2043,606 +2049,612 @@ const frData string = "" + // Size: 48778 bytes
 	"lé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le" +
 	"\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processus et code" +
 	" d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le " +
-	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’en" +
-	"tre elles est bloquée à un appel push qui a peut-être été exécuté malgré" +
-	" tout\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (" +
-	"sa réponse a été perdue, ou est arrivée après le délai), ou par invalid_" +
-	"outputs (la destination a répondu un succès dont le contrat a refusé les" +
-	" sorties). Vérifiez auprès de la destination qu’elle n’a pas agi avant d" +
-	"e reprendre, sinon elle agira deux fois (une carte débitée deux fois)." +
-	"\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un appel push qui a " +
-	"peut-être été exécuté malgré tout\u202f: il s’est terminé par outcome_un" +
-	"known ou deadline_exceeded (sa réponse a été perdue, ou est arrivée aprè" +
-	"s le délai), ou par invalid_outputs (la destination a répondu un succès " +
-	"dont le contrat a refusé les sorties). Vérifiez auprès de la destination" +
-	" qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (une" +
-	" carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autr" +
-	"e instance bloquée a échoué avant toute tentative (ses entrées n’ont pas" +
-	" pu être construites)\u202f: elle ne peut pas être reprise et n’est pas " +
-	"comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instan" +
-	"ces bloquées ont échoué avant toute tentative (leurs entrées n’ont pas p" +
-	"u être construites)\u202f: elles ne peuvent pas être reprises et ne sont" +
-	" pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur c" +
-	"e filtre\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inc" +
-	"onnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %" +
-	"[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]" +
-	"s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce fil" +
-	"tre prend la clé d’une définition\u202f: celle qu’exécute le nœud où une" +
-	" instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’a pa" +
-	"s de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la " +
-	"liste.\x02Le nombre a changé depuis le décompte (il était de %[1]d)" +
-	"\u202f: entre-temps, des instances ont été clôturées, reprises ou traité" +
-	"es. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de " +
-	"nouveau.\x02Cette action groupée a déjà été appliquée (le formulaire a é" +
-	"té envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Ri" +
-	"en de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) " +
-	"appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %" +
-	"[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a " +
-	"changé après le comptage (clôturée, ou traitée par quelqu’un d’autre)." +
-	"\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôtu" +
-	"rées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d," +
-	" %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02O" +
-	"ccurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal " +
-	"d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, e" +
-	"t chaque effacement fait par un administrateur, avec son motif. Les révé" +
-	"lations de valeurs sensibles ont leur propre journal, que les administra" +
-	"teurs lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Fil" +
-	"tres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres" +
-	"\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne correspond" +
-	".\x02Toutes les actions\x02L’instance de processus doit être un identifi" +
-	"ant d’instance complet (un UUID)\u202f: les listes montrent la fin de ch" +
-	"aque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’id" +
-	"entifiant complet.\x02L’action groupée doit être désignée par son identi" +
-	"fiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02A" +
-	"ucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou" +
-	" ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87" +
-	"\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’" +
-	"elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f\x01" +
-	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
-	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Acti" +
-	"on groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées" +
-	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le com" +
-	"pte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s" +
-	") par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comp" +
-	"tées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’e" +
-	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
-	"ur le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en" +
-	" cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]" +
-	"d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02" +
-	"Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-êt" +
-	"re arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouvea" +
-	"u sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au c" +
-	"ontenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
-	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
-	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
-	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
-	"hage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fu" +
-	"seau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau ho" +
-	"raire\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspe" +
-	"ndu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[" +
-	"1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle" +
-	" ne permet de lire que les définitions et les processus\u202f: les tâche" +
-	"s externes et les instances de processus sont réservées aux opérateurs e" +
-	"t aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
-	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
-	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
-	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
-	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
-	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
-	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
-	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
-	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
-	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
-	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
-	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
-	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
-	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
-	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
-	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
-	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
-	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
-	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
-	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
-	"eur copie de travail, leurs révisions immuables et leurs publications no" +
-	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
-	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
-	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
-	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
-	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
-	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
-	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
-	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
-	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
-	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
-	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
-	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
-	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
-	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
-	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
-	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
-	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
-	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
-	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
-	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
-	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
-	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
-	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
-	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
-	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
-	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
-	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
-	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
-	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
-	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
-	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
-	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
-	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
-	"gue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défi" +
-	"nition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toute" +
-	"s les définitions.\x02Toutes les définitions\x02Réussites et échecs par " +
-	"tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière h" +
-	"eure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque " +
-	"tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réus" +
-	"sites et échecs par tranche de 5\u00a0min, les plus anciennes d’abord" +
-	"\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f:" +
-	" les instances terminées sont conservées sans limite, selon le RELAIS_RE" +
-	"TENTION d’une autre réplique.\x02Rétention\u202f: les instances terminée" +
-	"s sont conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: le" +
-	"s instances terminées sont supprimées avec leurs occurrences %[1]s après" +
-	" leur fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétent" +
-	"ion\u202f: les instances terminées sont supprimées avec leurs occurrence" +
-	"s %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]" +
-	"s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s" +
-	"\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min" +
-	"\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin" +
-	"\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
-	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
-	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
-	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
-	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
-	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
-	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
-	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
-	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
-	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la " +
-	"rétention conserve les instances terminées sans limite (RELAIS_RETENTION" +
-	")\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les" +
-	" instances terminées sans limite\x02Supprimée par la rétention\x02les in" +
-	"stances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instan" +
-	"ces terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une" +
-	" autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
-	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
-	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
-	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
-	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
-	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
-	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
-	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
-	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
-	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02versions plus an" +
-	"ciennes, depuis la version %[1]d (chacune mène à la précédente)\x02Proce" +
-	"ssus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus l" +
-	"ong chemin depuis le nœud de départ. Les flèches pleines sont les réussi" +
-	"tes (étiquetées par leur route), les pointillées les échecs (étiquetées " +
-	"par leurs codes d’erreur). Chaque case indique combien d’occurrences de " +
-	"cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cet" +
-	"te version, avec leurs occurrences actuelles\x02Type\x02Révision épinglé" +
-	"e\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02E" +
-	"ntrées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet" +
-	" vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
-	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
-	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
-	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
-	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
-	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
-	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
-	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
-	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
-	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
-	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
-	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
-	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
-	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
-	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
-	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
-	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
-	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
-	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
-	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
-	"é avec la révélation dans le journal d’audit.\x02Impossible de la révél" +
-	"er ici\x02Cette réplique n’a pas la clé de données qui a scellé la valeu" +
-	"r et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une autre répl" +
-	"ique peut la révéler\u202f; demandez à votre administrateur de démarrer " +
-	"toutes les répliques avec les mêmes clés de données.\x02Retour à l’occur" +
-	"rence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
-	"it.\x02Révélation impossible\x02Seule une valeur que cette page affiche " +
-	"masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent" +
-	" jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a " +
-	"révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
-	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’en" +
+	"tre elles appelle une destination en ce moment\u202f: un arrêt interromp" +
+	"t l’appel, mais la destination a peut-être déjà traité la requête (une c" +
+	"arte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre" +
+	" elles appellent une destination en ce moment\u202f: un arrêt interrompt" +
+	" l’appel, mais la destination a peut-être déjà traité la requête (une ca" +
+	"rte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4" +
+	"\x03\x02%[1]d d’entre elles est bloquée à un appel push qui a peut-être " +
+	"été exécuté malgré tout\u202f: il s’est terminé par outcome_unknown ou " +
+	"deadline_exceeded (sa réponse a été perdue, ou est arrivée après le déla" +
+	"i), ou par invalid_outputs (la destination a répondu un succès dont le c" +
+	"ontrat a refusé les sorties). Vérifiez auprès de la destination qu’elle " +
+	"n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte dé" +
+	"bitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un " +
+	"appel push qui a peut-être été exécuté malgré tout\u202f: il s’est termi" +
+	"né par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou" +
+	" est arrivée après le délai), ou par invalid_outputs (la destination a r" +
+	"épondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
+	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
+	"ira deux fois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9" +
+	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
+	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
+	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
+	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
+	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
+	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
+	"\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»" +
+	"\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun process" +
+	"us n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «" +
+	"\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f: ce" +
+	"lle qu’exécute le nœud où une instance est bloquée, pas le nom du nœud." +
+	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
+	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis le déc" +
+	"ompte (il était de %[1]d)\u202f: entre-temps, des instances ont été clôt" +
+	"urées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouvea" +
+	"u nombre et confirmez de nouveau.\x02Cette action groupée a déjà été app" +
+	"liquée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont da" +
+	"ns le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%" +
+	"[1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traité" +
+	"e par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé" +
+	" après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[" +
+	"1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02I" +
+	"nstance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, et chaque effacement fait par un administrateur," +
+	" avec son motif. Les révélations de valeurs sensibles ont leur propre jo" +
+	"urnal, que les administrateurs lisent sur la page Révélations (GET /api/" +
+	"v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune action " +
+	"d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proces" +
+	"sus doit être un identifiant d’instance complet (un UUID)\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou c" +
+	"opiez son lien, pour l’identifiant complet.\x02L’action groupée doit êtr" +
+	"e désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les p" +
+	"lus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[1]s" +
+	"\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audit." +
+	"\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action groupé" +
+	"e %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre o" +
+	"ù elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action gr" +
+	"oupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mon" +
+	"tre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[" +
+	"3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées c" +
+	"ar changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par un" +
+	"e erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignor" +
+	"ées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
+	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
+	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
+	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
+	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
+	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
+	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Console Rel" +
+	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
+	"ches externes\x02Processus\x02Trouver une instance ou une occurrence\x02" +
+	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Con" +
+	"sommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant " +
+	"que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
+	"\x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rec" +
+	"hargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes " +
+	"les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatiq" +
+	"ue\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cette page s" +
+	"e recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Ac" +
+	"cès refusé\x02Votre rôle ne permet de lire que les définitions et les pr" +
+	"ocessus\u202f: les tâches externes et les instances de processus sont ré" +
+	"servées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le" +
+	" champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui n" +
+	"e sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux" +
+	" tâches externes\x02Retour à la connexion\x02Retour aux définitions\x02C" +
+	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette " +
+	"adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance t" +
+	"erminée est supprimée, avec ses occurrences et ses tentatives, une fois " +
+	"la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un a" +
+	"dministrateur l’efface\u202f; le journal d’audit garde les actions d’opé" +
+	"rateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant " +
+	"complet (un UUID)\u202f: les listes montrent la fin de chaque identifian" +
+	"t\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet" +
+	".\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pou" +
+	"r ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tenta" +
+	"tives ont été supprimées avec elle\u202f; le journal d’audit garde les a" +
+	"ctions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulair" +
+	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
+	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
+	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
+	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
+	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
+	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
+	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
+	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
+	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
+	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
+	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
+	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
+	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
+	"f de type %[1]s\x02aucune\x02néant\x02Épinglée par\x02aucune version de " +
+	"processus\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de " +
+	"tâches\u202f: leur copie de travail, leurs révisions immuables et leurs " +
+	"publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
+	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
+	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
+	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
+	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
+	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
+	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
+	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
+	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
+	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
+	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
+	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
+	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
+	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
+	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
+	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
+	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
+	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
+	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
+	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
+	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
+	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
+	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
+	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
+	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
+	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
+	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
+	"i laisse des tentatives n’est pas compté, la page de son occurrence le m" +
+	"ontre.\x02L’occurrence en échec d’une instance bloquée compte à la fois " +
+	"dans Instances bloquées et dans En échec.\x02Réussites et échecs, derniè" +
+	"re heure\x02Définitions, celles qui demandent de l’attention d’abord\x02" +
+	"Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de l" +
+	"a plus ancienne disponible\x02Terminées, dernière heure\x02En échec, der" +
+	"nière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%" +
+	"[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible depu" +
+	"is le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les " +
+	"définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez" +
+	" la clé, ou affichez toutes les définitions.\x02Toutes les définitions" +
+	"\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure\u202f:" +
+	" %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui sui" +
+	"t le graphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5\u00a0min, l" +
+	"es plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminé" +
+	"es\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éch" +
+	"ec\x02Rétention\u202f: les instances terminées sont conservées sans limi" +
+	"te, selon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: " +
+	"les instances terminées sont conservées sans limite (RELAIS_RETENTION)." +
+	"\x02Rétention\u202f: les instances terminées sont supprimées avec leurs " +
+	"occurrences %[1]s après leur fin, le RELAIS_RETENTION plus long d’une au" +
+	"tre réplique.\x02Rétention\u202f: les instances terminées sont supprimée" +
+	"s avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1" +
+	"]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]" +
+	"s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1" +
+	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr" +
+	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
+	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
+	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
+	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
+	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
+	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
+	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
+	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
+	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
+	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
+	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
+	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
+	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
+	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
+	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
+	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
+	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
+	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
+	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
+	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
+	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
+	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
+	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
+	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
+	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
+	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
+	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
+	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
+	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
+	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
+	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
+	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
+	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
+	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
+	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
+	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
+	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
+	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
+	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
+	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
+	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux de la défin" +
+	"ition %[1]s, sans les autres filtres\x02Totaux de toutes les définitions" +
+	", sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
+	"e\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes " +
+	"sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d" +
+	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
+	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
+	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
+	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
+	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
+	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
+	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
+	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
+	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de do" +
+	"nnées qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a été " +
+	"enregistré). Une autre réplique peut la révéler\u202f; demandez à votre " +
+	"administrateur de démarrer toutes les répliques avec les mêmes clés de d" +
+	"onnées.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; con" +
+	"signé dans le journal d’audit.\x02Révélation impossible\x02Seule une val" +
+	"eur que cette page affiche masquée (sensible) peut être révélée.\x02Les " +
+	"valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensi" +
+	"ble qu’un administrateur a révélée\u202f: qui, quand, quel champ et pour" +
+	"quoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations," +
+	" les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (r" +
+	"évélée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cet" +
+	"te page n’accepte pas cette requête.\x02Ce formulaire a été envoyé depui" +
+	"s un autre site\u202f: la console n’accepte que les formulaires de ses p" +
+	"ropres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recher" +
+	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID comp" +
+	"let, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à" +
+	" chercher\u202f: le champ de recherche est vide.\x02C’est trop long pour" +
+	" être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et t" +
+	"elle quelle, majuscules et accents compris\u202f: une liste abrège les l" +
+	"ongues, copiez-la depuis la page de son instance. Une instance terminée " +
+	"est supprimée une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni oc" +
+	"currence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’" +
+	"a pour clé métier. Une instance terminée est supprimée, avec ses occurre" +
+	"nces et ses tentatives, une fois la durée de conservation (RELAIS_RETENT" +
+	"ION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journa" +
+	"l d’audit garde les actions d’opérateur menées sur elle.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifi" +
+	"ant entier\u202f: les listes montrent la fin de chaque identifiant. Ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jeton " +
+	"dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’adres" +
+	"se l’a mis dans l’historique de votre navigateur, et peut-être dans les " +
+	"journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer" +
+	" le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pa" +
+	"s utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis d" +
+	"ans l’historique de votre navigateur, et peut-être dans les journaux d’u" +
+	"n proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et" +
+	" utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec leque" +
+	"l vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: c" +
+	"onnectez-vous avec un autre.\x02Votre session avait pris fin (inactivité" +
+	", déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: " +
+	"votre dernière action n’a pas été appliquée. Reconnectez-vous, puis refa" +
+	"ites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous." +
+	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concept" +
+	"eur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’" +
+	"est jamais conservé dans votre navigateur\u202f; un cookie de session le" +
+	" remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus." +
+	"\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées" +
+	" depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre je" +
+	"ton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué o" +
+	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
+	" c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs vo" +
+	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
+	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
+	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
+	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
+	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
+	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
+	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
+	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
+	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
+	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
+	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
+	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
+	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
+	"re avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été r" +
+	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
+	"\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
+	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 93447 bytes (91KiB); checksum: AE9E076F
+	// Total table size 94208 bytes (92KiB); checksum: F5A9D0BB

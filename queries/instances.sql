@@ -147,7 +147,12 @@ select process_key, error_code, count(*)::bigint as count,
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
       order by p.settled_at desc, p.created_at desc
-      limit 1) = 'push' else false end)::bigint as may_have_acted
+      limit 1) = 'push' else false end)::bigint as may_have_acted,
+  -- calling counts, for a stop, the running instances whose push call is
+  -- in flight: a stop aborts it, but the destination may have acted.
+  count(*) filter (where @with_calls::boolean and status = 'running' and exists (
+      select 1 from occurrences c
+      where c.instance_id = instances.id and c.mode = 'push' and c.status = 'reserved'))::bigint as calling
 from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))

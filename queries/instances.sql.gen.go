@@ -31,43 +31,49 @@ select process_key, error_code, count(*)::bigint as count,
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
       order by p.settled_at desc, p.created_at desc
-      limit 1) = 'push' else false end)::bigint as may_have_acted
+      limit 1) = 'push' else false end)::bigint as may_have_acted,
+  -- calling counts, for a stop, the running instances whose push call is
+  -- in flight: a stop aborts it, but the destination may have acted.
+  count(*) filter (where $1::boolean and status = 'running' and exists (
+      select 1 from occurrences c
+      where c.instance_id = instances.id and c.mode = 'push' and c.status = 'reserved'))::bigint as calling
 from instances
-where ($1::text is null or process_key = $1)
-  and ($2::int is null or version = $2)
-  and ($3::text is null or status = $3)
-  and status = any($4::text[])
-  and ($5::text is null or business_key = $5)
-  and ($6::text is null or error_code = $6)
+where ($2::text is null or process_key = $2)
+  and ($3::int is null or version = $3)
+  and ($4::text is null or status = $4)
+  and status = any($5::text[])
+  and ($6::text is null or business_key = $6)
+  and ($7::text is null or error_code = $7)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($7::text is null or status = 'held' and (
+  and ($8::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $7)
-  and ($8::uuid is null or id >= $8)
-  and ($9::uuid is null or id < $9)
+      limit 1) = $8)
+  and ($9::uuid is null or id >= $9)
+  and ($10::uuid is null or id < $10)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($10::timestamptz is null or created_at >= $10)
-  and ($11::timestamptz is null or created_at < $11)
+  and ($11::timestamptz is null or created_at >= $11)
+  and ($12::timestamptz is null or created_at < $12)
   -- Held since before matched_before (see InstanceCount).
-  and ($12::timestamptz is null or status <> 'held' or coalesce((
+  and ($13::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $12)
-  and (not $13::boolean or coalesce((
+      limit 1), '-infinity') < $13)
+  and (not $14::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 group by process_key, error_code
 order by count(*) desc, process_key, error_code
-limit $14
+limit $15
 `
 
 type InstanceBreakdownForActionParams struct {
+	WithCalls     bool
 	ProcessKey    *string
 	Version       *int32
 	Status        *string
@@ -89,6 +95,7 @@ type InstanceBreakdownForActionRow struct {
 	ErrorCode    *string
 	Count        int64
 	MayHaveActed int64
+	Calling      int64
 }
 
 // What a bulk action's filter matches now, by process and error code, the
@@ -101,6 +108,7 @@ type InstanceBreakdownForActionRow struct {
 // calls again); the case keeps the lookup to those codes.
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
+		arg.WithCalls,
 		arg.ProcessKey,
 		arg.Version,
 		arg.Status,
@@ -128,6 +136,7 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 			&i.ErrorCode,
 			&i.Count,
 			&i.MayHaveActed,
+			&i.Calling,
 		); err != nil {
 			return nil, err
 		}
