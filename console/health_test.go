@@ -480,3 +480,26 @@ func TestProcessVersionShowsInputsAndBindings(t *testing.T) {
 		}
 	}
 }
+
+// An operator's action on this replica shows on the health page opened
+// next, not a few seconds later (on-call QA: 24 held still shown once all
+// were abandoned).
+func TestHealthFollowsAnActionAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	held := func() string {
+		return collapse(b.mustGet("/console/health", 200).doc.Find(`[data-testid=health-row][data-key="charge_card"] [data-testid=health-held]`).Text())
+	}
+	if got := held(); got != "2" {
+		t.Fatalf("charge_card held %q before, want 2", got)
+	}
+	res := f.env.Must(200, "POST", "/api/v1/instances/actions", f.env.Operator, map[string]any{"action": "abandon", "reason": "PSP down for good",
+		"filter": map[string]any{"status": "held", "held_at": "charge_card"}, "confirm_count": 2}).JSON(t)
+	if res["applied_count"] != 2.0 {
+		t.Fatalf("bulk abandon: %v", res)
+	}
+	if got := held(); got != "0" {
+		t.Errorf("charge_card held %q right after the abandon, want 0", got)
+	}
+}

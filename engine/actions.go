@@ -142,8 +142,20 @@ func (e *Engine) ActSeen(ctx context.Context, actor Actor, action Action, id uui
 	if err != nil {
 		return Instance{}, false, wrap(string(action)+" instance", err)
 	}
+	if applied {
+		e.expireCounts()
+	}
 	inst, err = e.GetInstance(ctx, id)
 	return inst, applied, err
+}
+
+// expireCounts makes this replica's cached counts and health stale after
+// an operator's action changed them: the page the operator opens next
+// shows them after it (on-call QA: 24 held still shown once all were
+// abandoned). Other replicas' follow within their few seconds.
+func (e *Engine) expireCounts() {
+	e.counts.Expire()
+	e.health.Expire()
 }
 
 // actIn applies action to id inside q's transaction; applied is false when
@@ -764,6 +776,9 @@ func bulkFilterRecord(f InstanceFilter) json.RawMessage {
 // audit log has a record per instance under the bulk id, but not the
 // filter that chose them.
 func (e *Engine) logBulk(actor Actor, action Action, f InstanceFilter, res BulkResult, err error) {
+	if res.Applied > 0 {
+		e.expireCounts()
+	}
 	attrs := []any{"action", action, "bulk", res.ID, "matched", res.Matched, "applied", res.Applied, "skipped", res.Skipped, "by", actor.Name}
 	for _, kv := range bulkFilterFields(f) {
 		attrs = append(attrs, "filter_"+kv[0].(string), kv[1])

@@ -71,6 +71,7 @@ func (e *Engine) Erase(ctx context.Context, actor Actor, id uuid.UUID, reason st
 	if out.Applied {
 		e.logger.Info("instance erased", "instance", id, "occurrences", out.Occurrences, "attempts", out.Attempts, "actor", actor.Name)
 	}
+	e.expireCounts()
 	return out, nil
 }
 

@@ -57,6 +57,21 @@ type Cache[T any] struct {
 	stamped    time.Time // the same moment by stamp, what Get returns
 	refreshing chan struct{}
 	lastErr    error
+	// expiries counts Expire's calls, and valueExpiries how many there
+	// had been when the value's load began: fewer than now, the value is
+	// stale whatever its age.
+	expiries, valueExpiries uint64
+}
+
+// Expire makes the value stale at once: the replica just changed what it
+// shows (an operator's action), and a page opened next must not show the
+// count the action made wrong (on-call QA: 24 held shown after they were
+// all abandoned). Fresh then waits for the refresh (at most idleWait);
+// Get answers at once, starting it.
+func (s *Cache[T]) Expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expiries++
 }
 
 // New returns a cache of load's result named name (for the log) that
@@ -98,22 +113,33 @@ func (s *Cache[T]) get(ctx context.Context, fresh bool) (T, time.Time, error) {
 	quiet := !s.asked.IsZero() && now.Sub(s.asked) >= idleAges*s.ttl
 	s.asked = now
 	if !s.at.IsZero() {
-		if now.Sub(s.at) < s.ttl {
+		expired := s.valueExpiries < s.expiries
+		if now.Sub(s.at) < s.ttl && !expired {
 			v, at := s.value, s.stamped
 			s.mu.Unlock()
 			return v, at, nil
 		}
 		done := s.startRefreshLocked()
-		if fresh && quiet && s.lastErr == nil {
-			s.mu.Unlock()
+		if fresh && (quiet || expired) && s.lastErr == nil {
 			timer := time.NewTimer(s.idleWait)
-			select {
-			case <-done:
-			case <-timer.C:
-			case <-ctx.Done():
+			defer timer.Stop()
+			// Twice at most: a refresh in flight may have begun before
+			// the expiry, and its value be stale when it lands.
+			for range 2 {
+				s.mu.Unlock()
+				waited := false
+				select {
+				case <-done:
+					waited = true
+				case <-timer.C:
+				case <-ctx.Done():
+				}
+				s.mu.Lock()
+				if !waited || !expired || s.valueExpiries == s.expiries || s.lastErr != nil {
+					break
+				}
+				done = s.startRefreshLocked()
 			}
-			timer.Stop()
-			s.mu.Lock()
 		}
 		v, at := s.value, s.stamped
 		s.mu.Unlock()
@@ -143,6 +169,9 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 	}
 	done := make(chan struct{})
 	s.refreshing = done
+	// Read now, under the lock: an Expire after this call, before the
+	// load runs, must leave its value stale.
+	expiries := s.expiries
 	go func() {
 		defer close(done)
 		// Detached from the request: a browser closing its tab must not
@@ -172,7 +201,7 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 			s.logger.Log(ctx, level, "refreshing a cached snapshot failed; the previous one stays (until one succeeds, repeats are logged at debug level)", "what", s.name, "err", err)
 			return
 		}
-		s.value, s.at, s.stamped, s.lastErr = v, began, stamped, nil
+		s.value, s.at, s.stamped, s.lastErr, s.valueExpiries = v, began, stamped, nil, expiries
 	}()
 	return done
 }

@@ -220,3 +220,45 @@ func TestFreshWaitsBrieflyAfterAQuietSpell(t *testing.T) {
 		t.Fatalf("a slow refresh: %d, want the old 2 after the wait", v)
 	}
 }
+
+// An expired value is refreshed before Fresh answers, however young it
+// is (an operator's action just changed what it counts); Get answers it
+// at once and starts the refresh; a load begun before Expire does not
+// count as after it.
+func TestExpireMakesFreshWaitForARefresh(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	gate := make(chan struct{}, 1)
+	c := New("test", func(ctx context.Context) (int64, error) {
+		n := loads.Add(1)
+		if n == 3 {
+			<-gate // the third load waits, begun before a second Expire
+		}
+		return n, nil
+	}, slog.New(slog.DiscardHandler), time.Hour)
+	c.idleWait = 10 * time.Second
+	if v, _, _ := c.Fresh(context.Background()); v != 1 {
+		t.Fatalf("first value %d", v)
+	}
+	if v, _, _ := c.Fresh(context.Background()); v != 1 || loads.Load() != 1 {
+		t.Fatalf("a young value: %d after %d loads, want 1 from the cache", v, loads.Load())
+	}
+	c.Expire()
+	if v, _, _ := c.Fresh(context.Background()); v != 2 {
+		t.Fatalf("Fresh after Expire: %d, want the refreshed 2", v)
+	}
+	if v, _, _ := c.Fresh(context.Background()); v != 2 || loads.Load() != 2 {
+		t.Fatalf("after the refresh: %d after %d loads, want 2 from the cache", v, loads.Load())
+	}
+	c.Expire()
+	if v, _, _ := c.Get(context.Background()); v != 2 {
+		t.Fatalf("Get after Expire: %d, want the stale 2 at once", v)
+	}
+	// The refresh Get started (load 3) is held; expired again meanwhile,
+	// its value is stale when it lands.
+	c.Expire()
+	gate <- struct{}{}
+	if v, _, _ := c.Fresh(context.Background()); v != 4 {
+		t.Fatalf("Fresh after an Expire during a load: %d, want 4, loaded after it", v)
+	}
+}
