@@ -531,6 +531,11 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if done.status != http.StatusSeeOther || !strings.HasPrefix(done.header.Get("Location"), "/console/audit?bulk=") {
 		t.Fatalf("bulk retry: %d %q %.300s", done.status, done.header.Get("Location"), done.body)
 	}
+	// Another bulk action's audit page, opened instead of following the
+	// redirect, does not show this one's notice (on-call QA).
+	if got := text(b.mustGet("/console/audit?action=retry", 200), "flash"); got != "" {
+		t.Errorf("the audit log filtered otherwise shows %q", got)
+	}
 	result := b.mustGet(done.header.Get("Location"), 200)
 	if got := text(result, "flash"); got != "Action groupée (reprise) appliquée à 2 instances." {
 		t.Errorf("result notice %q", got)

@@ -204,7 +204,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			ch.PrefsText = T(ctx, "Times in %s · no auto-reload", zone)
 		}
 		if id := currentOf(ctx).id; id != "" && r.Method == http.MethodGet {
-			ch.Flash = c.sessions.takeFlash(id, r.URL.Path)
+			ch.Flash = c.sessions.takeFlash(id, r.URL.Path, r.URL.Query())
 		}
 	}
 	return ch

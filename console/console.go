@@ -437,8 +437,9 @@ func (c *Console) optionalSession(r *http.Request) *http.Request {
 // redirectWithFlash answers a form with a redirect to target, whose page
 // shows msg once (and no other page does).
 func (c *Console) redirectWithFlash(w http.ResponseWriter, r *http.Request, target string, msg flash) {
-	path, _, _ := strings.Cut(target, "?")
-	c.sessions.setFlash(currentOf(r.Context()).id, path, msg)
+	path, rawQuery, _ := strings.Cut(target, "?")
+	query, _ := url.ParseQuery(rawQuery)
+	c.sessions.setFlash(currentOf(r.Context()).id, path, query, msg)
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 

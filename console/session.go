@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,8 +70,11 @@ type flash struct {
 	Reason, NotRecorded string
 	// page is the path of the page the notice is for (its form's
 	// redirect): another page opened meanwhile, in another tab or instead
-	// of following the redirect, does not show it.
-	page string
+	// of following the redirect, does not show it. query is its query
+	// string's parameters, when the redirect has some: the audit log of
+	// one bulk action does not show another's notice (on-call QA).
+	page  string
+	query url.Values
 }
 
 // sessionStore keeps sessions in this replica's memory, keyed by the
@@ -136,22 +142,23 @@ func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 
 // setFlash keeps a notice for the page at path (without its query) that
 // the session of id opens next.
-func (s *sessionStore) setFlash(id, path string, msg flash) {
+func (s *sessionStore) setFlash(id, path string, query url.Values, msg flash) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[sessionKey(id)]; ok {
-		msg.page = path
+		msg.page, msg.query = path, query
 		sess.flash = msg
 	}
 }
 
-// takeFlash returns the session's notice if it is for the page at path,
-// and forgets it: a reload does not show it again.
-func (s *sessionStore) takeFlash(id, path string) flash {
+// takeFlash returns the session's notice if it is for the page at path
+// (with the redirect's query parameters, if it had some), and forgets it:
+// a reload does not show it again.
+func (s *sessionStore) takeFlash(id, path string, query url.Values) flash {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.sessions[sessionKey(id)]
-	if !ok || sess.flash.page != path {
+	if !ok || sess.flash.page != path || len(sess.flash.query) > 0 && !maps.EqualFunc(sess.flash.query, query, slices.Equal) {
 		return flash{}
 	}
 	msg := sess.flash

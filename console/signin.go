@@ -54,7 +54,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 				// Signed in, it goes on, but says so too (verifier QA).
 				// (This page has no session in its context: the cookie's.)
 				path, _, _ := strings.Cut(next, "?")
-				c.sessions.setFlash(ck.Value, path, flash{Text: addressTokenNotice(r.Context(), true), Warning: true})
+				c.sessions.setFlash(ck.Value, path, nil, flash{Text: addressTokenNotice(r.Context(), true), Warning: true})
 			}
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
