@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
@@ -87,4 +89,28 @@ func newIncidentFixture(t *testing.T) *fixture {
 	f := newFixture(t)
 	f.addIncidents(t)
 	return f
+}
+
+// The attempts table marks the first attempt after an operator's retry,
+// where its fresh budget began (on-call QA: nothing said where).
+func TestAttemptsMarkAnOperatorsRetry(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", env.Operator, map[string]any{"reason": "model redeployed"})
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	if len(occ) != 1 || occ[0].(map[string]any)["id"] != f.pullHeldOcc {
+		t.Fatalf("after the retry, fetched %v", occ)
+	}
+	for lang, want := range map[string]string{"en": "after operator’s retry at ", "fr": "après la reprise par operator le "} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+f.pullHeldOcc, 200)
+		var marks []string
+		page.doc.Find(`[data-testid=attempt-row]`).Each(func(_ int, s *goquery.Selection) {
+			marks = append(marks, strings.TrimSpace(s.Find(`[data-testid=retried-before]`).Text()))
+		})
+		if len(marks) != 2 || marks[0] != "" || !strings.HasPrefix(marks[1], want) {
+			t.Errorf("%s: retry marks by attempt %q, want the second attempt marked %q", lang, marks, want)
+		}
+	}
 }

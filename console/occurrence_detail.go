@@ -60,6 +60,10 @@ type attemptRow struct {
 	// Refused says which of the attempt's reports Relais refused: an
 	// attempt that then expired had a worker that answered.
 	Refused string
+	// RetriedBefore, on the first attempt after an operator's retry, says
+	// whose and when (on-call QA: nothing marked where the fresh budget
+	// began).
+	RetriedBefore string
 }
 
 // maxAttemptRows bounds the attempts an occurrence's page lists: the
@@ -240,7 +244,8 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	if holds {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
-	v.AttemptsSummary = c.attemptsSummary(ctx, o, inst)
+	retries := c.retries(ctx, o, inst)
+	v.AttemptsSummary = attemptsSummary(ctx, o, len(retries) > 0)
 	shown := o.AttemptList
 	if n := len(shown); n > maxAttemptRows {
 		// A worker that releases what it cannot take now, in a loop,
@@ -251,8 +256,17 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		v.AttemptsCaption = T(ctx, "The latest %d attempts, oldest first", maxAttemptRows)
 		v.AttemptsHidden = T(ctx, "The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.", hidden, total, occurrence)
 	}
+	var previous time.Time
 	for _, a := range shown {
-		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.DeferredAt != nil, o.Destination))
+		row := attemptRowOf(ctx, a, push, o.DeferredAt != nil, o.Destination)
+		for _, r := range retries {
+			if r.At.After(previous) && !r.At.After(a.ReservedAt) {
+				who, when := r.ActorName, formatTime(ctx, r.At).Text
+				row.RetriedBefore = T(ctx, "after %s’s retry at %s", who, when)
+			}
+		}
+		previous = a.ReservedAt
+		v.Attempts = append(v.Attempts, row)
 	}
 	v.Inputs, v.Outputs = occurrenceValues(ctx, id, o, rev)
 	if v.Inputs.revealable() || v.Outputs.revealable() {
@@ -382,9 +396,9 @@ func retryDelayText(ctx context.Context, delay time.Duration, backoff float64, c
 }
 
 // attemptsSummary counts the attempts against their budget.
-func (c *Console) attemptsSummary(ctx context.Context, o engine.Occurrence, inst engine.Instance) string {
+func attemptsSummary(ctx context.Context, o engine.Occurrence, retried bool) string {
 	budget := T(ctx, "at most %d", o.Policy.MaxAttempts)
-	if c.retried(ctx, o, inst) {
+	if retried {
 		// A retry gives a fresh max_attempts on top of the attempts made:
 		// "3 attempts · at most 2" would read as a broken limit.
 		budget = T(ctx, "at most %d since the last operator retry", o.Policy.MaxAttempts)
@@ -723,23 +737,24 @@ func (c *Console) stopRecord(ctx context.Context, o engine.Occurrence, inst engi
 	return &acts[0]
 }
 
-// retried reports whether an operator retried o (the audit log names the
-// occurrence a retry offered again).
-func (c *Console) retried(ctx context.Context, o engine.Occurrence, inst engine.Instance) bool {
+// retries are the operators' retries of o (the audit log names the
+// occurrence a retry offered again), read once per page.
+func (c *Console) retries(ctx context.Context, o engine.Occurrence, inst engine.Instance) []engine.OperatorAction {
 	if !engine.Retryable(o) {
-		return false
+		return nil
 	}
 	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &inst.ID, Action: string(engine.ActionRetry), Limit: maxHistory})
 	if err != nil {
 		c.logger.Warn("console: audit log unavailable", "err", err)
-		return false
+		return nil
 	}
+	var out []engine.OperatorAction
 	for _, a := range acts {
 		if a.OccurrenceID != nil && *a.OccurrenceID == o.ID {
-			return true
+			out = append(out, a)
 		}
 	}
-	return false
+	return out
 }
 
 // nobodyTakes says, of a pull occurrence waiting for a worker, when no
