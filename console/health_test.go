@@ -503,3 +503,19 @@ func TestHealthFollowsAnActionAtOnce(t *testing.T) {
 		t.Errorf("charge_card held %q right after the abandon, want 0", got)
 	}
 }
+
+// A list filtered by an error code that finds nothing says codes match
+// exactly (on-call QA: psp_down found nothing, silently, for PSP_DOWN).
+func TestAnErrorCodeFilterSaysItIsExact(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	for _, page := range []string{"/console/occurrences?error_code=scorer_down", "/console/instances?error_code=scorer_down"} {
+		if got := text(b.mustGet(page, 200), "empty"); !strings.HasSuffix(got, "An error code is matched exactly, capitals included.") {
+			t.Errorf("%s: %q", page, got)
+		}
+	}
+	if got := text(b.mustGet("/console/occurrences?status=failed&definition=add_company_to_crm", 200), "empty"); strings.Contains(got, "error code") {
+		t.Errorf("no error code filter, yet: %q", got)
+	}
+}

@@ -163,6 +163,9 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			Status: T(ctx, "Status"), Outcome: T(ctx, "End node or error"), Created: T(ctx, "Started"), Ended: T(ctx, "Ended")},
 		Empty: T(ctx, "No instance matches these filters."),
 	}
+	if f.ErrorCode != "" {
+		v.Empty += " " + T(ctx, "An error code is matched exactly, capitals included.")
+	}
 	menus, _, err := c.menus.Get(ctx)
 	if err != nil {
 		c.serverError(w, r, err)

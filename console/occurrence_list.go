@@ -264,6 +264,11 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},
 		Empty: T(ctx, "No occurrence matches these filters."),
 	}
+	if f.ErrorCode != "" {
+		// Codes are workers' own spelling (on-call QA: psp_down found
+		// nothing, silently, where PSP_DOWN was meant).
+		v.Empty += " " + T(ctx, "An error code is matched exactly, capitals included.")
+	}
 
 	menus, _, err := c.menus.Get(ctx)
 	if err != nil {

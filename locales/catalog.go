@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 349,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          347,
 	"%[1]s; %[2]s":                             346,
-	"%d (0 lowest, 9 highest)":                 524,
-	"%d attempts":                              533,
-	"%d attempts, retry after %s, priority %d": 721,
+	"%d (0 lowest, 9 highest)":                 525,
+	"%d attempts":                              534,
+	"%d attempts, retry after %s, priority %d": 722,
 	"%d breaking":                              257,
 	"%d changes":                               256,
 	"%d completed":                             340,
@@ -55,16 +55,16 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     355,
 	"%d held instances match now.":             64,
 	"%d hours":                                 371,
-	"%d items":                                 802,
-	"%d left":                                  535,
+	"%d items":                                 803,
+	"%d left":                                  536,
 	"%d min":                                   354,
 	"%d minutes":                               372,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 93,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              800,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              801,
 	"%d ms": 374,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         709,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 708,
-	"%d occurrences": 638,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         710,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 709,
+	"%d occurrences": 639,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       91,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 92,
 	"%d releases":                             281,
@@ -73,48 +73,48 @@ var messageKeyToIndex = map[string]int{
 	"%d s":       353,
 	"%d seconds": 373,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 107,
-	"%s (a fixed offset, no daylight saving time)":                                     670,
-	"%s (deferred; settled by %s)":                                                     600,
-	"%s (deferred; settled with its settle token)":                                     598,
-	"%s (deferred; settled with its settle token, as %s)":                              599,
+	"%s (a fixed offset, no daylight saving time)":                                     671,
+	"%s (deferred; settled by %s)":                                                     601,
+	"%s (deferred; settled with its settle token)":                                     599,
+	"%s (deferred; settled with its settle token, as %s)":                              600,
 	"%s (token #%d, %s)":                                                               108,
-	"%s = %s":                                                                          715,
+	"%s = %s":                                                                          716,
 	"%s ago":                                                                           351,
-	"%s at %s":                                                                         604,
-	"%s so far":                                                                        596,
+	"%s at %s":                                                                         605,
+	"%s so far":                                                                        597,
 	"%s version %s":                                                                    273,
 	"%s versions %s":                                                                   274,
-	"%s ← %s":                                                                          714,
-	"%s → %s":                                                                          716,
+	"%s ← %s":                                                                          715,
+	"%s → %s":                                                                          717,
 	"%s, %s: %s":                                                                       312,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         528,
-	"%s, cut to %s by the destination’s max_timeout":                       527,
-	"%s, multiplied by %s after each failure, up to %s":                    530,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 529,
-	"%s, revision %s":                         487,
-	"%s, version %s":                          488,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         529,
+	"%s, cut to %s by the destination’s max_timeout":                       528,
+	"%s, multiplied by %s after each failure, up to %s":                    531,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 530,
+	"%s, revision %s":                         488,
+	"%s, version %s":                          489,
 	"%s: %s":                                  339,
 	"%s: %s → %s":                             264,
-	"%s: a date is written 2026-12-01.":       654,
+	"%s: a date is written 2026-12-01.":       655,
 	"%s: every revision, present and future":  202,
 	"%s: revision %s":                         203,
 	"%s: revisions %s":                        204,
-	"%s: the first day comes after the last.": 655,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 525,
+	"%s: the first day comes after the last.": 656,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 526,
 	"%s–%s":                         338,
-	"(%d characters in all)":        804,
-	"(%d handed back, not counted)": 534,
-	"(each item)":                   790,
-	"(in %s)":                       803,
-	"(worker %s)":                   583,
+	"(%d characters in all)":        805,
+	"(%d handed back, not counted)": 535,
+	"(each item)":                   791,
+	"(in %s)":                       804,
+	"(worker %s)":                   584,
 	"0 seconds":                     369,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            767,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 572,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            768,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 573,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       314,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 665,
-	"A revision is a definition’s: choose the definition too.": 620,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 755,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   754,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 666,
+	"A revision is a definition’s: choose the definition too.": 621,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 756,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   755,
 	"A version is a process’s: choose the process too.":              419,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
@@ -127,111 +127,112 @@ var messageKeyToIndex = map[string]int{
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
 	"Act on every instance this filter matches": 425,
-	"Action":                              111,
-	"All actions":                         126,
-	"All consumers":                       634,
-	"All definitions":                     331,
-	"All its tasks":                       201,
-	"All processes":                       431,
-	"All statuses":                        433,
-	"All workers":                         817,
-	"An operator abandoned the instance.": 571,
-	"Any definition":                      432,
-	"Apply filters":                       123,
-	"Apr":                                 360,
-	"As of %s (%s); refreshed every few seconds.": 325,
-	"Attempts":                         492,
-	"Audit log":                        117,
-	"Aug":                              364,
-	"Available from":                   545,
-	"Back to definitions":              169,
-	"Back to external tasks":           167,
-	"Back to sign-in":                  168,
-	"Back to the form":                 177,
-	"Back to the instance":             33,
-	"Back to the list":                 59,
-	"Back to the occurrence":           735,
-	"Back without saving":              667,
-	"Breaks processes":                 233,
-	"Breaks workers":                   234,
-	"Bulk %s applied to %d instances.": 106,
+	"Action":          111,
+	"All actions":     126,
+	"All consumers":   635,
+	"All definitions": 331,
+	"All its tasks":   201,
+	"All processes":   432,
+	"All statuses":    434,
+	"All workers":     818,
+	"An error code is matched exactly, capitals included.": 431,
+	"An operator abandoned the instance.":                  572,
+	"Any definition":                                       433,
+	"Apply filters":                                        123,
+	"Apr":                                                  360,
+	"As of %s (%s); refreshed every few seconds.":          325,
+	"Attempts":                                             493,
+	"Audit log":                                            117,
+	"Aug":                                                  364,
+	"Available from":                                       546,
+	"Back to definitions":                                  169,
+	"Back to external tasks":                               167,
+	"Back to sign-in":                                      168,
+	"Back to the form":                                     177,
+	"Back to the instance":                                 33,
+	"Back to the list":                                     59,
+	"Back to the occurrence":                               736,
+	"Back without saving":                                  668,
+	"Breaks processes":                                     233,
+	"Breaks workers":                                       234,
+	"Bulk %s applied to %d instances.":                     106,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  134,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 133,
 	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      132,
 	"Bulk action":                     115,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    526,
+	"Call timeout":                    527,
 	"Calls":                           292,
 	"Calls signed (Relais-Signature)": 294,
-	"Camunda 7 facade":                822,
-	"Cancelled: the instance was stopped (%s).":               595,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 594,
+	"Camunda 7 facade":                823,
+	"Cancelled: the instance was stopped (%s).":               596,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 595,
 	"Cannot act on this filter":                               94,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           737,
-	"Cannot reveal it here":                                   733,
+	"Cannot reveal":                                           738,
+	"Cannot reveal it here":                                   734,
 	"Change":                                                  231,
 	"Changes between the two revisions":                       243,
 	"Changes of the Working copy since revision %d":           252,
 	"Choose two existing revisions to compare.":               253,
 	"Classification":                                          210,
 	"Clear filters":                                           124,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            703,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 686,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            704,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 687,
 	"Compare":              230,
 	"Compare revisions":    226,
 	"Completed":            334,
-	"Completed (%s).":      589,
+	"Completed (%s).":      590,
 	"Completed, last hour": 322,
 	"Completions and failures per 5 minutes, last hour: %s":    332,
 	"Completions and failures per 5-minute slot, oldest first": 336,
 	"Completions and failures, last hour":                      315,
-	"Connected":                                                813,
+	"Connected":                                                814,
 	"Constraints":                                              211,
-	"Consumer":                                                 494,
-	"Consumer and worker":                                      631,
+	"Consumer":                                                 495,
+	"Consumer and worker":                                      632,
 	"Consumers":                                                148,
 	"Consumers, oldest first":                                  190,
 	"Counting the occurrences; the counts appear when you reload the page.": 205,
 	"Counts are unavailable right now.":                                     206,
-	"Counts as of %s (%s); refreshed every few seconds.":                    730,
-	"Counts by status": 626,
+	"Counts as of %s (%s); refreshed every few seconds.":                    731,
+	"Counts by status": 627,
 	"Created":          385,
 	"Created from":     84,
 	"Created on":       194,
 	"Created to":       85,
 	"Creation date":    420,
-	"Dates":            490,
-	"Deadline":         522,
+	"Dates":            491,
+	"Deadline":         523,
 	"Dec":              368,
-	"Deferred":         549,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 588,
+	"Deferred":         550,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 589,
 	"Definition":                                 317,
 	"Definition %s":                              213,
 	"Definition %s has no revision %d.":          102,
 	"Definitions":                                146,
 	"Definitions by key":                         276,
-	"Definitions served":                         811,
+	"Definitions served":                         812,
 	"Definitions, those needing attention first": 316,
 	"Deleted by retention":                       410,
 	"Description":                                212,
-	"Destination":                                506,
+	"Destination":                                507,
 	"Destinations":                               149,
 	"Destinations by name":                       285,
-	"Destination’s answer":                       499,
+	"Destination’s answer":                       500,
 	"Detail":                                     232,
 	"Did you mean “%s”?":                         97,
 	"Digest":                                     246,
 	"Display settings":                           154,
-	"Display settings saved.":                    673,
+	"Display settings saved.":                    674,
 	"Display settings: ":                         155,
-	"Duration":                                   498,
+	"Duration":                                   499,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 313,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          641,
+	"Earlier attempt:":          642,
 	"End node":                  413,
 	"End node or error":         429,
 	"Ended":                     404,
@@ -240,21 +241,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 298,
 	"Erase this instance…": 395,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 302,
-	"Error":                      630,
-	"Error (before any attempt)": 552,
-	"Error (the deadline passed after attempt %d)": 551,
+	"Error":                      631,
+	"Error (before any attempt)": 553,
+	"Error (the deadline passed after attempt %d)": 552,
 	"Error code":       82,
-	"Error message":    501,
-	"Every %d seconds": 672,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 544,
-	"Every attempt, oldest first": 493,
+	"Error message":    502,
+	"Every %d seconds": 673,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 545,
+	"Every attempt, oldest first": 494,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 118,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  740,
-	"Expired token":                        777,
-	"Expires":                              774,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  741,
+	"Expired token":                        778,
+	"Expires":                              775,
 	"External tasks":                       141,
 	"Failed":                               320,
-	"Failed (%s).":                         593,
+	"Failed (%s).":                         594,
 	"Failed at node":                       415,
 	"Failed occurrence":                    406,
 	"Failed, last hour":                    323,
@@ -264,8 +265,8 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              119,
 	"Find":                                 145,
 	"Find an instance or occurrence":       143,
-	"Finished":                             497,
-	"First page":                           651,
+	"Finished":                             498,
+	"First page":                           652,
 	"Follow it in the audit log (new tab)": 61,
 	"Form not received":                    180,
 	"Form refused":                         175,
@@ -274,9 +275,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     254,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  193,
-	"Graph":                   685,
-	"Graph of %s":             707,
-	"HTTP 2xx, unusable body": 610,
+	"Graph":                   686,
+	"Graph of %s":             708,
+	"HTTP 2xx, unusable body": 611,
 	"Headers sent":            288,
 	"Health":                  140,
 	"Held at a node of":       83,
@@ -284,74 +285,74 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                407,
 	"Held instances":          319,
 	"ID":                      191,
-	"In flight":               812,
+	"In flight":               813,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 333,
 	"Inputs": 236,
-	"Inputs an instance of this version is started with": 696,
-	"Inputs from":                694,
+	"Inputs an instance of this version is started with": 697,
+	"Inputs from":                695,
 	"Inputs of revision %d":      247,
 	"Inputs of the working copy": 238,
 	"Inputs the instance was started with, labelled by process version %d's contract": 393,
-	"Inputs, labelled by revision %d's contract":                                      536,
+	"Inputs, labelled by revision %d's contract":                                      537,
 	"Instance":                  428,
 	"Instances":                 89,
-	"Instances of this version": 697,
+	"Instances of this version": 698,
 	"Invalid request":           165,
-	"It takes every revision its consumer is granted.":     835,
-	"It takes every revision its consumer is granted: %s.": 834,
-	"It takes revision %d only.":                           838,
-	"It takes revisions %s only.":                          840,
+	"It takes every revision its consumer is granted.":     836,
+	"It takes every revision its consumer is granted: %s.": 835,
+	"It takes revision %d only.":                           839,
+	"It takes revisions %s only.":                          841,
 	"Its calls":                                            293,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 299,
-	"Its instance is held here, waiting for an operator.":                            590,
-	"Its instance went on along the node’s error path, and is held at a later node.": 591,
-	"Its instance went on along the node’s error path.":                              592,
+	"Its instance is held here, waiting for an operator.":                            591,
+	"Its instance went on along the node’s error path, and is held at a later node.": 592,
+	"Its instance went on along the node’s error path.":                              593,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               782,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               783,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
 	"Jan":                     357,
 	"Jul":                     363,
 	"Jun":                     362,
-	"Keep it":                 784,
+	"Keep it":                 785,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       295,
 	"Key":                     277,
-	"Kind":                    689,
+	"Kind":                    690,
 	"Language":                137,
 	"Last changed":            290,
-	"Last error (attempt %d)": 550,
-	"Last reserved":           547,
+	"Last error (attempt %d)": 551,
+	"Last reserved":           548,
 	"Last saved":              217,
-	"Last seen":               814,
-	"Last used":               773,
-	"Latest":                  698,
+	"Last seen":               815,
+	"Last used":               774,
+	"Latest":                  699,
 	"Latest revision":         278,
 	"Lists every change from one revision to another, and whom it may break.": 227,
-	"Local time in %s": 669,
-	"Lock expired %s — waiting to be offered again.": 580,
-	"Lock expires":    548,
+	"Local time in %s": 670,
+	"Lock expired %s — waiting to be offered again.": 581,
+	"Lock expires":    549,
 	"Longest timeout": 289,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 255,
 	"Main navigation":     139,
 	"Mar":                 359,
-	"Maximum attempts":    518,
+	"Maximum attempts":    519,
 	"May":                 361,
-	"Message":             628,
-	"Message from Relais": 618,
-	"Message from Relais, quoting the destination’s answer":            617,
-	"Message from the worker (its own words, protected values masked)": 616,
-	"Method not allowed": 744,
-	"Mode":               516,
-	"More filters: instance, revision, consumer, destination, dates": 622,
+	"Message":             629,
+	"Message from Relais": 619,
+	"Message from Relais, quoting the destination’s answer":            618,
+	"Message from the worker (its own words, protected values masked)": 617,
+	"Method not allowed": 745,
+	"Mode":               517,
+	"More filters: instance, revision, consumer, destination, dates": 623,
 	"Name":                    192,
-	"Never":                   671,
-	"Next attempt":            546,
-	"Next attempt or settled": 632,
+	"Never":                   672,
+	"Next attempt":            547,
+	"Next attempt or settled": 633,
 	"Next node":               384,
-	"Next page":               650,
+	"Next page":               651,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 130,
 	"No consumer yet.": 187,
 	"No definition %s has occurrences: check the key, or show all definitions.": 330,
@@ -360,44 +361,44 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        280,
 	"No destination yet.":                                                       282,
 	"No inputs.":                                                                237,
-	"No inputs: an instance starts with an empty object.":                       695,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    753,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 751,
+	"No inputs: an instance starts with an empty object.":                       696,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    754,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 752,
 	"No instance matches these filters.": 430,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 752,
-	"No live worker takes %s now (Workers page).":                                               574,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 575,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           576,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          577,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 753,
+	"No live worker takes %s now (Workers page).":                                               575,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 576,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           577,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          578,
 	"No more consumers.":                                   188,
 	"No more destinations.":                                283,
-	"No occurrence matches these filters.":                 633,
+	"No occurrence matches these filters.":                 634,
 	"No operator action matches.":                          125,
 	"No operator has acted on this instance.":              389,
-	"No outputs yet: the occurrence has not completed.":    539,
+	"No outputs yet: the occurrence has not completed.":    540,
 	"No outputs.":                                          240,
-	"No outputs: the occurrence ended without completing.": 541,
+	"No outputs: the occurrence ended without completing.": 542,
 	"No process has the key “%s”.":                         99,
-	"No process is published yet.":                         680,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             831,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             830,
+	"No process is published yet.":                         681,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             832,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             831,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 135,
 	"No release yet.": 221,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 724,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 725,
 	"No revision yet: the Working copy has never been snapshotted.":                     219,
-	"No token.":              771,
-	"No value was revealed.": 742,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              505,
-	"No worker has reserved this occurrence yet.":                                        502,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 832,
-	"No worker is connected.":           815,
-	"No worker serves this definition.": 818,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 829,
+	"No token.":              772,
+	"No value was revealed.": 743,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              506,
+	"No worker has reserved this occurrence yet.":                                        503,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 833,
+	"No worker is connected.":           816,
+	"No worker serves this definition.": 819,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 830,
 	"Node":                  381,
-	"Nodes":                 687,
-	"Nodes of this version": 704,
-	"Nodes of this version, with their occurrences now": 688,
+	"Nodes":                 688,
+	"Nodes of this version": 705,
+	"Nodes of this version, with their occurrences now": 689,
 	"Nodes reached, in order":                           380,
 	"Not allowed":                                       163,
 	"Not found":                                         173,
@@ -405,87 +406,87 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 170,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 171,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             749,
+	"Nothing to find: the search box is empty.":                             750,
 	"Nothing was done.":        31,
 	"Nov":                      367,
-	"Now":                      511,
+	"Now":                      512,
 	"Occurrence":               382,
-	"Occurrence %s":            489,
+	"Occurrence %s":            490,
 	"Occurrence offered again": 114,
-	"Occurrences now":          693,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          827,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 828,
-	"Occurrences, newest first": 627,
+	"Occurrences now":          694,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          828,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 829,
+	"Occurrences, newest first": 628,
 	"Oct":                       366,
-	"Offered from %s — %s.":     579,
+	"Offered from %s — %s.":     580,
 	"Oldest claimable waits":    321,
-	"On error":                  692,
-	"On success":                691,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         738,
-	"Only administrators may reveal a sensitive value.":                                                           731,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 768,
+	"On error":                  693,
+	"On success":                692,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         739,
+	"Only administrators may reveal a sensitive value.":                                                           732,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 769,
 	"Open":             318,
 	"Operator actions": 377,
 	"Operator actions on this instance, newest first": 390,
 	"Operator actions, newest first":                  129,
 	"Other criteria":                                  86,
-	"Outcome":                                         500,
+	"Outcome":                                         501,
 	"Outputs":                                         239,
 	"Outputs of revision %d":                          248,
 	"Outputs of the working copy":                     241,
-	"Outputs, labelled by revision %d's contract":     538,
-	"Pages": 648,
-	"Paste your token in the field: it is empty.": 765,
+	"Outputs, labelled by revision %d's contract":     539,
+	"Pages": 649,
+	"Paste your token in the field: it is empty.": 766,
 	"Path":                            378,
 	"Pause reloading":                 162,
 	"Pinned by":                       271,
-	"Pinned revision":                 690,
-	"Policy":                          491,
-	"Previous page":                   649,
-	"Priority":                        523,
+	"Pinned revision":                 691,
+	"Policy":                          492,
+	"Previous page":                   650,
+	"Priority":                        524,
 	"Process":                         78,
-	"Process %s":                      683,
+	"Process %s":                      684,
 	"Process %s has no version %d.":   98,
-	"Process and node":                629,
+	"Process and node":                630,
 	"Process inputs":                  392,
 	"Process instance":                113,
 	"Process instance %s":             375,
 	"Process instances":               422,
 	"Process instances, newest first": 427,
 	"Processes":                       142,
-	"Processes by key":                678,
-	"Protocol":                        810,
+	"Processes by key":                679,
+	"Protocol":                        811,
 	"Published":                       225,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 676,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       677,
-	"Push destination": 623,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 677,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       678,
+	"Push destination": 624,
 	"Reason":           112,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            517,
+	"Reason given by the worker":                            518,
 	"Recorded operator actions":                             388,
 	"Relais console":                                        136,
-	"Relais has not called the destination yet.":            508,
-	"Relais is calling the destination (since %s).":         585,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 510,
-	"Relais never called the destination: the occurrence ended before any call.":                                    509,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        606,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 608,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     605,
+	"Relais has not called the destination yet.":            509,
+	"Relais is calling the destination (since %s).":         586,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 511,
+	"Relais never called the destination: the occurrence ended before any call.":                                    510,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        607,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 609,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     606,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           607,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           608,
 	"Release":                       222,
 	"Releases":                      220,
 	"Releases, oldest first":        242,
-	"Reload lists and detail pages": 664,
+	"Reload lists and detail pages": 665,
 	"Reloading paused":              159,
-	"Reloading paused: this page stays as it is until you resume.": 675,
-	"Reloading resumed.":                  674,
-	"Replica":                             507,
+	"Reloading paused: this page stays as it is until you resume.": 676,
+	"Reloading resumed.":                  675,
+	"Replica":                             508,
 	"Required":                            209,
-	"Reserved":                            496,
-	"Reserved by %s.":                     587,
-	"Reserved by %s; lock until %s — %s.": 586,
+	"Reserved":                            497,
+	"Reserved by %s.":                     588,
+	"Reserved by %s; lock until %s — %s.": 587,
 	"Reserved now":                        200,
 	"Resume":                              160,
 	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         345,
@@ -494,51 +495,51 @@ var messageKeyToIndex = map[string]int{
 	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            342,
 	"Retried by %s at %s — “%s”":                                                      402,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            520,
+	"Retries":            521,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  578,
-	"Retry delay":        519,
+	"Retry at %s — %s.":  579,
+	"Retry delay":        520,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         512,
+	"Retry or abandon it from its instance":         513,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 553,
+	"Retryable": 554,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 542,
-	"Revealed by %s at %s; recorded in the audit log.": 736,
+	"Reveal — this is recorded": 543,
+	"Revealed by %s at %s; recorded in the audit log.": 737,
 	"Reveals":               151,
-	"Reveals, newest first": 741,
+	"Reveals, newest first": 742,
 	"Revision":              223,
 	"Revision %d":           244,
 	"Revisions":             218,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 836,
-	"Revoke the %s token “%s”?": 781,
-	"Revoke the token":          783,
-	"Revoke token %d":           780,
-	"Revoke…":                   778,
-	"Role":                      772,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 837,
+	"Revoke the %s token “%s”?": 782,
+	"Revoke the token":          784,
+	"Revoke token %d":           781,
+	"Revoke…":                   779,
+	"Role":                      773,
 	"Route":                     383,
 	"Routing output":            216,
-	"Row %s":                    652,
-	"Rows %s–%s":                653,
-	"Save settings":             666,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      732,
+	"Row %s":                    653,
+	"Rows %s–%s":                654,
+	"Save settings":             667,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      733,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 296,
-	"Search":                               747,
-	"Secret values can never be revealed.": 739,
+	"Search":                               748,
+	"Secret values can never be revealed.": 740,
 	"Sep":                                  365,
-	"Served by %d workers":                 833,
+	"Served by %d workers":                 834,
 	"Settled":                              386,
-	"Settlement date":                      621,
+	"Settlement date":                      622,
 	"Show all definitions":                 329,
-	"Show times in":                        662,
+	"Show times in":                        663,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 131,
-	"Sign in": 760,
-	"Sign in with an operator, designer or administrator token.": 761,
+	"Sign in": 761,
+	"Sign in with an operator, designer or administrator token.": 762,
 	"Sign out":             153,
 	"Signed in as %s (%s)": 152,
 	"Since revision %d:":   250,
@@ -548,9 +549,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 185,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 769,
-	"Staff tokens, oldest first": 770,
-	"Start node":                 684,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 770,
+	"Staff tokens, oldest first": 771,
+	"Start node":                 685,
 	"Started":                    403,
 	"State":                      195,
 	"Status":                     80,
@@ -573,72 +574,72 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 275,
 	"Tasks":                   196,
 	"Temporarily unavailable": 183,
-	"That is too long to be an id or a business key.":                                           750,
+	"That is too long to be an id or a business key.":                                           751,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 514,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 515,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 284,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    249,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            565,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            566,
 	"The bulk action must be its id (a UUID).":                                      128,
-	"The call could not be prepared.":                                               566,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 727,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 584,
+	"The call could not be prepared.":                                               567,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 728,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 585,
 	"The chart’s numbers": 335,
 	"The confirmed count is missing: start again from the list.":                                                                                                        103,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       186,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      663,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      664,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 104,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             184,
-	"The deadline passed before a result arrived.":                                                                                                                      563,
-	"The destination answered HTTP %s.":     573,
-	"The destination could not be reached.": 567,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    557,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         558,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   556,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 555,
-	"The destination’s answer was too large.": 568,
+	"The deadline passed before a result arrived.":                                                                                                                      564,
+	"The destination answered HTTP %s.":     574,
+	"The destination could not be reached.": 568,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    558,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         559,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   557,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 556,
+	"The destination’s answer was too large.": 569,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      189,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          166,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                570,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         602,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      603,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    601,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            569,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               560,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 559,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     561,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             562,
-	"The latest %d attempts, oldest first":                                                         513,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                571,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         603,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      604,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    602,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            570,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               561,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 560,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     562,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             563,
+	"The latest %d attempts, oldest first":                                                         514,
 	"The next page counts them and asks for a reason before anything changes.":                     426,
 	"The nodes this instance reached, in order, each with its occurrence.":                         379,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 215,
-	"The page cursor is invalid: go back to the first page.":                                       660,
+	"The page cursor is invalid: go back to the first page.":                                       661,
 	"The page size must be between 1 and %d.":                                                      421,
-	"The parameter “%s” is given %d times: give it once.":                                          659,
+	"The parameter “%s” is given %d times: give it once.":                                          660,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 127,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 564,
-	"The revision must be a whole number, 1 or more.":           619,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 763,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        757,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     787,
+	"The result did not match the revision's outputs contract.": 565,
+	"The revision must be a whole number, 1 or more.":           620,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 764,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        758,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     788,
 	"The version must be a whole number from 1.":                                                                                                        418,
 	"These revisions have the same contracts.":                                                                                                          235,
-	"These settings are kept in this browser only.":                                                                                                     661,
-	"They take every revision their consumer is granted.":                                                                                               837,
-	"They take revision %d only.":                                                                                                                       839,
-	"They take revisions %s only.":                                                                                                                      841,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 656,
+	"These settings are kept in this browser only.":                                                                                                     662,
+	"They take every revision their consumer is granted.":                                                                                               838,
+	"They take revision %d only.":                                                                                                                       840,
+	"They take revisions %s only.":                                                                                                                      842,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 657,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         105,
-	"This contract has no inputs.":  537,
-	"This contract has no outputs.": 540,
+	"This contract has no inputs.":  538,
+	"This contract has no outputs.": 541,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 101,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 182,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            181,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  179,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  176,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           746,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           747,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 303,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
@@ -657,233 +658,233 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  174,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            786,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           785,
-	"This page does not accept that request.": 745,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            787,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           786,
+	"This page does not accept that request.": 746,
 	"This page reloads every %d seconds.":     161,
 	"This process takes no inputs.":           394,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 734,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 735,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 766,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 705,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            706,
+	"This token is unknown, revoked or expired.": 767,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 706,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            707,
 	"Times in %s · no auto-reload":    158,
 	"Times in %s · reload every %d s": 157,
 	"Times in %s · reloading paused":  156,
 	"To revision":                     229,
-	"Token":                           762,
+	"Token":                           763,
 	"Tokens":                          150,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 764,
-	"Totals of all definitions, not narrowed by the other filters":         637,
-	"Totals of definition %s, not narrowed by the other filters":           636,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 765,
+	"Totals of all definitions, not narrowed by the other filters":         638,
+	"Totals of definition %s, not narrowed by the other filters":           637,
 	"Type": 208,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 748,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 749,
 	"URL":                              287,
-	"UTC (coordinated universal time)": 668,
+	"UTC (coordinated universal time)": 669,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                95,
 	"Unknown destination “%s”.":        96,
-	"Unknown parameter “%s” (did you mean “%s”?).": 657,
-	"Unknown parameter “%s”.":                      658,
-	"Unknown status “%s” (did you mean “%s”?).":    434,
-	"Unknown status “%s”.":                         436,
+	"Unknown parameter “%s” (did you mean “%s”?).": 658,
+	"Unknown parameter “%s”.":                      659,
+	"Unknown status “%s” (did you mean “%s”?).":    435,
+	"Unknown status “%s”.":                         437,
 	"Value":                                        391,
 	"Version":                                      79,
-	"Versions, newest first":                       679,
-	"Waiting for Relais to call the destination since %s (%s).": 581,
-	"Waiting for a worker since %s (%s).":                       582,
+	"Versions, newest first":                       680,
+	"Waiting for Relais to call the destination since %s (%s).": 582,
+	"Waiting for a worker since %s (%s).":                       583,
 	"When":                                                      109,
 	"Who":                                                       110,
-	"Whole message":                                             504,
-	"Why (recorded with the reveal)":                            543,
-	"Worker":                                                    809,
-	"Worker id":                                                 495,
+	"Whole message":                                             505,
+	"Why (recorded with the reveal)":                            544,
+	"Worker":                                                    810,
+	"Worker id":                                                 496,
 	"Workers":                                                   147,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        807,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        808,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 808,
-	"Workers serving %s":                   816,
+	"Workers seen within three heartbeats": 809,
+	"Workers serving %s":                   817,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        214,
-	"You are signed out.": 756,
+	"You are signed out.": 757,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              164,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 758,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          759,
-	"[redacted]":                          615,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 759,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          760,
+	"[redacted]":                          616,
 	"a token’s name, exact":               120,
 	"abandon":                             4,
 	"active":                              197,
-	"administrator":                       465,
-	"after %s’s retry at %s":              515,
+	"administrator":                       466,
+	"after %s’s retry at %s":              516,
 	"an incident: retry, abandon or stop": 307,
-	"answer too large":                    613,
+	"answer too large":                    614,
 	"any":                                 423,
-	"any other code → %s":                 719,
+	"any other code → %s":                 720,
 	"any other error":                     305,
-	"as of %s (%s); counts are refreshed every few seconds.": 639,
-	"at least %d characters":                                 791,
-	"at least %d items":                                      798,
-	"at most %d":                                             531,
-	"at most %d characters":                                  792,
-	"at most %d items":                                       799,
-	"at most %d since the last operator retry":               532,
-	"available":                                              437,
-	"boolean":                                                452,
-	"call in progress since":                                 645,
-	"cancelled":                                              442,
-	"choice":                                                 455,
-	"claimable since":                                        644,
+	"as of %s (%s); counts are refreshed every few seconds.": 640,
+	"at least %d characters":                                 792,
+	"at least %d items":                                      799,
+	"at most %d":                                             532,
+	"at most %d characters":                                  793,
+	"at most %d items":                                       800,
+	"at most %d since the last operator retry":               533,
+	"available":                                              438,
+	"boolean":                                                453,
+	"call in progress since":                                 646,
+	"cancelled":                                              443,
+	"choice":                                                 456,
+	"claimable since":                                        645,
 	"claimable since %s":                                     326,
-	"classification changed":                                 476,
-	"completed":                                              440,
-	"constraint changed":                                     477,
-	"consumer":                                               468,
-	"consumer #%s":                                           597,
-	"date":                                                   453,
-	"date and time":                                          454,
-	"deadline %s":                                            723,
-	"deferred":                                               439,
-	"deferred since":                                         647,
+	"classification changed":                                 477,
+	"completed":                                              441,
+	"constraint changed":                                     478,
+	"consumer":                                               469,
+	"consumer #%s":                                           598,
+	"date":                                                   454,
+	"date and time":                                          455,
+	"deadline %s":                                            724,
+	"deferred":                                               440,
+	"deferred since":                                         648,
 	"deleted":                                                116,
-	"designer":                                               467,
-	"disconnected":                                           448,
-	"each item of %s":                                        789,
-	"end (completes)":                                        712,
-	"end (fails)":                                            713,
+	"designer":                                               468,
+	"disconnected":                                           449,
+	"each item of %s":                                        790,
+	"end (completes)":                                        713,
+	"end (fails)":                                            714,
 	"end: completes the instance":                            308,
 	"end: fails the instance":                                309,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         411,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 412,
 	"erase":                                  6,
-	"every revision its consumer is granted": 823,
-	"every revision its consumer is granted: %s": 819,
+	"every revision its consumer is granted": 824,
+	"every revision its consumer is granted: %s": 820,
 	"exact, case-sensitive":                      424,
-	"expired":                                    445,
-	"failed":                                     441,
-	"fails the instance":                         720,
-	"field added":                                471,
-	"field removed":                              472,
-	"format":                                     482,
-	"format %s":                                  794,
+	"expired":                                    446,
+	"failed":                                     442,
+	"fails the instance":                         721,
+	"field added":                                472,
+	"field removed":                              473,
+	"format":                                     483,
+	"format %s":                                  795,
 	"from":                                       121,
-	"held":                                       444,
+	"held":                                       445,
 	"held for an operator":                       306,
 	"held, then abandoned by an operator":        417,
 	"held, then stopped by an operator":          416,
-	"hidden (secret)":                            462,
-	"hidden (sensitive)":                         461,
-	"hold (an incident for an operator)":         718,
+	"hidden (secret)":                            463,
+	"hidden (sensitive)":                         462,
+	"hold (an incident for an operator)":         719,
 	"id or business key":                         144,
 	"in %s":                                      350,
-	"in progress":                                503,
-	"instance held here":                         635,
-	"instance id":                                625,
-	"instances held":                             728,
-	"instances held: %s":                         729,
-	"integer":                                    450,
-	"its name, exactly":                          624,
+	"in progress":                                504,
+	"instance held here":                         636,
+	"instance id":                                626,
+	"instances held":                             729,
+	"instances held: %s":                         730,
+	"integer":                                    451,
+	"its name, exactly":                          625,
 	"just now":                                   352,
-	"list":                                       457,
-	"lock until":                                 646,
-	"long polling":                               821,
+	"list":                                       458,
+	"lock until":                                 647,
+	"long polling":                               822,
 	"long wait":                                  327,
 	"masked value":                               286,
-	"maximum":                                    484,
-	"maximum %s":                                 796,
-	"maximum items":                              486,
-	"maximum length":                             480,
-	"minimum":                                    483,
-	"minimum %s":                                 795,
-	"minimum items":                              485,
-	"minimum length":                             479,
-	"never":                                      775,
+	"maximum":                                    485,
+	"maximum %s":                                 797,
+	"maximum items":                              487,
+	"maximum length":                             481,
+	"minimum":                                    484,
+	"minimum %s":                                 796,
+	"minimum items":                              486,
+	"minimum length":                             480,
+	"never":                                      776,
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 409,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       408,
-	"next attempt":                 643,
-	"no":                           470,
-	"no answer within the timeout": 611,
-	"no connection":                612,
+	"next attempt":                 644,
+	"no":                           471,
+	"no answer within the timeout": 612,
+	"no connection":                613,
 	"no grant: it takes nothing":   199,
 	"no header":                    291,
 	"no process version":           272,
 	"no worker":                    328,
-	"no worker takes revision %d":  825,
-	"no worker takes revisions %s": 826,
-	"no: the latest is version %d": 700,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 554,
+	"no worker takes revision %d":  826,
+	"no worker takes revisions %s": 827,
+	"no: the latest is version %d": 701,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 555,
 	"none": 269,
-	"none (revealed before reasons were asked for)": 743,
+	"none (revealed before reasons were asked for)": 744,
 	"none given": 87,
 	"none yet":   279,
-	"none: a failed call takes the node’s error path": 521,
-	"normal":       458,
-	"not provided": 801,
+	"none: a failed call takes the node’s error path": 522,
+	"normal":       459,
+	"not provided": 802,
 	"not set":      270,
-	"not yet":      776,
-	"null":         805,
-	"number":       451,
-	"object":       456,
-	"older versions, from version %d (each links the one before)": 682,
+	"not yet":      777,
+	"null":         806,
+	"number":       452,
+	"object":       457,
+	"older versions, from version %d (each links the one before)": 683,
 	"on error":                           304,
-	"one attempt, no retry, priority %d": 722,
-	"one of: %s":                         797,
-	"operator":                           466,
+	"one attempt, no retry, priority %d": 723,
+	"one of: %s":                         798,
+	"operator":                           467,
 	"optional %s field of type %s":       266,
 	"optional field of type %s":          268,
 	"optional → required":                259,
-	"pattern":                            481,
-	"pattern %s":                         793,
-	"pull":                               710,
+	"pattern":                            482,
+	"pattern %s":                         794,
+	"pull":                               711,
 	"pull %s":                            311,
-	"pull (a worker fetches it)":         463,
+	"pull (a worker fetches it)":         464,
 	"push %s":                            310,
-	"push (Relais calls the service)":    464,
-	"push to %s":                         711,
-	"rejected":                           446,
-	"released":                           447,
+	"push (Relais calls the service)":    465,
+	"push to %s":                         712,
+	"rejected":                           447,
+	"released":                           448,
 	"required %s field of type %s":       265,
-	"required changed":                   474,
+	"required changed":                   475,
 	"required field of type %s":          267,
 	"required → optional":                260,
-	"reserved":                           438,
+	"reserved":                           439,
 	"retry":                              3,
-	"revision %d":                        640,
-	"revisions %s":                       824,
+	"revision %d":                        641,
+	"revisions %s":                       825,
 	"revoked":                            198,
-	"routing changed":                    478,
-	"routing output":                     788,
+	"routing changed":                    479,
+	"routing output":                     789,
 	"routing output %s → %s":             258,
-	"running":                            443,
-	"secret":                             460,
-	"sensitive":                          459,
-	"settled":                            642,
+	"running":                            444,
+	"secret":                             461,
+	"sensitive":                          460,
+	"settled":                            643,
 	"stop":                               5,
-	"stream":                             820,
-	"text":                               449,
+	"stream":                             821,
+	"text":                               450,
 	"the contracts are the same (the name or a description changed).": 251,
-	"this session":             779,
-	"timeout %s":               725,
-	"timeout %s (the default)": 726,
+	"this session":             780,
+	"timeout %s":               726,
+	"timeout %s (the default)": 727,
 	"to":                       122,
-	"type changed":             473,
-	"unexpected value":         806,
-	"unknown":                  614,
+	"type changed":             474,
+	"unexpected value":         807,
+	"unknown":                  615,
 	"values added: %s":         261,
-	"values changed":           475,
+	"values changed":           476,
 	"values removed: %s":       262,
 	"values reordered":         263,
-	"version %d":               681,
-	"version %d →":             702,
-	"waiting":                  609,
-	"yes":                      469,
-	"yes: a start that names no version runs this one":                                                                      699,
+	"version %d":               682,
+	"version %d →":             703,
+	"waiting":                  610,
+	"yes":                      470,
+	"yes: a start that names no version runs this one":                                                                      700,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 172,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     435,
-	"← version %d": 701,
-	"→ %s":         717,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     436,
+	"← version %d": 702,
+	"→ %s":         718,
 }
 
-var enIndex = []uint32{ // 843 elements
+var enIndex = []uint32{ // 844 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1006,125 +1007,125 @@ var enIndex = []uint32{ // 843 elements
 	0x00004c09, 0x00004c17, 0x00004c42, 0x00004c54,
 	0x00004c58, 0x00004c6e, 0x00004c98, 0x00004ce1,
 	0x00004d01, 0x00004d0a, 0x00004d1c, 0x00004d3f,
-	0x00004d4d, 0x00004d5c, 0x00004d69, 0x00004da1,
-	0x00004e0a, 0x00004e26, 0x00004e30, 0x00004e39,
-	0x00004e42, 0x00004e4c, 0x00004e53, 0x00004e5d,
-	0x00004e65, 0x00004e6a, 0x00004e72, 0x00004e7b,
+	0x00004d74, 0x00004d82, 0x00004d91, 0x00004d9e,
+	0x00004dd6, 0x00004e3f, 0x00004e5b, 0x00004e65,
+	0x00004e6e, 0x00004e77, 0x00004e81, 0x00004e88,
+	0x00004e92, 0x00004e9a, 0x00004e9f, 0x00004ea7,
 	// Entry 1C0 - 1DF
-	0x00004e84, 0x00004e91, 0x00004e96, 0x00004e9e,
-	0x00004ea5, 0x00004ead, 0x00004eb2, 0x00004ec0,
-	0x00004ec7, 0x00004ece, 0x00004ed3, 0x00004eda,
-	0x00004ee4, 0x00004eeb, 0x00004efe, 0x00004f0e,
-	0x00004f29, 0x00004f49, 0x00004f57, 0x00004f60,
-	0x00004f69, 0x00004f72, 0x00004f76, 0x00004f79,
-	0x00004f85, 0x00004f93, 0x00004fa0, 0x00004fb1,
-	0x00004fc0, 0x00004fd7, 0x00004fea, 0x00004ffa,
+	0x00004eb0, 0x00004eb9, 0x00004ec6, 0x00004ecb,
+	0x00004ed3, 0x00004eda, 0x00004ee2, 0x00004ee7,
+	0x00004ef5, 0x00004efc, 0x00004f03, 0x00004f08,
+	0x00004f0f, 0x00004f19, 0x00004f20, 0x00004f33,
+	0x00004f43, 0x00004f5e, 0x00004f7e, 0x00004f8c,
+	0x00004f95, 0x00004f9e, 0x00004fa7, 0x00004fab,
+	0x00004fae, 0x00004fba, 0x00004fc8, 0x00004fd5,
+	0x00004fe6, 0x00004ff5, 0x0000500c, 0x0000501f,
 	// Entry 1E0 - 1FF
-	0x00005009, 0x00005018, 0x00005020, 0x00005027,
-	0x0000502f, 0x00005037, 0x00005045, 0x00005053,
-	0x00005069, 0x0000507e, 0x0000508f, 0x00005095,
-	0x0000509c, 0x000050a5, 0x000050c1, 0x000050ca,
-	0x000050d4, 0x000050dd, 0x000050e6, 0x000050ef,
-	0x00005106, 0x0000510e, 0x0000511c, 0x00005148,
-	0x00005154, 0x00005162, 0x000051a8, 0x000051b4,
-	0x000051bc, 0x000051e7, 0x00005232, 0x000052f4,
+	0x0000502f, 0x0000503e, 0x0000504d, 0x00005055,
+	0x0000505c, 0x00005064, 0x0000506c, 0x0000507a,
+	0x00005088, 0x0000509e, 0x000050b3, 0x000050c4,
+	0x000050ca, 0x000050d1, 0x000050da, 0x000050f6,
+	0x000050ff, 0x00005109, 0x00005112, 0x0000511b,
+	0x00005124, 0x0000513b, 0x00005143, 0x00005151,
+	0x0000517d, 0x00005189, 0x00005197, 0x000051dd,
+	0x000051e9, 0x000051f1, 0x0000521c, 0x00005267,
 	// Entry 200 - 21F
-	0x000052f8, 0x0000531e, 0x00005346, 0x000053a9,
-	0x000053c8, 0x000053cd, 0x000053e8, 0x000053f9,
-	0x00005405, 0x0000540d, 0x0000543f, 0x00005448,
-	0x00005451, 0x0000546d, 0x000054ce, 0x000054db,
-	0x00005512, 0x00005541, 0x00005591, 0x000055cc,
-	0x000055da, 0x00005606, 0x0000562c, 0x0000564d,
-	0x00005658, 0x00005686, 0x000056a3, 0x000056d2,
-	0x00005704, 0x00005722, 0x00005757, 0x00005773,
+	0x00005329, 0x0000532d, 0x00005353, 0x0000537b,
+	0x000053de, 0x000053fd, 0x00005402, 0x0000541d,
+	0x0000542e, 0x0000543a, 0x00005442, 0x00005474,
+	0x0000547d, 0x00005486, 0x000054a2, 0x00005503,
+	0x00005510, 0x00005547, 0x00005576, 0x000055c6,
+	0x00005601, 0x0000560f, 0x0000563b, 0x00005661,
+	0x00005682, 0x0000568d, 0x000056bb, 0x000056d8,
+	0x00005707, 0x00005739, 0x00005757, 0x0000578c,
 	// Entry 220 - 23F
-	0x00005792, 0x000057ed, 0x000057fc, 0x00005809,
-	0x00005817, 0x00005824, 0x0000582d, 0x00005848,
-	0x00005878, 0x00005893, 0x0000589d, 0x000058ef,
-	0x000059af, 0x00005a0b, 0x00005a89, 0x00005aff,
-	0x00005bd2, 0x00005c95, 0x00005ccd, 0x00005d2d,
-	0x00005d5a, 0x00005d94, 0x00005ea1, 0x00005ec1,
-	0x00005ee7, 0x00005f11, 0x00005f82, 0x00005fbf,
-	0x00005fe3, 0x00006087, 0x000060ac, 0x000060db,
+	0x000057a8, 0x000057c7, 0x00005822, 0x00005831,
+	0x0000583e, 0x0000584c, 0x00005859, 0x00005862,
+	0x0000587d, 0x000058ad, 0x000058c8, 0x000058d2,
+	0x00005924, 0x000059e4, 0x00005a40, 0x00005abe,
+	0x00005b34, 0x00005c07, 0x00005cca, 0x00005d02,
+	0x00005d62, 0x00005d8f, 0x00005dc9, 0x00005ed6,
+	0x00005ef6, 0x00005f1c, 0x00005f46, 0x00005fb7,
+	0x00005ff4, 0x00006018, 0x000060bc, 0x000060e1,
 	// Entry 240 - 25F
-	0x0000613b, 0x00006194, 0x000061ee, 0x00006208,
-	0x00006226, 0x0000625a, 0x0000629a, 0x000062c4,
-	0x000062d3, 0x0000639e, 0x000063cf, 0x000063fe,
-	0x00006411, 0x00006486, 0x00006499, 0x000064cd,
-	0x0000651e, 0x00006552, 0x00006562, 0x000065a9,
-	0x000065d6, 0x000065e3, 0x000065f3, 0x00006623,
-	0x0000665d, 0x00006680, 0x000066f7, 0x00006779,
-	0x000067fe, 0x0000680d, 0x0000685d, 0x000068bd,
+	0x00006110, 0x00006170, 0x000061c9, 0x00006223,
+	0x0000623d, 0x0000625b, 0x0000628f, 0x000062cf,
+	0x000062f9, 0x00006308, 0x000063d3, 0x00006404,
+	0x00006433, 0x00006446, 0x000064bb, 0x000064ce,
+	0x00006502, 0x00006553, 0x00006587, 0x00006597,
+	0x000065de, 0x0000660b, 0x00006618, 0x00006628,
+	0x00006658, 0x00006692, 0x000066b5, 0x0000672c,
+	0x000067ae, 0x00006833, 0x00006842, 0x00006892,
 	// Entry 260 - 27F
-	0x00006929, 0x000069a0, 0x000069a8, 0x000069c0,
-	0x000069dd, 0x000069eb, 0x000069fc, 0x00006a04,
-	0x00006a0f, 0x00006a50, 0x00006a88, 0x00006a9c,
-	0x00006acc, 0x00006b07, 0x00006b17, 0x00006b56,
-	0x00006b67, 0x00006b79, 0x00006b85, 0x00006b96,
-	0x00006bb0, 0x00006bb8, 0x00006bc9, 0x00006bcf,
-	0x00006be3, 0x00006bfb, 0x00006c20, 0x00006c2e,
-	0x00006c41, 0x00006c7f, 0x00006cbc, 0x00006ce8,
+	0x000068f2, 0x0000695e, 0x000069d5, 0x000069dd,
+	0x000069f5, 0x00006a12, 0x00006a20, 0x00006a31,
+	0x00006a39, 0x00006a44, 0x00006a85, 0x00006abd,
+	0x00006ad1, 0x00006b01, 0x00006b3c, 0x00006b4c,
+	0x00006b8b, 0x00006b9c, 0x00006bae, 0x00006bba,
+	0x00006bcb, 0x00006be5, 0x00006bed, 0x00006bfe,
+	0x00006c04, 0x00006c18, 0x00006c30, 0x00006c55,
+	0x00006c63, 0x00006c76, 0x00006cb4, 0x00006cf1,
 	// Entry 280 - 29F
-	0x00006d25, 0x00006d34, 0x00006d45, 0x00006d4d,
-	0x00006d5a, 0x00006d6a, 0x00006d81, 0x00006d8c,
-	0x00006d9b, 0x00006da1, 0x00006daf, 0x00006db9,
-	0x00006dc4, 0x00006dce, 0x00006de1, 0x00006e06,
-	0x00006e31, 0x00006ec2, 0x00006efd, 0x00006f1c,
-	0x00006f5a, 0x00006f91, 0x00006fbf, 0x00006fcd,
-	0x0000706c, 0x0000708a, 0x000071e1, 0x000071ef,
-	0x00007203, 0x00007224, 0x00007238, 0x00007268,
+	0x00006d1d, 0x00006d5a, 0x00006d69, 0x00006d7a,
+	0x00006d82, 0x00006d8f, 0x00006d9f, 0x00006db6,
+	0x00006dc1, 0x00006dd0, 0x00006dd6, 0x00006de4,
+	0x00006dee, 0x00006df9, 0x00006e03, 0x00006e16,
+	0x00006e3b, 0x00006e66, 0x00006ef7, 0x00006f32,
+	0x00006f51, 0x00006f8f, 0x00006fc6, 0x00006ff4,
+	0x00007002, 0x000070a1, 0x000070bf, 0x00007216,
+	0x00007224, 0x00007238, 0x00007259, 0x0000726d,
 	// Entry 2A0 - 2BF
-	0x0000726e, 0x00007282, 0x0000729a, 0x000072ad,
-	0x000072ea, 0x0000735d, 0x000073aa, 0x000073bb,
-	0x000073d2, 0x000073ef, 0x000073fd, 0x0000743c,
-	0x0000744a, 0x00007455, 0x0000745b, 0x0000754d,
-	0x00007553, 0x00007585, 0x0000758a, 0x0000759a,
-	0x000075a5, 0x000075ae, 0x000075be, 0x000075ca,
-	0x000075fe, 0x00007631, 0x0000764b, 0x00007652,
-	0x00007683, 0x000076a3, 0x000076b5, 0x000076c7,
+	0x0000729d, 0x000072a3, 0x000072b7, 0x000072cf,
+	0x000072e2, 0x0000731f, 0x00007392, 0x000073df,
+	0x000073f0, 0x00007407, 0x00007424, 0x00007432,
+	0x00007471, 0x0000747f, 0x0000748a, 0x00007490,
+	0x00007582, 0x00007588, 0x000075ba, 0x000075bf,
+	0x000075cf, 0x000075da, 0x000075e3, 0x000075f3,
+	0x000075ff, 0x00007633, 0x00007666, 0x00007680,
+	0x00007687, 0x000076b8, 0x000076d8, 0x000076ea,
 	// Entry 2C0 - 2DF
-	0x0000776c, 0x00007782, 0x00007807, 0x00007881,
-	0x00007890, 0x0000794a, 0x0000799b, 0x000079a0,
-	0x000079ae, 0x000079be, 0x000079ca, 0x000079da,
-	0x000079e8, 0x000079f8, 0x00007a02, 0x00007a25,
-	0x00007a3e, 0x00007a51, 0x00007abd, 0x00007ae3,
-	0x00007af2, 0x00007b44, 0x00007b52, 0x00007b6e,
-	0x00007bbc, 0x00007bcb, 0x00007be1, 0x00007c1a,
-	0x00007c4c, 0x00007ca4, 0x00007cba, 0x00007d88,
+	0x000076fc, 0x000077a1, 0x000077b7, 0x0000783c,
+	0x000078b6, 0x000078c5, 0x0000797f, 0x000079d0,
+	0x000079d5, 0x000079e3, 0x000079f3, 0x000079ff,
+	0x00007a0f, 0x00007a1d, 0x00007a2d, 0x00007a37,
+	0x00007a5a, 0x00007a73, 0x00007a86, 0x00007af2,
+	0x00007b18, 0x00007b27, 0x00007b79, 0x00007b87,
+	0x00007ba3, 0x00007bf1, 0x00007c00, 0x00007c16,
+	0x00007c4f, 0x00007c81, 0x00007cd9, 0x00007cef,
 	// Entry 2E0 - 2FF
-	0x00007d9f, 0x00007dd6, 0x00007de4, 0x00007e28,
-	0x00007e4d, 0x00007ec4, 0x00007eda, 0x00007ef1,
-	0x00007f1f, 0x00007f32, 0x00007f5a, 0x00007fde,
-	0x00007fe5, 0x0000804d, 0x00008077, 0x000080a7,
-	0x000081fc, 0x00008336, 0x000083d6, 0x000084ad,
-	0x00008586, 0x0000859a, 0x000085f5, 0x000086a0,
-	0x00008722, 0x0000872a, 0x00008765, 0x0000876b,
-	0x000087fd, 0x00008895, 0x000088c1, 0x000088ec,
+	0x00007dbd, 0x00007dd4, 0x00007e0b, 0x00007e19,
+	0x00007e5d, 0x00007e82, 0x00007ef9, 0x00007f0f,
+	0x00007f26, 0x00007f54, 0x00007f67, 0x00007f8f,
+	0x00008013, 0x0000801a, 0x00008082, 0x000080ac,
+	0x000080dc, 0x00008231, 0x0000836b, 0x0000840b,
+	0x000084e2, 0x000085bb, 0x000085cf, 0x0000862a,
+	0x000086d5, 0x00008757, 0x0000875f, 0x0000879a,
+	0x000087a0, 0x00008832, 0x000088ca, 0x000088f6,
 	// Entry 300 - 31F
-	0x0000893a, 0x000089a6, 0x00008a4d, 0x00008a68,
-	0x00008a72, 0x00008a77, 0x00008a81, 0x00008a89,
-	0x00008a8f, 0x00008a97, 0x00008aa5, 0x00008aaf,
-	0x00008abc, 0x00008acf, 0x00008af3, 0x00008b73,
-	0x00008b84, 0x00008b8c, 0x00008c01, 0x00008c55,
-	0x00008c9d, 0x00008cac, 0x00008cbf, 0x00008ccb,
-	0x00008d07, 0x00008d41, 0x00008d4f, 0x00008d5c,
-	0x00008d6a, 0x00008d78, 0x00008d86, 0x00008db8,
+	0x00008921, 0x0000896f, 0x000089db, 0x00008a82,
+	0x00008a9d, 0x00008aa7, 0x00008aac, 0x00008ab6,
+	0x00008abe, 0x00008ac4, 0x00008acc, 0x00008ada,
+	0x00008ae4, 0x00008af1, 0x00008b04, 0x00008b28,
+	0x00008ba8, 0x00008bb9, 0x00008bc1, 0x00008c36,
+	0x00008c8a, 0x00008cd2, 0x00008ce1, 0x00008cf4,
+	0x00008d00, 0x00008d3c, 0x00008d76, 0x00008d84,
+	0x00008d91, 0x00008d9f, 0x00008dad, 0x00008dbb,
 	// Entry 320 - 33F
-	0x00008de8, 0x00008e44, 0x00008e51, 0x00008e71,
-	0x00008e7c, 0x00008e96, 0x00008e9b, 0x00008eac,
-	0x00008f32, 0x00008f57, 0x00008f5e, 0x00008f67,
-	0x00008f7a, 0x00008f84, 0x00008f8e, 0x00008f98,
-	0x00008fb0, 0x00008fc6, 0x00008fd2, 0x00008ff4,
-	0x00009022, 0x00009029, 0x00009036, 0x00009047,
-	0x0000906e, 0x0000907e, 0x0000909d, 0x000090bd,
-	0x00009195, 0x00009276, 0x000092ca, 0x0000931a,
+	0x00008ded, 0x00008e1d, 0x00008e79, 0x00008e86,
+	0x00008ea6, 0x00008eb1, 0x00008ecb, 0x00008ed0,
+	0x00008ee1, 0x00008f67, 0x00008f8c, 0x00008f93,
+	0x00008f9c, 0x00008faf, 0x00008fb9, 0x00008fc3,
+	0x00008fcd, 0x00008fe5, 0x00008ffb, 0x00009007,
+	0x00009029, 0x00009057, 0x0000905e, 0x0000906b,
+	0x0000907c, 0x000090a3, 0x000090b3, 0x000090d2,
+	0x000090f2, 0x000091ca, 0x000092ab, 0x000092ff,
 	// Entry 340 - 35F
-	0x0000937a, 0x000093cd, 0x00009405, 0x0000943d,
-	0x0000946e, 0x000094be, 0x000094f2, 0x00009510,
-	0x0000952f, 0x0000954e, 0x0000956e,
-} // Size: 3396 bytes
+	0x0000934f, 0x000093af, 0x00009402, 0x0000943a,
+	0x00009472, 0x000094a3, 0x000094f3, 0x00009527,
+	0x00009545, 0x00009564, 0x00009583, 0x000095a3,
+} // Size: 3400 bytes
 
-const enData string = "" + // Size: 38254 bytes
+const enData string = "" + // Size: 38307 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1425,286 +1426,286 @@ const enData string = "" + // Size: 38254 bytes
 	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
 	"s\x02The next page counts them and asks for a reason before anything cha" +
 	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
-	"on\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
-	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before a res" +
-	"ult arrived.\x02The result did not match the revision's outputs contract" +
-	".\x02The answer to the call was lost (the connection broke after the req" +
-	"uest was sent, or Relais stopped or could not reach its database before " +
-	"recording it): whether the destination acted is unknown, so Relais does " +
-	"not call it again by itself (an operator’s retry does).\x02The call coul" +
-	"d not be prepared.\x02The destination could not be reached.\x02The desti" +
-	"nation’s answer was too large.\x02The last attempt ended without a resul" +
-	"t (its lock expired, or its worker’s stream ended) with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
-	"vision is a definition’s: choose the definition too.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
-	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
-	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
-	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
-	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
-	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
-	"t is until you resume.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
-	"Published process versions: their nodes, routes and pinned revisions, dr" +
-	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02older versions, from version %[1]d (each " +
-	"links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns" +
-	" follow the longest path from the start node. Solid arrows are successes" +
-	" (labelled with their route), dashed ones failures (labelled with their " +
-	"error codes). Each box says how many of this version’s occurrences are a" +
-	"t that node now.\x02Nodes\x02Nodes of this version, with their occurrenc" +
-	"es now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrenc" +
-	"es now\x02Inputs from\x02No inputs: an instance starts with an empty obj" +
-	"ect.\x02Inputs an instance of this version is started with\x02Instances " +
-	"of this version\x02Latest\x02yes: a start that names no version runs thi" +
-	"s one\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %" +
-	"[1]d →\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = " +
-	"%[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
-	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
-	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
-	"mpts, retry after %[2]s, priority %[3]d\x02one attempt, no retry, priori" +
-	"ty %[1]d\x02deadline %[1]s\x02No retry can run: the deadline ends the oc" +
-	"currence before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02The call may last past the deadline, which cuts it sh" +
-	"ort (deadline_exceeded).\x02instances held\x02instances held: %[1]s\x02C" +
-	"ounts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administ" +
-	"rators may reveal a sensitive value.\x02Say why you reveal this value: t" +
-	"he reason is recorded with the reveal in the audit log.\x02Cannot reveal" +
-	" it here\x02This replica lacks the data key the value was sealed with, s" +
-	"o it cannot open it (nothing was recorded). Another replica may reveal i" +
-	"t; ask your administrator to start every replica with the same data keys" +
-	".\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
-	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02Every sensitive value an administrator revealed: who, when, which fi" +
-	"eld and why. The values themselves are never kept.\x02Reveals, newest fi" +
-	"rst\x02No value was revealed.\x02none (revealed before reasons were aske" +
-	"d for)\x02Method not allowed\x02This page does not accept that request." +
-	"\x02This form was sent from another site: the console takes its forms fr" +
-	"om its own pages only. Open the console and send it from there.\x02Searc" +
-	"h\x02Type an instance or occurrence id (a whole UUID, as the title of it" +
-	"s page shows it), or a business key.\x02Nothing to find: the search box " +
-	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
-	"nce has “%[1]s” as its business key. A business key is found only whole " +
-	"and exactly as given, capitals and accents included: a list shows a long" +
-	" one shortened, so copy it from its instance’s page. An ended instance i" +
-	"s deleted once the retention period (RELAIS_RETENTION) has passed, or at" +
-	" once when an administrator erases it.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key. An ended ins" +
-	"tance is deleted, with its occurrences and attempts, once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it; the audit log keeps the operator actions taken on it.\x02No in" +
-	"stance has “%[1]s” as its business key, and it is not a whole id: the li" +
-	"sts show the end of each id. Open the row, or copy its link, for the who" +
-	"le id.\x02A token in the address is not used: you are signed in already." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02A token in the address is not used: paste it in the field below." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02You are signed out.\x02The token you signed in with is revoked, " +
-	"and you are signed out: sign in with another one.\x02Your session had en" +
-	"ded (inactivity, a sign-out elsewhere, a revoked token or a restart of t" +
-	"he server), so your last action was not applied. Sign in again, then rep" +
-	"eat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a t" +
-	"oken revoked or expired, or a restart of the server). Sign in again.\x02" +
-	"Sign in\x02Sign in with an operator, designer or administrator token." +
-	"\x02Token\x02The token is checked once and never stored in your browser;" +
-	" a session cookie stands for it for up to 8 hours of inactivity, and 12 " +
-	"hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from" +
-	" your address. Try again in %[1]d second.\x00H\x02Too many failed sign-i" +
-	"ns from your address. Try again in %[1]d seconds.\x02Paste your token in" +
-	" the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"r\x02No instance matches these filters.\x02An error code is matched exac" +
+	"tly, capitals included.\x02All processes\x02Any definition\x02All status" +
+	"es\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the " +
+	"status of an instance, not of a task: the Instances page lists the insta" +
+	"nces with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02def" +
+	"erred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"The answer to the call was lost (the connection broke after the request " +
+	"was sent, or Relais stopped or could not reach its database before recor" +
+	"ding it): whether the destination acted is unknown, so Relais does not c" +
+	"all it again by itself (an operator’s retry does).\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt ended without a result (it" +
+	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
+	"he inputs could not be built from the process’s bindings.\x02An operator" +
+	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
+	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
+	"r a budget already spent): it is not run again.\x02The destination answe" +
+	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
+	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
+	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
+	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
+	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
+	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
+	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
+	"lt recorded: the replica making it may have stopped. If so, it fails out" +
+	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
+	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path, and is held at a later node.\x02Its instance went on al" +
+	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
+	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
+	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
+	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
+	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
+	"ce was stopped while the worker held the task: its report is refused, bu" +
+	"t it may already have done the work.\x02The instance was stopped during " +
+	"the call, which was aborted: the destination may already have acted on t" +
+	"he request (check there).\x02The instance was stopped while the task was" +
+	" deferred: a settlement by id is refused, but the work it waited for may" +
+	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
+	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
+	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
+	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
+	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
+	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
+	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
+	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
+	"ted]\x02Message from the worker (its own words, protected values masked)" +
+	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
+	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
+	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
+	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
+	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
+	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
+	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02se" +
+	"ttled\x02next attempt\x02claimable since\x02call in progress since\x02lo" +
+	"ck until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fir" +
+	"st page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 202" +
+	"6-12-01.\x02%[1]s: the first day comes after the last.\x02This address h" +
+	"olds a parameter that cannot be read (a percent sign not followed by two" +
+	" hexadecimal digits, or a semicolon): correct the address.\x02Unknown pa" +
+	"rameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
+	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
+	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
+	"resume.\x02Published process versions: their nodes, routes and pinned re" +
+	"visions, drawn, with where their occurrences are now.\x02Published proce" +
+	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
+	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
+	"ersion %[1]d\x02older versions, from version %[1]d (each links the one b" +
+	"efore)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
+	"gest path from the start node. Solid arrows are successes (labelled with" +
+	" their route), dashed ones failures (labelled with their error codes). E" +
+	"ach box says how many of this version’s occurrences are at that node now" +
+	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
+	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
+	" an instance of this version is started with\x02Instances of this versio" +
+	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: t" +
+	"he latest is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Colu" +
+	"mns follow the longest path from the start node. Solid arrows are succes" +
+	"ses (labelled with their route), dashed ones failures (labelled with the" +
+	"ir error codes).\x02Nodes of this version\x02This version has %[1]d node" +
+	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
+	" node with its routes and counts.\x02This version has %[1]d nodes: too m" +
+	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
+	"th its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
+	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
+	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
+	"ame nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02en" +
+	"d (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02de" +
+	"adline %[1]s\x02No retry can run: the deadline ends the occurrence befor" +
+	"e its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default" +
+	")\x02The call may last past the deadline, which cuts it short (deadline_" +
+	"exceeded).\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
+	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
+	"ecorded with the reveal in the audit log.\x02Cannot reveal it here\x02Th" +
+	"is replica lacks the data key the value was sealed with, so it cannot op" +
+	"en it (nothing was recorded). Another replica may reveal it; ask your ad" +
+	"ministrator to start every replica with the same data keys.\x02Back to t" +
+	"he occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
+	"s its business key. A business key is found only whole and exactly as gi" +
+	"ven, capitals and accents included: a list shows a long one shortened, s" +
+	"o copy it from its instance’s page. An ended instance is deleted once th" +
+	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
+	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
+	"en in the address is not used: you are signed in already. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02A token" +
+	" in the address is not used: paste it in the field below. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02You are" +
+	" signed out.\x02The token you signed in with is revoked, and you are sig" +
+	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
+	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
+	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
+	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
+	" in with an operator, designer or administrator token.\x02Token\x02The t" +
+	"oken is checked once and never stored in your browser; a session cookie " +
+	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
+	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
+	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
+	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
+	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
+	"perators) that are not revoked. Consumer tokens are managed with their c" +
+	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
+	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
+	") was revoked: its next request is refused.\x02routing output\x02each it" +
+	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
+	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
+	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
+	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
+	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
+	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
+	"bscribe workers to it, with their consumers granted it (a worker naming " +
+	"no revision takes those its consumer is granted; a process version pins " +
+	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
+	"em: subscribe workers to them, with their consumers granted them (a work" +
+	"er naming no revision takes those its consumer is granted; a process ver" +
+	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x02No process uses this definition yet: " +
+	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
+	"nition: Relais calls its destinations (push), and it needs no worker." +
+	"\x02No worker is connected for this definition; none of its occurrences " +
+	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
+	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 843 elements
+var frIndex = []uint32{ // 844 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1827,125 +1828,125 @@ var frIndex = []uint32{ // 843 elements
 	0x00006291, 0x000062a3, 0x000062db, 0x000062f2,
 	0x000062fe, 0x00006315, 0x00006349, 0x00006393,
 	0x000063c8, 0x000063d1, 0x000063e8, 0x00006416,
-	0x00006429, 0x0000643b, 0x0000644c, 0x00006498,
-	0x00006512, 0x00006536, 0x00006541, 0x0000654c,
-	0x00006557, 0x00006561, 0x0000656b, 0x00006574,
-	0x0000657d, 0x00006586, 0x0000658f, 0x00006598,
+	0x00006456, 0x00006469, 0x0000647b, 0x0000648c,
+	0x000064d8, 0x00006552, 0x00006576, 0x00006581,
+	0x0000658c, 0x00006597, 0x000065a1, 0x000065ab,
+	0x000065b4, 0x000065bd, 0x000065c6, 0x000065cf,
 	// Entry 1C0 - 1DF
-	0x0000659f, 0x000065ad, 0x000065b3, 0x000065ba,
-	0x000065c1, 0x000065ca, 0x000065cf, 0x000065dd,
-	0x000065e3, 0x000065e9, 0x000065ef, 0x000065f7,
-	0x00006600, 0x00006609, 0x0000661c, 0x0000662d,
-	0x00006650, 0x00006671, 0x00006680, 0x0000668b,
-	0x00006696, 0x000066a3, 0x000066a7, 0x000066ab,
-	0x000066b9, 0x000066c7, 0x000066d5, 0x000066f5,
-	0x00006708, 0x00006721, 0x00006736, 0x00006747,
+	0x000065d8, 0x000065df, 0x000065ed, 0x000065f3,
+	0x000065fa, 0x00006601, 0x0000660a, 0x0000660f,
+	0x0000661d, 0x00006623, 0x00006629, 0x0000662f,
+	0x00006637, 0x00006640, 0x00006649, 0x0000665c,
+	0x0000666d, 0x00006690, 0x000066b1, 0x000066c0,
+	0x000066cb, 0x000066d6, 0x000066e3, 0x000066e7,
+	0x000066eb, 0x000066f9, 0x00006707, 0x00006715,
+	0x00006735, 0x00006748, 0x00006761, 0x00006776,
 	// Entry 1E0 - 1FF
-	0x00006759, 0x0000676b, 0x00006771, 0x00006778,
-	0x00006780, 0x00006788, 0x000067a6, 0x000067c4,
-	0x000067db, 0x000067f0, 0x00006801, 0x00006807,
-	0x00006820, 0x0000682b, 0x0000685f, 0x0000686c,
-	0x0000688a, 0x00006898, 0x000068a1, 0x000068a8,
-	0x000068c3, 0x000068cd, 0x000068e0, 0x0000691a,
-	0x00006923, 0x00006932, 0x00006996, 0x000069a2,
-	0x000069ac, 0x000069dc, 0x00006a37, 0x00006b1e,
+	0x00006787, 0x00006799, 0x000067ab, 0x000067b1,
+	0x000067b8, 0x000067c0, 0x000067c8, 0x000067e6,
+	0x00006804, 0x0000681b, 0x00006830, 0x00006841,
+	0x00006847, 0x00006860, 0x0000686b, 0x0000689f,
+	0x000068ac, 0x000068ca, 0x000068d8, 0x000068e1,
+	0x000068e8, 0x00006903, 0x0000690d, 0x00006920,
+	0x0000695a, 0x00006963, 0x00006972, 0x000069d6,
+	0x000069e2, 0x000069ec, 0x00006a1c, 0x00006a77,
 	// Entry 200 - 21F
-	0x00006b29, 0x00006b5c, 0x00006b9a, 0x00006c13,
-	0x00006c38, 0x00006c3d, 0x00006c5d, 0x00006c7a,
-	0x00006c9a, 0x00006caf, 0x00006cf0, 0x00006cfb,
-	0x00006d05, 0x00006d2e, 0x00006da3, 0x00006db4,
-	0x00006df1, 0x00006e25, 0x00006e86, 0x00006ed0,
-	0x00006ede, 0x00006f1a, 0x00006f44, 0x00006f89,
-	0x00006fb1, 0x00006ff0, 0x00007011, 0x0000704f,
-	0x0000708f, 0x000070af, 0x000070f0, 0x0000711a,
+	0x00006b5e, 0x00006b69, 0x00006b9c, 0x00006bda,
+	0x00006c53, 0x00006c78, 0x00006c7d, 0x00006c9d,
+	0x00006cba, 0x00006cda, 0x00006cef, 0x00006d30,
+	0x00006d3b, 0x00006d45, 0x00006d6e, 0x00006de3,
+	0x00006df4, 0x00006e31, 0x00006e65, 0x00006ec6,
+	0x00006f10, 0x00006f1e, 0x00006f5a, 0x00006f84,
+	0x00006fc9, 0x00006ff1, 0x00007030, 0x00007051,
+	0x0000708f, 0x000070cf, 0x000070ef, 0x00007130,
 	// Entry 220 - 23F
-	0x00007141, 0x000071c4, 0x000071dc, 0x000071f0,
-	0x00007207, 0x00007215, 0x00007220, 0x00007243,
-	0x00007281, 0x000072a0, 0x000072bc, 0x0000732a,
-	0x000073fc, 0x0000745b, 0x000074e0, 0x0000755d,
-	0x00007671, 0x00007774, 0x000077bb, 0x00007848,
-	0x00007888, 0x000078ce, 0x00007a1b, 0x00007a43,
-	0x00007a66, 0x00007a9d, 0x00007b2e, 0x00007b81,
-	0x00007baa, 0x00007c8c, 0x00007cb2, 0x00007cf9,
+	0x0000715a, 0x00007181, 0x00007204, 0x0000721c,
+	0x00007230, 0x00007247, 0x00007255, 0x00007260,
+	0x00007283, 0x000072c1, 0x000072e0, 0x000072fc,
+	0x0000736a, 0x0000743c, 0x0000749b, 0x00007520,
+	0x0000759d, 0x000076b1, 0x000077b4, 0x000077fb,
+	0x00007888, 0x000078c8, 0x0000790e, 0x00007a5b,
+	0x00007a83, 0x00007aa6, 0x00007add, 0x00007b6e,
+	0x00007bc1, 0x00007bea, 0x00007ccc, 0x00007cf2,
 	// Entry 240 - 25F
-	0x00007d7d, 0x00007df8, 0x00007e75, 0x00007e9d,
-	0x00007ec5, 0x00007f0c, 0x00007f56, 0x00007f89,
-	0x00007f9c, 0x000080a4, 0x000080d2, 0x0000810e,
-	0x00008124, 0x000081b8, 0x000081cb, 0x00008208,
-	0x00008261, 0x0000829d, 0x000082b0, 0x00008304,
-	0x00008339, 0x0000834b, 0x00008362, 0x000083a1,
-	0x000083f3, 0x0000841f, 0x000084bc, 0x00008562,
-	0x0000860f, 0x0000861f, 0x0000867f, 0x000086f0,
+	0x00007d39, 0x00007dbd, 0x00007e38, 0x00007eb5,
+	0x00007edd, 0x00007f05, 0x00007f4c, 0x00007f96,
+	0x00007fc9, 0x00007fdc, 0x000080e4, 0x00008112,
+	0x0000814e, 0x00008164, 0x000081f8, 0x0000820b,
+	0x00008248, 0x000082a1, 0x000082dd, 0x000082f0,
+	0x00008344, 0x00008379, 0x0000838b, 0x000083a2,
+	0x000083e1, 0x00008433, 0x0000845f, 0x000084fc,
+	0x000085a2, 0x0000864f, 0x0000865f, 0x000086bf,
 	// Entry 260 - 27F
-	0x00008775, 0x0000880a, 0x00008815, 0x00008832,
-	0x00008851, 0x00008862, 0x0000887c, 0x00008885,
-	0x0000888f, 0x000088dd, 0x00008922, 0x00008941,
-	0x00008976, 0x000089c7, 0x000089d8, 0x00008a22,
-	0x00008a38, 0x00008a4c, 0x00008a65, 0x00008a7b,
-	0x00008aa5, 0x00008aad, 0x00008ac0, 0x00008ac7,
-	0x00008ae2, 0x00008b02, 0x00008b32, 0x00008b49,
-	0x00008b5f, 0x00008b97, 0x00008bd2, 0x00008bfe,
+	0x00008730, 0x000087b5, 0x0000884a, 0x00008855,
+	0x00008872, 0x00008891, 0x000088a2, 0x000088bc,
+	0x000088c5, 0x000088cf, 0x0000891d, 0x00008962,
+	0x00008981, 0x000089b6, 0x00008a07, 0x00008a18,
+	0x00008a62, 0x00008a78, 0x00008a8c, 0x00008aa5,
+	0x00008abb, 0x00008ae5, 0x00008aed, 0x00008b00,
+	0x00008b07, 0x00008b22, 0x00008b42, 0x00008b72,
+	0x00008b89, 0x00008b9f, 0x00008bd7, 0x00008c12,
 	// Entry 280 - 29F
-	0x00008c51, 0x00008c62, 0x00008c7c, 0x00008c87,
-	0x00008c9b, 0x00008cad, 0x00008cc3, 0x00008cd5,
-	0x00008ce7, 0x00008ced, 0x00008cff, 0x00008d0d,
-	0x00008d1c, 0x00008d28, 0x00008d3e, 0x00008d68,
-	0x00008d9b, 0x00008e43, 0x00008e93, 0x00008ebb,
-	0x00008f0d, 0x00008f4f, 0x00008f8b, 0x00008fa2,
-	0x0000906c, 0x00009099, 0x00009253, 0x0000926d,
-	0x00009286, 0x000092a7, 0x000092be, 0x000092eb,
+	0x00008c3e, 0x00008c91, 0x00008ca2, 0x00008cbc,
+	0x00008cc7, 0x00008cdb, 0x00008ced, 0x00008d03,
+	0x00008d15, 0x00008d27, 0x00008d2d, 0x00008d3f,
+	0x00008d4d, 0x00008d5c, 0x00008d68, 0x00008d7e,
+	0x00008da8, 0x00008ddb, 0x00008e83, 0x00008ed3,
+	0x00008efb, 0x00008f4d, 0x00008f8f, 0x00008fcb,
+	0x00008fe2, 0x000090ac, 0x000090d9, 0x00009293,
+	0x000092ad, 0x000092c6, 0x000092e7, 0x000092fe,
 	// Entry 2A0 - 2BF
-	0x000092f2, 0x0000930c, 0x00009332, 0x00009347,
-	0x000093a1, 0x00009436, 0x00009499, 0x000094ac,
-	0x000094d3, 0x000094fb, 0x00009509, 0x0000955d,
-	0x0000956d, 0x0000957e, 0x00009585, 0x000096bb,
-	0x000096c2, 0x000096fc, 0x00009701, 0x00009716,
-	0x0000972a, 0x0000973c, 0x00009752, 0x00009762,
-	0x0000979f, 0x000097df, 0x000097fa, 0x0000980b,
-	0x0000984f, 0x00009870, 0x00009882, 0x00009894,
+	0x0000932b, 0x00009332, 0x0000934c, 0x00009372,
+	0x00009387, 0x000093e1, 0x00009476, 0x000094d9,
+	0x000094ec, 0x00009513, 0x0000953b, 0x00009549,
+	0x0000959d, 0x000095ad, 0x000095be, 0x000095c5,
+	0x000096fb, 0x00009702, 0x0000973c, 0x00009741,
+	0x00009756, 0x0000976a, 0x0000977c, 0x00009792,
+	0x000097a2, 0x000097df, 0x0000981f, 0x0000983a,
+	0x0000984b, 0x0000988f, 0x000098b0, 0x000098c2,
 	// Entry 2C0 - 2DF
-	0x00009969, 0x00009981, 0x00009a22, 0x00009ab1,
-	0x00009ac1, 0x00009b9b, 0x00009c5d, 0x00009c62,
-	0x00009c72, 0x00009c80, 0x00009c90, 0x00009ca0,
-	0x00009cae, 0x00009cbe, 0x00009cc8, 0x00009cf1,
-	0x00009d0b, 0x00009d26, 0x00009db4, 0x00009df2,
-	0x00009e03, 0x00009e9a, 0x00009ea7, 0x00009ec2,
-	0x00009f1b, 0x00009f2f, 0x00009f4d, 0x00009f97,
-	0x00009fd8, 0x0000a04e, 0x0000a06d, 0x0000a183,
+	0x000098d4, 0x000099a9, 0x000099c1, 0x00009a62,
+	0x00009af1, 0x00009b01, 0x00009bdb, 0x00009c9d,
+	0x00009ca2, 0x00009cb2, 0x00009cc0, 0x00009cd0,
+	0x00009ce0, 0x00009cee, 0x00009cfe, 0x00009d08,
+	0x00009d31, 0x00009d4b, 0x00009d66, 0x00009df4,
+	0x00009e32, 0x00009e43, 0x00009eda, 0x00009ee7,
+	0x00009f02, 0x00009f5b, 0x00009f6f, 0x00009f8d,
+	0x00009fd7, 0x0000a018, 0x0000a08e, 0x0000a0ad,
 	// Entry 2E0 - 2FF
-	0x0000a19c, 0x0000a1e2, 0x0000a1fa, 0x0000a24d,
-	0x0000a288, 0x0000a320, 0x0000a34c, 0x0000a372,
-	0x0000a3a6, 0x0000a3be, 0x0000a3e9, 0x0000a492,
-	0x0000a49c, 0x0000a524, 0x0000a559, 0x0000a59a,
-	0x0000a716, 0x0000a895, 0x0000a96e, 0x0000aa83,
-	0x0000ab9f, 0x0000abb8, 0x0000ac34, 0x0000acfd,
-	0x0000ad86, 0x0000ad93, 0x0000ade5, 0x0000adeb,
-	0x0000ae9f, 0x0000af4f, 0x0000af81, 0x0000afad,
+	0x0000a1c3, 0x0000a1dc, 0x0000a222, 0x0000a23a,
+	0x0000a28d, 0x0000a2c8, 0x0000a360, 0x0000a38c,
+	0x0000a3b2, 0x0000a3e6, 0x0000a3fe, 0x0000a429,
+	0x0000a4d2, 0x0000a4dc, 0x0000a564, 0x0000a599,
+	0x0000a5da, 0x0000a756, 0x0000a8d5, 0x0000a9ae,
+	0x0000aac3, 0x0000abdf, 0x0000abf8, 0x0000ac74,
+	0x0000ad3d, 0x0000adc6, 0x0000add3, 0x0000ae25,
+	0x0000ae2b, 0x0000aedf, 0x0000af8f, 0x0000afc1,
 	// Entry 300 - 31F
-	0x0000b016, 0x0000b0bd, 0x0000b17f, 0x0000b1af,
-	0x0000b1bc, 0x0000b1c2, 0x0000b1d8, 0x0000b1e3,
-	0x0000b1ea, 0x0000b1f5, 0x0000b203, 0x0000b210,
-	0x0000b21e, 0x0000b237, 0x0000b264, 0x0000b30d,
-	0x0000b320, 0x0000b32a, 0x0000b3b9, 0x0000b41a,
-	0x0000b476, 0x0000b488, 0x0000b4a2, 0x0000b4b5,
-	0x0000b4f3, 0x0000b52f, 0x0000b54c, 0x0000b559,
-	0x0000b567, 0x0000b575, 0x0000b585, 0x0000b5c1,
+	0x0000afed, 0x0000b056, 0x0000b0fd, 0x0000b1bf,
+	0x0000b1ef, 0x0000b1fc, 0x0000b202, 0x0000b218,
+	0x0000b223, 0x0000b22a, 0x0000b235, 0x0000b243,
+	0x0000b250, 0x0000b25e, 0x0000b277, 0x0000b2a4,
+	0x0000b34d, 0x0000b360, 0x0000b36a, 0x0000b3f9,
+	0x0000b45a, 0x0000b4b6, 0x0000b4c8, 0x0000b4e2,
+	0x0000b4f5, 0x0000b533, 0x0000b56f, 0x0000b58c,
+	0x0000b599, 0x0000b5a7, 0x0000b5b5, 0x0000b5c5,
 	// Entry 320 - 33F
-	0x0000b5fb, 0x0000b678, 0x0000b683, 0x0000b6ad,
-	0x0000b6ba, 0x0000b6d6, 0x0000b6da, 0x0000b6ec,
-	0x0000b7ae, 0x0000b7e1, 0x0000b7ec, 0x0000b7f6,
-	0x0000b80b, 0x0000b814, 0x0000b81e, 0x0000b833,
-	0x0000b857, 0x0000b871, 0x0000b886, 0x0000b8b2,
-	0x0000b8f1, 0x0000b8f6, 0x0000b90b, 0x0000b91d,
-	0x0000b952, 0x0000b963, 0x0000b990, 0x0000b9bf,
-	0x0000bae1, 0x0000bc03, 0x0000bc79, 0x0000bd04,
+	0x0000b601, 0x0000b63b, 0x0000b6b8, 0x0000b6c3,
+	0x0000b6ed, 0x0000b6fa, 0x0000b716, 0x0000b71a,
+	0x0000b72c, 0x0000b7ee, 0x0000b821, 0x0000b82c,
+	0x0000b836, 0x0000b84b, 0x0000b854, 0x0000b85e,
+	0x0000b873, 0x0000b897, 0x0000b8b1, 0x0000b8c6,
+	0x0000b8f2, 0x0000b931, 0x0000b936, 0x0000b94b,
+	0x0000b95d, 0x0000b992, 0x0000b9a3, 0x0000b9d0,
+	0x0000b9ff, 0x0000bb21, 0x0000bc43, 0x0000bcb9,
 	// Entry 340 - 35F
-	0x0000bd93, 0x0000bdfa, 0x0000be3c, 0x0000be8e,
-	0x0000bed6, 0x0000bf49, 0x0000bf91, 0x0000bfbf,
-	0x0000bfed, 0x0000c020, 0x0000c053,
-} // Size: 3396 bytes
+	0x0000bd44, 0x0000bdd3, 0x0000be3a, 0x0000be7c,
+	0x0000bece, 0x0000bf16, 0x0000bf89, 0x0000bfd1,
+	0x0000bfff, 0x0000c02d, 0x0000c060, 0x0000c093,
+} // Size: 3400 bytes
 
-const frData string = "" + // Size: 49235 bytes
+const frData string = "" + // Size: 49299 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2318,346 +2319,347 @@ const frData string = "" + // Size: 49235 bytes
 	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
 	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
 	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
-	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
-	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
-	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
-	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
-	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
-	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
-	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
-	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
-	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
-	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
-	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
-	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
-	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
-	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
-	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
-	".\x02La destination était injoignable.\x02La réponse de la destination é" +
-	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
-	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
-	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
-	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
-	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
-	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
-	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
-	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
-	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
-	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
-	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
-	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
-	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
-	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
-	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
-	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
-	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
-	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
-	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
-	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
-	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
-	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
-	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
-	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
-	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
-	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
-	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
-	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
-	"des.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée" +
-	"\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
-	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
-	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
-	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
-	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
-	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
-	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
-	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
-	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
-	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
-	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
-	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
-	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
-	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
-	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
-	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
-	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
-	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
-	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
-	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
-	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
-	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
-	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
-	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
-	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
-	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
-	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
-	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
-	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
-	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
-	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
-	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
-	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
-	"s au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Impossible de la révéler ici\x02Cet" +
-	"te réplique n’a pas la clé de données qui a scellé la valeur et ne peut " +
-	"donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique peut la " +
-	"révéler\u202f; demandez à votre administrateur de démarrer toutes les ré" +
-	"pliques avec les mêmes clés de données.\x02Retour à l’occurrence\x02Révé" +
-	"lé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révéla" +
-	"tion impossible\x02Seule une valeur que cette page affiche masquée (sens" +
-	"ible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être " +
-	"révélées.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f" +
-	": qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont ja" +
-	"mais conservées.\x02Révélations, les plus récentes d’abord\x02Aucune val" +
-	"eur n’a été révélée.\x02aucun (révélée avant que le motif soit demandé)" +
-	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
-	"Ce formulaire a été envoyé depuis un autre site\u202f: la console n’acce" +
-	"pte que les formulaires de ses propres pages. Ouvrez la console et envoy" +
-	"ez-le depuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instan" +
-	"ce ou d’occurrence (un UUID complet, tel que le titre de sa page l’affic" +
-	"he) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche e" +
-	"st vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé mét" +
-	"ier n’est trouvée qu’entière et telle quelle, majuscules et accents comp" +
-	"ris\u202f: une liste abrège les longues, copiez-la depuis la page de son" +
-	" instance. Une instance terminée est supprimée une fois la durée de cons" +
-	"ervation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’" +
-	"efface.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s" +
-	"\u202f», et aucune instance ne l’a pour clé métier. Une instance terminé" +
-	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
-	"ée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admini" +
-	"strateur l’efface\u202f; le journal d’audit garde les actions d’opérateu" +
-	"r menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé m" +
-	"étier, et ce n’est pas un identifiant entier\u202f: les listes montrent" +
-	" la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pour" +
-	" l’identifiant entier.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’historique de " +
-	"votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’" +
-	"autres peuvent les lire, faites révoquer le jeton et utilisez-en un nouv" +
-	"eau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-le dans " +
-	"le champ ci-dessous. L’adresse l’a mis dans l’historique de votre naviga" +
-	"teur, et peut-être dans les journaux d’un proxy\u202f: si d’autres peuve" +
-	"nt les lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Vous" +
-	" êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté est r" +
-	"évoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
-	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
-	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
-	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
-	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
-	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
-	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
-	" navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heure" +
-	"s d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02T" +
-	"rop de connexions échouées depuis votre adresse. Réessayez dans %[1]d se" +
-	"conde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il es" +
-	"t vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle " +
-	"%[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, p" +
-	"our l’API.\x02Seuls les administrateurs voient cette page\u202f: les jet" +
-	"ons, les consommateurs, les destinations, le journal des révélations et " +
-	"les effacements sont de leur ressort.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun j" +
-	"eton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas enc" +
-	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %" +
-	"[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête" +
-	" suivante est refusée et les sessions de console ouvertes avec lui prenn" +
-	"ent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouvea" +
-	"u jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel" +
-	" vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suiva" +
-	"nte est refusée. C’est irréversible.\x02C’est le dernier jeton administr" +
-	"ateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le je" +
-	"ton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaq" +
-	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02toutes les révisions accordées à son consommateur\u202f: " +
-	"%[1]s\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les " +
-	"révisions accordées à son consommateur\x02révisions %[1]s\x02aucun exécu" +
-	"tant ne prend la révision %[1]d\x02aucun exécutant ne prend les révision" +
-	"s %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucun exéc" +
-	"utant connecté ne la prend\u202f: abonnez-y des exécutants dont le conso" +
-	"mmateur y a droit (un exécutant qui ne nomme aucune révision prend celle" +
-	"s auxquelles son consommateur a droit\u202f; une version de processus l’" +
-	"épingle).\x02Des occurrences des révisions %[1]s attendent, et aucun ex" +
-	"écutant connecté ne les prend\u202f: abonnez-y des exécutants dont le c" +
-	"onsommateur y a droit (un exécutant qui ne nomme aucune révision prend c" +
-	"elles auxquelles son consommateur a droit\u202f; une version de processu" +
-	"s les épingle).\x02Aucun exécutant ne sert cette définition\u202f: ses o" +
-	"ccurrences attendent qu’un exécutant se connecte ou interroge.\x02Aucun " +
-	"processus n’utilise encore cette définition\u202f: elle aura besoin d’un" +
-	" exécutant quand un processus l’utilisera en mode pull.\x02Aucun process" +
-	"us n’utilise cette définition en mode pull\u202f: Relais appelle ses des" +
-	"tinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant " +
-	"n’est connecté pour cette définition\u202f; aucune de ses occurrences n’" +
-	"en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00" +
-	"\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordées au" +
-	" consommateur sont prises en charge\u202f: %[1]s.\x02Toutes les révision" +
-	"s accordées au consommateur sont prises en charge.\x02Révisions prises e" +
-	"n charge\u202f: %[1]s\u202f; certains prennent toutes les révisions acco" +
-	"rdées à leur consommateur.\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Seule la révision %[1]d est prise en char" +
-	"ge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les révisi" +
-	"ons %[1]s sont prises en charge.\x02Seules les révisions %[1]s sont pris" +
-	"es en charge."
+	"s.\x02Un code d’erreur est comparé tel quel, majuscules comprises.\x02To" +
+	"us les processus\x02Toute définition\x02Tous les statuts\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une" +
+	" tâche\u202f: la page Instances liste les instances qui l’ont.\x02Statut" +
+	" inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différ" +
+	"ée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un e" +
+	"xécutant la récupère)\x02push (Relais appelle le service)\x02administrat" +
+	"eur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ aj" +
+	"outé\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
+	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
+	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
+	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
+	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
+	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
+	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
+	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
+	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
+	"ndre ou l’abandonner depuis son instance\x02Les %[1]d dernières tentativ" +
+	"es, les plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur " +
+	"%[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les li" +
+	"ste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donn" +
+	"é par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvel" +
+	"le tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec " +
+	"suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la p" +
+	"lus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s" +
+	" (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit" +
+	")\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la des" +
+	"tination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, " +
+	"délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond " +
+	"de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu" +
+	"’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise " +
+	"par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
+	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné avec" +
+	" la révélation)\x02Tous les administrateurs le lisent, et il est conserv" +
+	"é quelle que soit la rétention\u202f: n’y écrivez aucune donnée de clie" +
+	"nt.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserva" +
+	"tion\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
+	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
+	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
+	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
+	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
+	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
+	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
+	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
+	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
+	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
+	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
+	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
+	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
+	"; voir les tentatives de l’occurrence en échec)\u202f: l’exécutant a rép" +
+	"ondu, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante, après que Re" +
+	"lais a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentati" +
+	"ves ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui do" +
+	"it changer, pas son verrou.\x02Le verrou de la dernière tentative a expi" +
+	"ré sans tentative restante.\x02Le flux de l’exécutant de la dernière ten" +
+	"tative s’est terminé (l’exécutant est parti ou a été écarté) sans tentat" +
+	"ive restante.\x02L’échéance est passée avant l’arrivée d’un résultat." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les quelques secondes.\x02" +
+	"révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02procha" +
+	"ine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou ju" +
+	"squ’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante" +
+	"\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f:" +
+	" une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient aprè" +
+	"s le dernier.\x02Cette adresse contient un paramètre illisible (un signe" +
+	" pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un poin" +
+	"t-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Pa" +
+	"ramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s" +
+	"\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curs" +
+	"eur de page est invalide\u202f: revenez à la première page.\x02Ces régla" +
+	"ges sont conservés dans ce navigateur seulement.\x02Afficher les heures " +
+	"en\x02La console n’exécute aucun script et ne peut donc pas lire le fuse" +
+	"au horaire de votre ordinateur\u202f: choisissez un lieu, dont l’heure d" +
+	"’été est suivie, ou un décalage fixe par rapport à UTC.\x02Recharger l" +
+	"es listes et les pages de détail\x02Un rechargement vide ce que vous ave" +
+	"z saisi sans l’appliquer (filtres, champ de recherche) et ramène le focu" +
+	"s en haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur" +
+	" chaque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez." +
+	" Les pages où vous saisissez un motif (confirmations, et occurrences don" +
+	"t une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, p" +
+	"as plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sa" +
+	"ns enregistrer\x02UTC (temps universel coordonné)\x02Heure locale\u202f:" +
+	" %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes le" +
+	"s %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Rechargement re" +
+	"pris.\x02Rechargement suspendu\u202f: cette page reste telle quelle jusq" +
+	"u’à ce que vous repreniez.\x02Les versions de processus publiées\u202f: " +
+	"leurs nœuds, routes et révisions épinglées, dessinés, avec l’emplacement" +
+	" actuel de leurs occurrences.\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Process" +
+	"us par clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’e" +
+	"st encore publié.\x02version %[1]d\x02versions plus anciennes, depuis la" +
+	" version %[1]d (chacune mène à la précédente)\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
+	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
+	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
+	"tte version\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme a" +
+	"ucune version exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02←" +
+	" version %[1]d\x02version %[1]d →\x02Les colonnes suivent le plus long c" +
+	"hemin depuis le nœud de départ. Les flèches pleines sont les réussites (" +
+	"étiquetées par leur route), les pointillées les échecs (étiquetées par " +
+	"leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]" +
+	"d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le ta" +
+	"bleau ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02" +
+	"Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (a" +
+	"u plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes." +
+	"\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de " +
+	"%[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompte" +
+	"s.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend" +
+	" les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]" +
+	"d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	" et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (" +
+	"termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autr" +
+	"e code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[" +
+	"1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[" +
+	"1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une se" +
+	"ule tentative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s" +
+	"\x02Aucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met f" +
+	"in à l’occurrence avant que son délai de nouvelle tentative ne soit écou" +
+	"lé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-" +
+	"delà de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances b" +
+	"loquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; actualisés toutes les quelques secondes.\x02Seuls les administra" +
+	"teurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révéle" +
+	"z cette valeur\u202f: le motif est consigné avec la révélation dans le j" +
+	"ournal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a pa" +
+	"s la clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir " +
+	"(rien n’a été enregistré). Une autre réplique peut la révéler\u202f; dem" +
+	"andez à votre administrateur de démarrer toutes les répliques avec les m" +
+	"êmes clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %" +
+	"[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance. Une i" +
+	"nstance terminée est supprimée une fois la durée de conservation (RELAIS" +
+	"_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucun" +
+	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
+	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
+	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
+	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà " +
+	"connecté. L’adresse l’a mis dans l’historique de votre navigateur, et pe" +
+	"ut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les lire" +
+	", faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l" +
+	"’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
+	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
+	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
+	"évoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
+	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
+	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
+	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
+	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
+	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
+	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
+	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
+	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
+	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
+	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
+	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
+	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
+	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
+	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
+	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
+	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
+	"rs, les destinations, le journal des révélations et les effacements sont" +
+	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
+	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
+	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
+	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
+	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
+	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
+	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
+	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
+	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"toutes les révisions accordées à son consommateur\u202f: %[1]s\x02flux" +
+	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
+	"ordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend" +
+	" la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02De" +
+	"s occurrences de la révision %[1]d attendent, et aucun exécutant connect" +
+	"é ne la prend\u202f: abonnez-y des exécutants dont le consommateur y a " +
+	"droit (un exécutant qui ne nomme aucune révision prend celles auxquelles" +
+	" son consommateur a droit\u202f; une version de processus l’épingle)." +
+	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
+	"nnecté ne les prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus les éping" +
+	"le).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
+	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge\u202f: %[1]s.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 94281 bytes (92KiB); checksum: BBAFEFE2
+	// Total table size 94406 bytes (92KiB); checksum: 5ECEEAC9
