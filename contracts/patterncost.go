@@ -115,23 +115,28 @@ func unclosedRepeat(p string) int {
 				i++ // a leading ] is the character
 			}
 		case c == '{':
-			j := i + 1
-			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-				j++
-			}
-			if j == i+1 {
-				continue
-			}
-			if j < len(p) && p[j] == ',' {
-				j++
-				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-					j++
-				}
-			}
-			if j >= len(p) || p[j] != '}' {
+			if j, digits := countEnd(p, i); digits && (j >= len(p) || p[j] != '}') {
 				return i
 			}
 		}
 	}
 	return -1
+}
+
+// countEnd reads what follows the { at p[i] as a repeat count, digits
+// then an optional comma and more digits: it returns where that stops
+// (a count's } when there is one) and whether digits came first.
+func countEnd(p string, i int) (j int, digits bool) {
+	j = i + 1
+	for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+		j++
+	}
+	digits = j > i+1
+	if j < len(p) && p[j] == ',' {
+		j++
+		for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+			j++
+		}
+	}
+	return j, digits
 }

@@ -80,17 +80,7 @@ func ecmaOnly(p string) string {
 				i++ // a leading ] is the character
 			}
 		case c == '{':
-			j := i + 1
-			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-				j++
-			}
-			digits := j > i+1
-			if j < len(p) && p[j] == ',' {
-				j++
-				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-					j++
-				}
-			}
+			j, digits := countEnd(p, i)
 			switch {
 			case digits && j < len(p) && p[j] == '}':
 				i = j // a count
