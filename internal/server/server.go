@@ -306,8 +306,12 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Every answer says how many data keys the replica holds (SRE QA:
 		// an outage's answer left it out, as if none).
-		answer := func(code int, status string, version any) {
-			httpjson.Encode(w, code, map[string]any{"status": status, "schema_version": version, "expected_schema_version": want, "data_keys": eng.DataKeys()})
+		answer := func(code int, status string, version any, more ...any) {
+			body := map[string]any{"status": status, "schema_version": version, "expected_schema_version": want, "data_keys": eng.DataKeys()}
+			for i := 0; i+1 < len(more); i += 2 {
+				body[more[i].(string)] = more[i+1]
+			}
+			httpjson.Encode(w, code, body)
 		}
 		if stopping() {
 			answer(http.StatusServiceUnavailable, "shutting down", nil)
@@ -357,12 +361,11 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 				// unready, every replica would go at once when the
 				// rotation came before the restarts, where each still
 				// serves all but those values.
-				body := map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want,
-					"data_keys": eng.DataKeys(), "data_key_retired": eng.PrimaryKeyRetired()}
+				more := []any{"data_key_retired", eng.PrimaryKeyRetired()}
 				if missing, err := eng.MissingDataKeys(ctx); err == nil && len(missing) > 0 {
-					body["data_keys_missing"] = missing
+					more = append(more, "data_keys_missing", missing)
 				}
-				httpjson.Encode(w, http.StatusOK, body)
+				answer(http.StatusOK, "ready", got, more...)
 			}
 		}
 	})
