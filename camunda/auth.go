@@ -38,6 +38,9 @@ var errNoCredentials = fault.New(fault.Unauthorized, "unauthorized",
 	"the Camunda facade needs a consumer token: Authorization: Bearer <token>, or Basic with the consumer's name and its token")
 
 func principal(r *http.Request, lookup auth.Lookup) (auth.Principal, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return auth.Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the Authorization header is given more than once: send it once")
+	}
 	scheme, credentials, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	credentials = strings.TrimSpace(credentials)
 	var name, token string

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/relais/relais/internal/auth"
@@ -24,7 +25,9 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="relais"`)
 				detail := "an Authorization: Bearer token is required"
-				if r.Header.Get("Authorization") != "" {
+				if n := len(r.Header.Values("Authorization")); n > 1 {
+					detail = "an Authorization: Bearer token is required, once: this request gives the header " + strconv.Itoa(n) + " times"
+				} else if r.Header.Get("Authorization") != "" {
 					// The header is there: its scheme is what is missing
 					// or wrong, the commonest slip with a token in hand.
 					detail = "an Authorization: Bearer token is required (the header must read \"Bearer \" then the token)"
@@ -112,6 +115,11 @@ func authenticate(r *http.Request, lookup auth.Lookup, token string) (auth.Princ
 
 // Bearer is the bearer token of a request's headers, if they carry one.
 func Bearer(h http.Header) (string, bool) {
+	if len(h.Values("Authorization")) > 1 {
+		// Which one counts? A proxy reading the last would authorize
+		// another principal than Relais reading the first (security QA).
+		return "", false
+	}
 	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false

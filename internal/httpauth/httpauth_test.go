@@ -114,3 +114,26 @@ func TestRequireNamesAMissingScheme(t *testing.T) {
 		}
 	}
 }
+
+// Two Authorization headers authenticate nobody (security QA: the first
+// won, where a proxy reading the last would authorize another principal).
+func TestRequireRefusesTwoAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	token, _ := auth.NewToken()
+	lookup := func(context.Context, []byte) (auth.Principal, []byte, error) {
+		return auth.Principal{Role: auth.RoleAdmin}, nil, nil
+	}
+	reached := false
+	h := Require(lookup, nil, auth.RoleOperator)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Add("Authorization", "Bearer "+token)
+	req.Header.Add("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized || reached || !bytes.Contains(rec.Body.Bytes(), []byte("gives the header 2 times")) {
+		t.Errorf("two headers: %d %s (handler reached %v), want 401 saying so", rec.Code, rec.Body, reached)
+	}
+	if _, ok := Bearer(req.Header); ok {
+		t.Error("Bearer read a token from two headers")
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/forwarded"
+	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/stream"
@@ -232,9 +233,8 @@ func metricsToken(token string, next http.Handler) http.Handler {
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		ok = ok && strings.EqualFold(scheme, "Bearer") // case-insensitive, as the API's
-		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
+		given, ok := httpauth.Bearer(r.Header) // the scheme in any case, the header once
+		got := sha256.Sum256([]byte(given))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relais-metrics"`)
 			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized",
