@@ -138,8 +138,7 @@ func (w *Worker) send(req *http.Request, path string, out any) error {
 	ctx := req.Context()
 	token, err := w.token(ctx)
 	if err != nil {
-		// Retried as a network error: the next read may succeed.
-		return &networkError{err}
+		return err // a tokenError, retried: the next read may succeed
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json, application/problem+json")

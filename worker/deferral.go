@@ -104,6 +104,10 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 // 409 deadline_exceeded past its deadline, 409 locked_by_other_worker or
 // not_reserved when it is not deferred (a worker holds it, or it waits to
 // be offered), 404 for an id Relais does not know.
+//
+// A Go front end holding a settle token (IssueSettleToken) uses it the
+// same way: a Worker made with that token as Config.Token, never Run,
+// completes or fails the one occurrence the token is for.
 func (w *Worker) CompleteDeferred(ctx context.Context, occurrenceID string, outputs any) error {
 	body, err := encodeOutputs(outputs)
 	if err != nil {

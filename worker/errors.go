@@ -201,10 +201,20 @@ func (w *Worker) token(ctx context.Context) (string, error) {
 		tok, err = cleanToken(tok)
 	}
 	if err != nil {
-		return "", fmt.Errorf("worker: TokenFunc: %w", err)
+		return "", &tokenError{err}
 	}
 	return tok, nil
 }
+
+// tokenError is TokenFunc's failure: retried as a network error is, but
+// said as the worker's own (Go SDK QA: prefixed "relais:", it read as
+// the server's answer, which was never asked).
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string {
+	return "worker: TokenFunc gave no token (retried, with backoff, until it does): " + e.err.Error()
+}
+func (e *tokenError) Unwrap() error { return e.err }
 
 // cleanToken trims the white space around a token (a file's last newline:
 // no token has any) and refuses one that is empty or holds a character an

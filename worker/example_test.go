@@ -20,7 +20,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Handle("add_company_to_crm", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+	// The revision this code was written for: nil takes every revision
+	// its consumer is granted, a later breaking one included.
+	w.Handle("add_company_to_crm", []int{1}, func(ctx context.Context, t *worker.Task) (any, error) {
 		var in struct {
 			CompanyName string `json:"company_name"`
 			Country     string `json:"country"`

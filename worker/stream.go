@@ -461,7 +461,7 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 	// A token TokenFunc cannot give is the reason to retry, not the 401
 	// a subscription without one would bring back.
 	if _, err := w.token(ctx); err != nil {
-		return nil, &networkError{err}
+		return nil, err // a tokenError, retried
 	}
 	resume := r.orphaned()
 	req := &workerv1.SubscribeRequest{WorkerId: w.cfg.WorkerID, MaxInFlight: int32(w.cfg.Concurrency),
@@ -1078,11 +1078,15 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 	w := r.w
 	c := newStreamClient(w)
 	bo := w.fetchBackoff
-	for first := true; ; first = false {
+	// first holds until the server answered: a TokenFunc that failed the
+	// first tries (its file not there yet) asked it nothing.
+	for first := true; ; {
 		if ctx.Err() != nil {
 			return false, nil
 		}
 		s, err := r.subscribe(ctx, c)
+		var te *tokenError
+		asked := !errors.As(err, &te)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, nil
@@ -1094,6 +1098,9 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 					return true, nil
 				}
 				return false, fmt.Errorf("worker: subscribe: no worker stream at %s (an older Relais, or a URL that is not Relais's root): %w", w.cfg.URL, err)
+			}
+			if asked {
+				first = false
 			}
 			if !w.transient(err) {
 				// Logged once, where Run stops with it (evaluator QA:
@@ -1116,6 +1123,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 			}
 			continue
 		}
+		first = false
 		w.log.Info("stream connected", "stream", s.id, "max_in_flight", w.cfg.Concurrency)
 		r.stream = s
 		w.connected.Store(true)

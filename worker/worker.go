@@ -6,8 +6,8 @@
 // DESIGN §10): tasks are pushed as soon as they are claimable and Relais
 // keeps their locks alive while the stream lives. Against a server without
 // streams it long-polls the REST pull protocol instead (Config.Protocol).
-// It depends on this module's isoduration and generated protocol packages
-// only (no server package). What it guarantees:
+// It depends on this module's isoduration, jsontree and generated protocol
+// packages only (no server package). What it guarantees:
 //
 //   - at most Config.Concurrency handlers run at once, and it never
 //     reserves more tasks than it has room to run (a stream's
@@ -28,7 +28,9 @@
 //	if err != nil {
 //		log.Fatal(err)
 //	}
-//	w.Handle("add_company_to_crm", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+//	// Revision 1, the one this code was written for: nil would take every
+//	// revision granted, a later breaking one included.
+//	w.Handle("add_company_to_crm", []int{1}, func(ctx context.Context, t *worker.Task) (any, error) {
 //		var in struct{ CompanyName string `json:"company_name"` }
 //		if err := t.Decode(&in); err != nil {
 //			return nil, worker.Fail("INVALID_INPUTS", "%v", err) // not retried
@@ -118,8 +120,10 @@ type Config struct {
 	// token (POST /api/v1/consumers/{id}/rotate, with an overlap) is taken
 	// up without a restart. With it, a 401 is retried with backoff, the
 	// token read again each time, rather than ending Run: a worker whose
-	// new token is not in place yet waits for it. It must be safe for
-	// concurrent use and quick (cache what is slow to read).
+	// new token is not in place yet waits for it. An error it returns is
+	// retried the same way, logged at WARN each time (the file is missing,
+	// say): it never ends Run. It must be safe for concurrent use and
+	// quick (cache what is slow to read).
 	TokenFunc func(ctx context.Context) (string, error)
 	// WorkerID names this process to Relais (1 to 200 bytes, without
 	// surrounding white space or control characters: New refuses them);

@@ -412,6 +412,10 @@ func TestTypedNamesNoValue(t *testing.T) {
 		// same (Go SDK QA), with the way to read a date.
 		`{"since":"1984-03-07"}`: "since does not parse as time.Time (time.Time reads RFC 3339 date-times; a contract date, without a time, is read into worker.Date)",
 		`{"count":1,"lines":[{"qty":1},{"on":"1984-03-07","qty":2}]}`: "lines.1.on does not parse as time.Time",
+		// A type error in a list names the item too (Go SDK QA: lines.qty).
+		`{"lines":[{"qty":1},{"qty":2.5}]}`: "lines.1.qty is a JSON number, which int cannot hold",
+		// No inputs at all: a Task built by hand (Go SDK QA).
+		``: "the task has no inputs to decode into worker.in",
 	} {
 		_, err := h(context.Background(), &Task{Inputs: json.RawMessage(inputs)})
 		var be *BusinessError
@@ -1795,5 +1799,33 @@ func TestDate(t *testing.T) {
 	})
 	if _, err := h(context.Background(), &Task{Inputs: json.RawMessage(`{"on":"1984-03-07T10:00:00Z"}`)}); err == nil || !strings.Contains(err.Error(), "on does not parse as worker.Date") {
 		t.Errorf("a date-time into a Date: %v; want the field named", err)
+	}
+}
+
+// A TokenFunc that fails is retried until it gives a token, said as the
+// worker's own failure, never as Relais's answer (Go SDK QA: "relais:
+// worker: TokenFunc: open …" read as the server's).
+func TestAFailingTokenFuncIsRetriedAndSaidAsSuch(t *testing.T) {
+	s := newFake(t)
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	var ready atomic.Bool
+	h := newHarness(t, s, Config{TokenFunc: func(context.Context) (string, error) {
+		if !ready.Load() {
+			return "", errors.New("open /run/secrets/relais: no such file or directory")
+		}
+		return s.token, nil
+	}})
+	logs := &testlog.Buffer{}
+	h.w.log = slog.New(slog.NewTextHandler(logs, nil))
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "the failure logged", func() bool { return strings.Contains(logs.String(), "TokenFunc gave no token") })
+	if strings.Contains(logs.String(), "relais: worker: TokenFunc") {
+		t.Errorf("the token's failure is said as Relais's:\n%s", logs.String())
+	}
+	ready.Store(true)
+	waitFor(t, "the task completed once the token is there", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v; want nil", err)
 	}
 }
