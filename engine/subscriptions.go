@@ -217,7 +217,17 @@ func (g grantSet) hint(asked string) string {
 			return suggest.Meant(k)
 		}
 	}
-	return ""
+	// Nothing close: what it is granted, its own, so that a key that
+	// does not exist at all does not read as a grant to ask for (Go SDK
+	// QA: qa.nope was only "not granted").
+	const shown = 5
+	switch {
+	case len(keys) == 0:
+		return ", which is granted nothing"
+	case len(keys) > shown:
+		return ", which is granted " + strings.Join(keys[:shown], ", ") + fmt.Sprintf(" and %d more", len(keys)-shown)
+	}
+	return ", which is granted " + strings.Join(keys, ", ")
 }
 
 // overlaps reports whether some grant may cover a key matched by pattern.
