@@ -494,6 +494,7 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 		// once, without spending an attempt.
 		r.handBack(t, log)
 	default:
+		t.ctl.end.HandlerErr = err
 		r.settleFail(t, failureOf(err), log)
 	}
 }

@@ -238,6 +238,12 @@ type TaskEnd struct {
 	Handler time.Duration
 	// Err says why the outcome was not reported (OutcomeUnreported).
 	Err error
+	// HandlerErr is the error the handler returned (a panic as an
+	// error), whatever became of its report; nil when it returned none.
+	// The SDK never logs it (a failure's message may quote inputs): a
+	// hook may, where it knows what the messages hold (Go SDK QA: a
+	// failure's cause was seen only in the console).
+	HandlerErr error
 }
 
 // TaskOutcome is how a task ended for this worker.

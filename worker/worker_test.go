@@ -1664,6 +1664,15 @@ func TestOnTaskEnd(t *testing.T) {
 			t.Errorf("%s started %+v", id, got)
 		}
 	}
+	// The handler's own error, for a hook to log (Go SDK QA); none for
+	// outputs Relais refused.
+	var be *BusinessError
+	if e := ends[biz].HandlerErr; !errors.As(e, &be) || be.Code != "DUPLICATE" {
+		t.Errorf("biz's HandlerErr = %v, want the handler's DUPLICATE", e)
+	}
+	if e := ends[bad].HandlerErr; e != nil {
+		t.Errorf("bad's HandlerErr = %v, want none (the handler returned outputs)", e)
+	}
 }
 
 // A report Relais refuses because the task is no longer this worker's is
