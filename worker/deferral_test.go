@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,4 +466,37 @@ func TestDeferredListsWhatTheConsumerDeferred(t *testing.T) {
 	if len(errs) != 1 || !errors.Is(errs[0], ErrUnanswered) {
 		t.Errorf("listing with its context ended: %v, want one error wrapping ErrUnanswered", errs)
 	}
+}
+
+// Close lets a Worker that never runs (a front end settling by id) leave
+// no connection behind: its idle connections are closed, the server sees
+// them go (Go SDK QA: two goroutines lingered until the idle timeout).
+func TestCloseReleasesTheConnectionsOfAWorkerThatNeverRuns(t *testing.T) {
+	var closed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"items":[]}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	w, err := New(Config{URL: srv.URL, Token: "rls_front_end", WorkerID: "front-desk", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range w.Deferred(context.Background(), DeferredFilter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := closed.Load(); n != 0 {
+		t.Fatalf("%d connections closed before Close", n)
+	}
+	w.Close()
+	waitFor(t, "the idle connection closed", func() bool { return closed.Load() == 1 })
 }

@@ -344,6 +344,18 @@ type Worker struct {
 	noAttempt atomic.Bool
 }
 
+// Close releases the idle connections of a Worker used without Run (to
+// settle deferred tasks by id, say, or as a settle-token front end): their
+// goroutines otherwise linger until the transport's idle timeout (Go SDK
+// QA). Run does the same as it returns. A Config.HTTPClient the caller gave
+// is the caller's, left alone. The Worker may still be used: a later call
+// opens a connection again.
+func (w *Worker) Close() {
+	if w.ownClient {
+		w.cfg.HTTPClient.CloseIdleConnections()
+	}
+}
+
 // Connected reports whether the worker is taking tasks from Relais now:
 // its stream is connected, or (long polling) its latest fetch was
 // answered. It is false before Run, while Run cannot reach Relais (a
@@ -674,10 +686,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		r.stream.close()
 	}
 	r.dropOrphans()
-	if w.ownClient {
-		// Nobody else uses these connections: leave no goroutine behind.
-		w.cfg.HTTPClient.CloseIdleConnections()
-	}
+	// Nobody else uses these connections: leave no goroutine behind.
+	w.Close()
 	return err
 }
 
