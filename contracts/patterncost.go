@@ -107,13 +107,7 @@ func unclosedRepeat(p string) int {
 		case inClass:
 			inClass = c != ']'
 		case c == '[':
-			inClass = true
-			if i+1 < len(p) && p[i+1] == '^' {
-				i++
-			}
-			if i+1 < len(p) && p[i+1] == ']' {
-				i++ // a leading ] is the character
-			}
+			inClass, i = true, classOpen(p, i)
 		case c == '{':
 			if j, digits := countEnd(p, i); digits && (j >= len(p) || p[j] != '}') {
 				return i
@@ -139,4 +133,17 @@ func countEnd(p string, i int) (j int, digits bool) {
 		}
 	}
 	return j, digits
+}
+
+// classOpen is where the members of the class opening at p[i] ('[')
+// begin, less one: past a negation's ^, and past a leading ], which is a
+// member, not the class's end.
+func classOpen(p string, i int) int {
+	if i+1 < len(p) && p[i+1] == '^' {
+		i++
+	}
+	if i+1 < len(p) && p[i+1] == ']' {
+		i++
+	}
+	return i
 }

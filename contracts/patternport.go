@@ -72,13 +72,7 @@ func ecmaOnly(p string) string {
 		case inClass:
 			inClass = c != ']'
 		case c == '[':
-			inClass = true
-			if i+1 < len(p) && p[i+1] == '^' {
-				i++
-			}
-			if i+1 < len(p) && p[i+1] == ']' {
-				i++ // a leading ] is the character
-			}
+			inClass, i = true, classOpen(p, i)
 		case c == '{':
 			j, digits := countEnd(p, i)
 			switch {
