@@ -63,6 +63,10 @@ type Runner struct {
 }
 
 // NewRunner returns a runner; call Run.
+// transportBackstop bounds a TLS handshake and the wait for an answer's
+// headers, should a call's deadline fail to: twice the longest budget.
+const transportBackstop = 2 * process.HardMaxPushTimeout
+
 func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg prometheus.Registerer) *Runner {
 	host, _ := os.Hostname()
 	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
@@ -90,8 +94,13 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 			DialContext:           countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
 			MaxIdleConnsPerHost:   cfg.Concurrency,
 			IdleConnTimeout:       idleConnTimeout,
-			TLSHandshakeTimeout:   process.HardMaxPushTimeout,
-			ResponseHeaderTimeout: process.HardMaxPushTimeout,
+			// Backstops only, past the longest budget: the call's own
+			// deadline must end it first, or a call with the longest
+			// budget raced them and was said outcome_unknown instead of
+			// deadline_exceeded half the time (verifier QA), which
+			// on_error branches on.
+			TLSHandshakeTimeout:   transportBackstop,
+			ResponseHeaderTimeout: transportBackstop,
 			// Bounded as the body is (push QA: 10 MiB of headers a call).
 			MaxResponseHeaderBytes: cfg.MaxResponseBytes,
 			// The body is decoded here, whole (see decode): net/http's
