@@ -90,10 +90,10 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 		Transport: &http.Transport{
 			// Calls go where the destination says, never through an
 			// environment proxy.
-			Proxy:                 nil,
-			DialContext:           countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
-			MaxIdleConnsPerHost:   cfg.Concurrency,
-			IdleConnTimeout:       idleConnTimeout,
+			Proxy:               nil,
+			DialContext:         countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
+			MaxIdleConnsPerHost: cfg.Concurrency,
+			IdleConnTimeout:     idleConnTimeout,
 			// Backstops only, past the longest budget: the call's own
 			// deadline must end it first, or a call with the longest
 			// budget raced them and was said outcome_unknown instead of
