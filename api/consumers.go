@@ -153,6 +153,9 @@ func grantsIfMatch(r *http.Request) (string, error) {
 		return "", nil
 	}
 	tag := strings.TrimSpace(strings.Join(values, ","))
+	if tag == "*" {
+		return "", nil // any current grants (RFC 9110): the consumer exists, as the PUT checks
+	}
 	if len(values) > 1 || strings.Contains(tag, ",") || strings.HasPrefix(tag, "W/") || len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
 		return "", fault.New(fault.BadRequest, "invalid_request",
 			"If-Match must be the one strong tag GET /api/v1/consumers/{id} answered in its ETag (quoted), or be left out")

@@ -51,6 +51,9 @@ func TestGrantsReplacedIfUnchanged(t *testing.T) {
 			t.Errorf("If-Match %q: %d, want 400", bad, r.Status)
 		}
 	}
+	if r := put("*", all(key)); r.Status != http.StatusOK {
+		t.Errorf("PUT with If-Match *: %d, want 200 (any grants, RFC 9110)", r.Status)
+	}
 	if r := put("", all(key)); r.Status != http.StatusOK {
 		t.Errorf("PUT without If-Match: %d, want 200 (it replaces whatever is there)", r.Status)
 	}

@@ -49,3 +49,14 @@ func TestAnHTTPSURLToPlainHTTPIsNoServerError(t *testing.T) {
 		t.Errorf("Error() = %q, want the URL's fix", got)
 	}
 }
+
+// A report whose token TokenFunc could not give, failed in the stream's
+// interceptor, is said as the worker's own, never as Relais's answer
+// (verifier QA: "relais: worker: TokenFunc …").
+func TestATokenFailureUnderAStreamedCallIsTheWorkers(t *testing.T) {
+	te := &tokenError{errors.New("open /run/secrets/relais: no such file or directory")}
+	err := &networkError{connect.NewError(connect.CodeUnknown, te)}
+	if got := err.Error(); strings.HasPrefix(got, "relais:") || !strings.HasPrefix(got, "worker: TokenFunc gave no token") {
+		t.Errorf("Error() = %q, want the token's failure, unprefixed", got)
+	}
+}
