@@ -617,6 +617,10 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	}
 	if count == 0 {
 		v.Nothing = T(ctx, "Nothing to do: no instance this action applies to matches the filter.")
+		if f.ErrorCode != "" {
+			// A count of 0 reads as the incident's end (verifier QA).
+			v.Nothing += " " + T(ctx, "An error code is matched exactly, capitals included.")
+		}
 	}
 	crit := f.criteria()
 	if len(crit) == 0 || len(crit) == 1 && crit.Has("status") {

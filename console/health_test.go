@@ -515,6 +515,9 @@ func TestAnErrorCodeFilterSaysItIsExact(t *testing.T) {
 			t.Errorf("%s: %q", page, got)
 		}
 	}
+	if got := text(b.mustGet("/console/instances/bulk?action=retry&status=held&error_code=scorer_down", 200), "bulk-nothing"); !strings.HasSuffix(got, "An error code is matched exactly, capitals included.") {
+		t.Errorf("bulk retry of scorer_down: %q", got)
+	}
 	if got := text(b.mustGet("/console/occurrences?status=failed&definition=add_company_to_crm", 200), "empty"); strings.Contains(got, "error code") {
 		t.Errorf("no error code filter, yet: %q", got)
 	}

@@ -39,272 +39,272 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              348,
-	"%[1]s %[2]s, %[3]s %[4]s":                 349,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          347,
-	"%[1]s; %[2]s":                             346,
+	"%[1]s %[2]s":                              349,
+	"%[1]s %[2]s, %[3]s %[4]s":                 350,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          348,
+	"%[1]s; %[2]s":                             347,
 	"%d (0 lowest, 9 highest)":                 525,
 	"%d attempts":                              534,
 	"%d attempts, retry after %s, priority %d": 722,
-	"%d breaking":                              257,
-	"%d changes":                               256,
-	"%d completed":                             340,
-	"%d d":                                     356,
-	"%d days":                                  370,
-	"%d failed":                                341,
-	"%d h":                                     355,
+	"%d breaking":                              258,
+	"%d changes":                               257,
+	"%d completed":                             341,
+	"%d d":                                     357,
+	"%d days":                                  371,
+	"%d failed":                                342,
+	"%d h":                                     356,
 	"%d held instances match now.":             64,
-	"%d hours":                                 371,
+	"%d hours":                                 372,
 	"%d items":                                 803,
 	"%d left":                                  536,
-	"%d min":                                   354,
-	"%d minutes":                               372,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 93,
+	"%d min":                                   355,
+	"%d minutes":                               373,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 94,
 	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              801,
-	"%d ms": 374,
+	"%d ms": 375,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         710,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 709,
 	"%d occurrences": 639,
-	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       91,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 92,
-	"%d releases":                             281,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       92,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 93,
+	"%d releases":                             282,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       353,
-	"%d seconds": 373,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 107,
+	"%d s":       354,
+	"%d seconds": 374,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 108,
 	"%s (a fixed offset, no daylight saving time)":                                     671,
 	"%s (deferred; settled by %s)":                                                     601,
 	"%s (deferred; settled with its settle token)":                                     599,
 	"%s (deferred; settled with its settle token, as %s)":                              600,
-	"%s (token #%d, %s)":                                                               108,
+	"%s (token #%d, %s)":                                                               109,
 	"%s = %s":                                                                          716,
-	"%s ago":                                                                           351,
+	"%s ago":                                                                           352,
 	"%s at %s":                                                                         605,
 	"%s so far":                                                                        597,
-	"%s version %s":                                                                    273,
-	"%s versions %s":                                                                   274,
+	"%s version %s":                                                                    274,
+	"%s versions %s":                                                                   275,
 	"%s ← %s":                                                                          715,
 	"%s → %s":                                                                          717,
-	"%s, %s: %s":                                                                       312,
+	"%s, %s: %s":                                                                       313,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         529,
 	"%s, cut to %s by the destination’s max_timeout":                       528,
 	"%s, multiplied by %s after each failure, up to %s":                    531,
 	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 530,
 	"%s, revision %s":                         488,
 	"%s, version %s":                          489,
-	"%s: %s":                                  339,
-	"%s: %s → %s":                             264,
+	"%s: %s":                                  340,
+	"%s: %s → %s":                             265,
 	"%s: a date is written 2026-12-01.":       655,
-	"%s: every revision, present and future":  202,
-	"%s: revision %s":                         203,
-	"%s: revisions %s":                        204,
+	"%s: every revision, present and future":  203,
+	"%s: revision %s":                         204,
+	"%s: revisions %s":                        205,
 	"%s: the first day comes after the last.": 656,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 526,
-	"%s–%s":                         338,
+	"%s–%s":                         339,
 	"(%d characters in all)":        805,
 	"(%d handed back, not counted)": 535,
 	"(each item)":                   791,
 	"(in %s)":                       804,
 	"(worker %s)":                   584,
-	"0 seconds":                     369,
+	"0 seconds":                     370,
 	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            768,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 573,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       314,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       315,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 666,
 	"A revision is a definition’s: choose the definition too.": 621,
 	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 756,
 	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   755,
-	"A version is a process’s: choose the process too.":              419,
+	"A version is a process’s: choose the process too.":              420,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              414,
-	"Abandoned by %s at %s — “%s”":                                   401,
+	"Abandoned at node":                                              415,
+	"Abandoned by %s at %s — “%s”":                                   402,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 425,
-	"Action":          111,
-	"All actions":     126,
+	"Act on every instance this filter matches": 426,
+	"Action":          112,
+	"All actions":     127,
 	"All consumers":   635,
-	"All definitions": 331,
-	"All its tasks":   201,
+	"All definitions": 332,
+	"All its tasks":   202,
 	"All processes":   432,
 	"All statuses":    434,
 	"All workers":     818,
-	"An error code is matched exactly, capitals included.": 431,
+	"An error code is matched exactly, capitals included.": 77,
 	"An operator abandoned the instance.":                  572,
 	"Any definition":                                       433,
-	"Apply filters":                                        123,
-	"Apr":                                                  360,
-	"As of %s (%s); refreshed every few seconds.":          325,
+	"Apply filters":                                        124,
+	"Apr":                                                  361,
+	"As of %s (%s); refreshed every few seconds.":          326,
 	"Attempts":                                             493,
-	"Audit log":                                            117,
-	"Aug":                                                  364,
+	"Audit log":                                            118,
+	"Aug":                                                  365,
 	"Available from":                                       546,
-	"Back to definitions":                                  169,
-	"Back to external tasks":                               167,
-	"Back to sign-in":                                      168,
-	"Back to the form":                                     177,
+	"Back to definitions":                                  170,
+	"Back to external tasks":                               168,
+	"Back to sign-in":                                      169,
+	"Back to the form":                                     178,
 	"Back to the instance":                                 33,
 	"Back to the list":                                     59,
 	"Back to the occurrence":                               736,
 	"Back without saving":                                  668,
-	"Breaks processes":                                     233,
-	"Breaks workers":                                       234,
-	"Bulk %s applied to %d instances.":                     106,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  134,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 133,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      132,
-	"Bulk action":                     115,
-	"Business key":                    81,
-	"By process and error code":       88,
+	"Breaks processes":                                     234,
+	"Breaks workers":                                       235,
+	"Bulk %s applied to %d instances.":                     107,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  135,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 134,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      133,
+	"Bulk action":                     116,
+	"Business key":                    82,
+	"By process and error code":       89,
 	"Call timeout":                    527,
-	"Calls":                           292,
-	"Calls signed (Relais-Signature)": 294,
+	"Calls":                           293,
+	"Calls signed (Relais-Signature)": 295,
 	"Camunda 7 facade":                823,
 	"Cancelled: the instance was stopped (%s).":               596,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 595,
-	"Cannot act on this filter":                               94,
+	"Cannot act on this filter":                               95,
 	"Cannot act on this instance":                             32,
 	"Cannot reveal":                                           738,
 	"Cannot reveal it here":                                   734,
-	"Change":                                                  231,
-	"Changes between the two revisions":                       243,
-	"Changes of the Working copy since revision %d":           252,
-	"Choose two existing revisions to compare.":               253,
-	"Classification":                                          210,
-	"Clear filters":                                           124,
+	"Change":                                                  232,
+	"Changes between the two revisions":                       244,
+	"Changes of the Working copy since revision %d":           253,
+	"Choose two existing revisions to compare.":               254,
+	"Classification":                                          211,
+	"Clear filters":                                           125,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            704,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 687,
-	"Compare":              230,
-	"Compare revisions":    226,
-	"Completed":            334,
+	"Compare":              231,
+	"Compare revisions":    227,
+	"Completed":            335,
 	"Completed (%s).":      590,
-	"Completed, last hour": 322,
-	"Completions and failures per 5 minutes, last hour: %s":    332,
-	"Completions and failures per 5-minute slot, oldest first": 336,
-	"Completions and failures, last hour":                      315,
+	"Completed, last hour": 323,
+	"Completions and failures per 5 minutes, last hour: %s":    333,
+	"Completions and failures per 5-minute slot, oldest first": 337,
+	"Completions and failures, last hour":                      316,
 	"Connected":                                                814,
-	"Constraints":                                              211,
+	"Constraints":                                              212,
 	"Consumer":                                                 495,
 	"Consumer and worker":                                      632,
-	"Consumers":                                                148,
-	"Consumers, oldest first":                                  190,
-	"Counting the occurrences; the counts appear when you reload the page.": 205,
-	"Counts are unavailable right now.":                                     206,
+	"Consumers":                                                149,
+	"Consumers, oldest first":                                  191,
+	"Counting the occurrences; the counts appear when you reload the page.": 206,
+	"Counts are unavailable right now.":                                     207,
 	"Counts as of %s (%s); refreshed every few seconds.":                    731,
 	"Counts by status": 627,
-	"Created":          385,
-	"Created from":     84,
-	"Created on":       194,
-	"Created to":       85,
-	"Creation date":    420,
+	"Created":          386,
+	"Created from":     85,
+	"Created on":       195,
+	"Created to":       86,
+	"Creation date":    421,
 	"Dates":            491,
 	"Deadline":         523,
-	"Dec":              368,
+	"Dec":              369,
 	"Deferred":         550,
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 589,
-	"Definition":                                 317,
-	"Definition %s":                              213,
-	"Definition %s has no revision %d.":          102,
-	"Definitions":                                146,
-	"Definitions by key":                         276,
+	"Definition":                                 318,
+	"Definition %s":                              214,
+	"Definition %s has no revision %d.":          103,
+	"Definitions":                                147,
+	"Definitions by key":                         277,
 	"Definitions served":                         812,
-	"Definitions, those needing attention first": 316,
-	"Deleted by retention":                       410,
-	"Description":                                212,
+	"Definitions, those needing attention first": 317,
+	"Deleted by retention":                       411,
+	"Description":                                213,
 	"Destination":                                507,
-	"Destinations":                               149,
-	"Destinations by name":                       285,
+	"Destinations":                               150,
+	"Destinations by name":                       286,
 	"Destination’s answer":                       500,
-	"Detail":                                     232,
-	"Did you mean “%s”?":                         97,
-	"Digest":                                     246,
-	"Display settings":                           154,
+	"Detail":                                     233,
+	"Did you mean “%s”?":                         98,
+	"Digest":                                     247,
+	"Display settings":                           155,
 	"Display settings saved.":                    674,
-	"Display settings: ":                         155,
+	"Display settings: ":                         156,
 	"Duration":                                   499,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 313,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 314,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
 	"Earlier attempt:":          642,
-	"End node":                  413,
-	"End node or error":         429,
-	"Ended":                     404,
-	"Erase process instance %s": 297,
-	"Erase the instance":        300,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 298,
-	"Erase this instance…": 395,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 302,
+	"End node":                  414,
+	"End node or error":         430,
+	"Ended":                     405,
+	"Erase process instance %s": 298,
+	"Erase the instance":        301,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 299,
+	"Erase this instance…": 396,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 303,
 	"Error":                      631,
 	"Error (before any attempt)": 553,
 	"Error (the deadline passed after attempt %d)": 552,
-	"Error code":       82,
+	"Error code":       83,
 	"Error message":    502,
 	"Every %d seconds": 673,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 545,
 	"Every attempt, oldest first": 494,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 118,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 119,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  741,
 	"Expired token":                        778,
 	"Expires":                              775,
-	"External tasks":                       141,
-	"Failed":                               320,
+	"External tasks":                       142,
+	"Failed":                               321,
 	"Failed (%s).":                         594,
-	"Failed at node":                       415,
-	"Failed occurrence":                    406,
-	"Failed, last hour":                    323,
-	"Feb":                                  358,
-	"Field":                                207,
+	"Failed at node":                       416,
+	"Failed occurrence":                    407,
+	"Failed, last hour":                    324,
+	"Feb":                                  359,
+	"Field":                                208,
 	"Filter":                               57,
-	"Filters":                              119,
-	"Find":                                 145,
-	"Find an instance or occurrence":       143,
+	"Filters":                              120,
+	"Find":                                 146,
+	"Find an instance or occurrence":       144,
 	"Finished":                             498,
 	"First page":                           652,
 	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    180,
-	"Form refused":                         175,
-	"Form too large":                       178,
-	"From revision":                        228,
-	"From revision %d to revision %d:":     254,
+	"Form not received":                    181,
+	"Form refused":                         176,
+	"Form too large":                       179,
+	"From revision":                        229,
+	"From revision %d to revision %d:":     255,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  193,
+	"Grants":                  194,
 	"Graph":                   686,
 	"Graph of %s":             708,
 	"HTTP 2xx, unusable body": 611,
-	"Headers sent":            288,
-	"Health":                  140,
-	"Held at a node of":       83,
-	"Held at node":            405,
-	"Held for":                407,
-	"Held instances":          319,
-	"ID":                      191,
+	"Headers sent":            289,
+	"Health":                  141,
+	"Held at a node of":       84,
+	"Held at node":            406,
+	"Held for":                408,
+	"Held instances":          320,
+	"ID":                      192,
 	"In flight":               813,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 333,
-	"Inputs": 236,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 334,
+	"Inputs": 237,
 	"Inputs an instance of this version is started with": 697,
 	"Inputs from":                695,
-	"Inputs of revision %d":      247,
-	"Inputs of the working copy": 238,
-	"Inputs the instance was started with, labelled by process version %d's contract": 393,
+	"Inputs of revision %d":      248,
+	"Inputs of the working copy": 239,
+	"Inputs the instance was started with, labelled by process version %d's contract": 394,
 	"Inputs, labelled by revision %d's contract":                                      537,
-	"Instance":                  428,
-	"Instances":                 89,
+	"Instance":                  429,
+	"Instances":                 90,
 	"Instances of this version": 698,
-	"Invalid request":           165,
+	"Invalid request":           166,
 	"It takes every revision its consumer is granted.":     836,
 	"It takes every revision its consumer is granted: %s.": 835,
 	"It takes revision %d only.":                           839,
 	"It takes revisions %s only.":                          841,
-	"Its calls":                                            293,
+	"Its calls":                                            294,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 299,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 300,
 	"Its instance is held here, waiting for an operator.":                            591,
 	"Its instance went on along the node’s error path, and is held at a later node.": 592,
 	"Its instance went on along the node’s error path.":                              593,
@@ -312,34 +312,34 @@ var messageKeyToIndex = map[string]int{
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               783,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     357,
-	"Jul":                     363,
-	"Jun":                     362,
+	"Jan":                     358,
+	"Jul":                     364,
+	"Jun":                     363,
 	"Keep it":                 785,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       295,
-	"Key":                     277,
+	"Keep the instance":       296,
+	"Key":                     278,
 	"Kind":                    690,
-	"Language":                137,
-	"Last changed":            290,
+	"Language":                138,
+	"Last changed":            291,
 	"Last error (attempt %d)": 551,
 	"Last reserved":           548,
-	"Last saved":              217,
+	"Last saved":              218,
 	"Last seen":               815,
 	"Last used":               774,
 	"Latest":                  699,
-	"Latest revision":         278,
-	"Lists every change from one revision to another, and whom it may break.": 227,
+	"Latest revision":         279,
+	"Lists every change from one revision to another, and whom it may break.": 228,
 	"Local time in %s": 670,
 	"Lock expired %s — waiting to be offered again.": 581,
 	"Lock expires":    549,
-	"Longest timeout": 289,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 255,
-	"Main navigation":     139,
-	"Mar":                 359,
+	"Longest timeout": 290,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 256,
+	"Main navigation":     140,
+	"Mar":                 360,
 	"Maximum attempts":    519,
-	"May":                 361,
+	"May":                 362,
 	"Message":             629,
 	"Message from Relais": 619,
 	"Message from Relais, quoting the destination’s answer":            618,
@@ -347,46 +347,46 @@ var messageKeyToIndex = map[string]int{
 	"Method not allowed": 745,
 	"Mode":               517,
 	"More filters: instance, revision, consumer, destination, dates": 623,
-	"Name":                    192,
+	"Name":                    193,
 	"Never":                   672,
 	"Next attempt":            547,
 	"Next attempt or settled": 633,
-	"Next node":               384,
+	"Next node":               385,
 	"Next page":               651,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 130,
-	"No consumer yet.": 187,
-	"No definition %s has occurrences: check the key, or show all definitions.": 330,
-	"No definition has occurrences yet.":                                        324,
-	"No definition has the key “%s”.":                                           100,
-	"No definition yet.":                                                        280,
-	"No destination yet.":                                                       282,
-	"No inputs.":                                                                237,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 131,
+	"No consumer yet.": 188,
+	"No definition %s has occurrences: check the key, or show all definitions.": 331,
+	"No definition has occurrences yet.":                                        325,
+	"No definition has the key “%s”.":                                           101,
+	"No definition yet.":                                                        281,
+	"No destination yet.":                                                       283,
+	"No inputs.":                                                                238,
 	"No inputs: an instance starts with an empty object.":                       696,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    754,
 	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 752,
-	"No instance matches these filters.": 430,
+	"No instance matches these filters.": 431,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 753,
 	"No live worker takes %s now (Workers page).":                                               575,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 576,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           577,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          578,
-	"No more consumers.":                                   188,
-	"No more destinations.":                                283,
+	"No more consumers.":                                   189,
+	"No more destinations.":                                284,
 	"No occurrence matches these filters.":                 634,
-	"No operator action matches.":                          125,
-	"No operator has acted on this instance.":              389,
+	"No operator action matches.":                          126,
+	"No operator has acted on this instance.":              390,
 	"No outputs yet: the occurrence has not completed.":    540,
-	"No outputs.":                                          240,
+	"No outputs.":                                          241,
 	"No outputs: the occurrence ended without completing.": 542,
-	"No process has the key “%s”.":                         99,
+	"No process has the key “%s”.":                         100,
 	"No process is published yet.":                         681,
 	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             832,
 	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             831,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 135,
-	"No release yet.": 221,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    78,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 136,
+	"No release yet.": 222,
 	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 725,
-	"No revision yet: the Working copy has never been snapshotted.":                     219,
+	"No revision yet: the Working copy has never been snapshotted.":                     220,
 	"No token.":              772,
 	"No value was revealed.": 743,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              506,
@@ -395,77 +395,77 @@ var messageKeyToIndex = map[string]int{
 	"No worker is connected.":           816,
 	"No worker serves this definition.": 819,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 830,
-	"Node":                  381,
+	"Node":                  382,
 	"Nodes":                 688,
 	"Nodes of this version": 705,
 	"Nodes of this version, with their occurrences now": 689,
-	"Nodes reached, in order":                           380,
-	"Not allowed":                                       163,
-	"Not found":                                         173,
-	"Notes":                                             224,
-	"Nothing exists at this address, or it is not visible to you.": 170,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 171,
+	"Nodes reached, in order":                           381,
+	"Not allowed":                                       164,
+	"Not found":                                         174,
+	"Notes":                                             225,
+	"Nothing exists at this address, or it is not visible to you.": 171,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 172,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
 	"Nothing to find: the search box is empty.":                             750,
 	"Nothing was done.":        31,
-	"Nov":                      367,
+	"Nov":                      368,
 	"Now":                      512,
-	"Occurrence":               382,
+	"Occurrence":               383,
 	"Occurrence %s":            490,
-	"Occurrence offered again": 114,
+	"Occurrence offered again": 115,
 	"Occurrences now":          694,
 	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          828,
 	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 829,
 	"Occurrences, newest first": 628,
-	"Oct":                       366,
+	"Oct":                       367,
 	"Offered from %s — %s.":     580,
-	"Oldest claimable waits":    321,
+	"Oldest claimable waits":    322,
 	"On error":                  693,
 	"On success":                692,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         739,
 	"Only administrators may reveal a sensitive value.":                                                           732,
 	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 769,
-	"Open":             318,
-	"Operator actions": 377,
-	"Operator actions on this instance, newest first": 390,
-	"Operator actions, newest first":                  129,
-	"Other criteria":                                  86,
+	"Open":             319,
+	"Operator actions": 378,
+	"Operator actions on this instance, newest first": 391,
+	"Operator actions, newest first":                  130,
+	"Other criteria":                                  87,
 	"Outcome":                                         501,
-	"Outputs":                                         239,
-	"Outputs of revision %d":                          248,
-	"Outputs of the working copy":                     241,
+	"Outputs":                                         240,
+	"Outputs of revision %d":                          249,
+	"Outputs of the working copy":                     242,
 	"Outputs, labelled by revision %d's contract":     539,
 	"Pages": 649,
 	"Paste your token in the field: it is empty.": 766,
-	"Path":                            378,
-	"Pause reloading":                 162,
-	"Pinned by":                       271,
+	"Path":                            379,
+	"Pause reloading":                 163,
+	"Pinned by":                       272,
 	"Pinned revision":                 691,
 	"Policy":                          492,
 	"Previous page":                   650,
 	"Priority":                        524,
-	"Process":                         78,
+	"Process":                         79,
 	"Process %s":                      684,
-	"Process %s has no version %d.":   98,
+	"Process %s has no version %d.":   99,
 	"Process and node":                630,
-	"Process inputs":                  392,
-	"Process instance":                113,
-	"Process instance %s":             375,
-	"Process instances":               422,
-	"Process instances, newest first": 427,
-	"Processes":                       142,
+	"Process inputs":                  393,
+	"Process instance":                114,
+	"Process instance %s":             376,
+	"Process instances":               423,
+	"Process instances, newest first": 428,
+	"Processes":                       143,
 	"Processes by key":                679,
 	"Protocol":                        811,
-	"Published":                       225,
+	"Published":                       226,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 677,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       678,
 	"Push destination": 624,
-	"Reason":           112,
+	"Reason":           113,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
 	"Reason given by the worker":                            518,
-	"Recorded operator actions":                             388,
-	"Relais console":                                        136,
+	"Recorded operator actions":                             389,
+	"Relais console":                                        137,
 	"Relais has not called the destination yet.":            509,
 	"Relais is calling the destination (since %s).":         586,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 511,
@@ -475,25 +475,25 @@ var messageKeyToIndex = map[string]int{
 	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     606,
 	"Relais refused the action. Nothing was done.":                                                                  51,
 	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           608,
-	"Release":                       222,
-	"Releases":                      220,
-	"Releases, oldest first":        242,
+	"Release":                       223,
+	"Releases":                      221,
+	"Releases, oldest first":        243,
 	"Reload lists and detail pages": 665,
-	"Reloading paused":              159,
+	"Reloading paused":              160,
 	"Reloading paused: this page stays as it is until you resume.": 676,
 	"Reloading resumed.":                  675,
 	"Replica":                             508,
-	"Required":                            209,
+	"Required":                            210,
 	"Reserved":                            497,
 	"Reserved by %s.":                     588,
 	"Reserved by %s; lock until %s — %s.": 587,
-	"Reserved now":                        200,
-	"Resume":                              160,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         345,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 344,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             343,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            342,
-	"Retried by %s at %s — “%s”":                                                      402,
+	"Reserved now":                        201,
+	"Resume":                              161,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         346,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 345,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             344,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            343,
+	"Retried by %s at %s — “%s”":                                                      403,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
 	"Retries":            521,
 	"Retry %d instances": 65,
@@ -510,51 +510,51 @@ var messageKeyToIndex = map[string]int{
 	"Retry…":                    0,
 	"Reveal — this is recorded": 543,
 	"Revealed by %s at %s; recorded in the audit log.": 737,
-	"Reveals":               151,
+	"Reveals":               152,
 	"Reveals, newest first": 742,
-	"Revision":              223,
-	"Revision %d":           244,
-	"Revisions":             218,
+	"Revision":              224,
+	"Revision %d":           245,
+	"Revisions":             219,
 	"Revisions they take: %s; some take every revision their consumer is granted.": 837,
 	"Revoke the %s token “%s”?": 782,
 	"Revoke the token":          784,
 	"Revoke token %d":           781,
 	"Revoke…":                   779,
 	"Role":                      773,
-	"Route":                     383,
-	"Routing output":            216,
+	"Route":                     384,
+	"Routing output":            217,
 	"Row %s":                    653,
 	"Rows %s–%s":                654,
 	"Save settings":             667,
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      733,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 296,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 297,
 	"Search":                               748,
 	"Secret values can never be revealed.": 740,
-	"Sep":                                  365,
+	"Sep":                                  366,
 	"Served by %d workers":                 834,
-	"Settled":                              386,
+	"Settled":                              387,
 	"Settlement date":                      622,
-	"Show all definitions":                 329,
+	"Show all definitions":                 330,
 	"Show times in":                        663,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 131,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 132,
 	"Sign in": 761,
 	"Sign in with an operator, designer or administrator token.": 762,
-	"Sign out":             153,
-	"Signed in as %s (%s)": 152,
-	"Since revision %d:":   250,
-	"Skip to content":      138,
-	"Slot":                 337,
-	"Snapshotted":          245,
+	"Sign out":             154,
+	"Signed in as %s (%s)": 153,
+	"Since revision %d:":   251,
+	"Skip to content":      139,
+	"Slot":                 338,
+	"Snapshotted":          246,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 185,
+	"Something went wrong": 186,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 770,
 	"Staff tokens, oldest first": 771,
 	"Start node":                 685,
-	"Started":                    403,
-	"State":                      195,
-	"Status":                     80,
+	"Started":                    404,
+	"State":                      196,
+	"Status":                     81,
 	"Stop %d instances":          75,
 	"Stop every held instance this filter matches":            69,
 	"Stop every held instance…":                               9,
@@ -566,30 +566,30 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              400,
+	"Stopped by %s at %s — “%s”":                              401,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   399,
-	"Summary": 376,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 275,
-	"Tasks":                   196,
-	"Temporarily unavailable": 183,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   400,
+	"Summary": 377,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 276,
+	"Tasks":                   197,
+	"Temporarily unavailable": 184,
 	"That is too long to be an id or a business key.":                                           751,
-	"The %d largest groups; the filter matches more.":                                           90,
+	"The %d largest groups; the filter matches more.":                                           91,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 515,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 284,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    249,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 285,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    250,
 	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            566,
-	"The bulk action must be its id (a UUID).":                                      128,
+	"The bulk action must be its id (a UUID).":                                      129,
 	"The call could not be prepared.":                                               567,
 	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 728,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 585,
-	"The chart’s numbers": 335,
-	"The confirmed count is missing: start again from the list.":                                                                                                        103,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       186,
+	"The chart’s numbers": 336,
+	"The confirmed count is missing: start again from the list.":                                                                                                        104,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       187,
 	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      664,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 104,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             184,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 105,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             185,
 	"The deadline passed before a result arrived.":                                                                                                                      564,
 	"The destination answered HTTP %s.":     574,
 	"The destination could not be reached.": 568,
@@ -598,8 +598,8 @@ var messageKeyToIndex = map[string]int{
 	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   557,
 	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 556,
 	"The destination’s answer was too large.": 569,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      189,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          166,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      190,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          167,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                                571,
 	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         603,
 	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      604,
@@ -610,13 +610,13 @@ var messageKeyToIndex = map[string]int{
 	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     562,
 	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             563,
 	"The latest %d attempts, oldest first":                                                         514,
-	"The next page counts them and asks for a reason before anything changes.":                     426,
-	"The nodes this instance reached, in order, each with its occurrence.":                         379,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 215,
+	"The next page counts them and asks for a reason before anything changes.":                     427,
+	"The nodes this instance reached, in order, each with its occurrence.":                         380,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 216,
 	"The page cursor is invalid: go back to the first page.":                                       661,
-	"The page size must be between 1 and %d.":                                                      421,
+	"The page size must be between 1 and %d.":                                                      422,
 	"The parameter “%s” is given %d times: give it once.":                                          660,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 127,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 128,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
 	"The result did not match the revision's outputs contract.": 565,
@@ -624,103 +624,103 @@ var messageKeyToIndex = map[string]int{
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 764,
 	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        758,
 	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     788,
-	"The version must be a whole number from 1.":                                                                                                        418,
-	"These revisions have the same contracts.":                                                                                                          235,
+	"The version must be a whole number from 1.":                                                                                                        419,
+	"These revisions have the same contracts.":                                                                                                          236,
 	"These settings are kept in this browser only.":                                                                                                     662,
 	"They take every revision their consumer is granted.":                                                                                               838,
 	"They take revision %d only.":                                                                                                                       840,
 	"They take revisions %s only.":                                                                                                                      842,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 657,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         105,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         106,
 	"This contract has no inputs.":  538,
 	"This contract has no outputs.": 541,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 101,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 182,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            181,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  179,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  176,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 102,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 183,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            182,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  180,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  177,
 	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           747,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 303,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 304,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 396,
-	"This instance has not reached a task yet.":                                                                                                                                     387,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 397,
+	"This instance has not reached a task yet.":                                                                                                                                     388,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 301,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 302,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 397,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 398,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 398,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 399,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  174,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  175,
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            787,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           786,
 	"This page does not accept that request.": 746,
-	"This page reloads every %d seconds.":     161,
-	"This process takes no inputs.":           394,
+	"This page reloads every %d seconds.":     162,
+	"This process takes no inputs.":           395,
 	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 735,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
 	"This token is unknown, revoked or expired.": 767,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 706,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            707,
-	"Times in %s · no auto-reload":    158,
-	"Times in %s · reload every %d s": 157,
-	"Times in %s · reloading paused":  156,
-	"To revision":                     229,
+	"Times in %s · no auto-reload":    159,
+	"Times in %s · reload every %d s": 158,
+	"Times in %s · reloading paused":  157,
+	"To revision":                     230,
 	"Token":                           763,
-	"Tokens":                          150,
+	"Tokens":                          151,
 	"Too many failed sign-ins from your address. Try again in %d seconds.": 765,
 	"Totals of all definitions, not narrowed by the other filters":         638,
 	"Totals of definition %s, not narrowed by the other filters":           637,
-	"Type": 208,
+	"Type": 209,
 	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 749,
-	"URL":                              287,
+	"URL":                              288,
 	"UTC (coordinated universal time)": 669,
 	"Unknown action.":                  54,
-	"Unknown consumer.":                95,
-	"Unknown destination “%s”.":        96,
+	"Unknown consumer.":                96,
+	"Unknown destination “%s”.":        97,
 	"Unknown parameter “%s” (did you mean “%s”?).": 658,
 	"Unknown parameter “%s”.":                      659,
 	"Unknown status “%s” (did you mean “%s”?).":    435,
 	"Unknown status “%s”.":                         437,
-	"Value":                                        391,
-	"Version":                                      79,
+	"Value":                                        392,
+	"Version":                                      80,
 	"Versions, newest first":                       680,
 	"Waiting for Relais to call the destination since %s (%s).": 582,
 	"Waiting for a worker since %s (%s).":                       583,
-	"When":                                                      109,
-	"Who":                                                       110,
+	"When":                                                      110,
+	"Who":                                                       111,
 	"Whole message":                                             505,
 	"Why (recorded with the reveal)":                            544,
 	"Worker":                                                    810,
 	"Worker id":                                                 496,
-	"Workers":                                                   147,
+	"Workers":                                                   148,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        808,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
 	"Workers seen within three heartbeats": 809,
 	"Workers serving %s":                   817,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        214,
+	"Working copy":        215,
 	"You are signed out.": 757,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              164,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              165,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 759,
 	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          760,
 	"[redacted]":                          616,
-	"a token’s name, exact":               120,
+	"a token’s name, exact":               121,
 	"abandon":                             4,
-	"active":                              197,
+	"active":                              198,
 	"administrator":                       466,
 	"after %s’s retry at %s":              516,
-	"an incident: retry, abandon or stop": 307,
+	"an incident: retry, abandon or stop": 308,
 	"answer too large":                    614,
-	"any":                                 423,
+	"any":                                 424,
 	"any other code → %s":                 720,
-	"any other error":                     305,
+	"any other error":                     306,
 	"as of %s (%s); counts are refreshed every few seconds.": 640,
 	"at least %d characters":                                 792,
 	"at least %d items":                                      799,
@@ -734,7 +734,7 @@ var messageKeyToIndex = map[string]int{
 	"cancelled":                                              443,
 	"choice":                                                 456,
 	"claimable since":                                        645,
-	"claimable since %s":                                     326,
+	"claimable since %s":                                     327,
 	"classification changed":                                 477,
 	"completed":                                              441,
 	"constraint changed":                                     478,
@@ -745,20 +745,20 @@ var messageKeyToIndex = map[string]int{
 	"deadline %s":                                            724,
 	"deferred":                                               440,
 	"deferred since":                                         648,
-	"deleted":                                                116,
+	"deleted":                                                117,
 	"designer":                                               468,
 	"disconnected":                                           449,
 	"each item of %s":                                        790,
 	"end (completes)":                                        713,
 	"end (fails)":                                            714,
-	"end: completes the instance":                            308,
-	"end: fails the instance":                                309,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         411,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 412,
+	"end: completes the instance":                            309,
+	"end: fails the instance":                                310,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         412,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 413,
 	"erase":                                  6,
 	"every revision its consumer is granted": 824,
 	"every revision its consumer is granted: %s": 820,
-	"exact, case-sensitive":                      424,
+	"exact, case-sensitive":                      425,
 	"expired":                                    446,
 	"failed":                                     442,
 	"fails the instance":                         721,
@@ -766,16 +766,16 @@ var messageKeyToIndex = map[string]int{
 	"field removed":                              473,
 	"format":                                     483,
 	"format %s":                                  795,
-	"from":                                       121,
+	"from":                                       122,
 	"held":                                       445,
-	"held for an operator":                       306,
-	"held, then abandoned by an operator":        417,
-	"held, then stopped by an operator":          416,
+	"held for an operator":                       307,
+	"held, then abandoned by an operator":        418,
+	"held, then stopped by an operator":          417,
 	"hidden (secret)":                            463,
 	"hidden (sensitive)":                         462,
 	"hold (an incident for an operator)":         719,
-	"id or business key":                         144,
-	"in %s":                                      350,
+	"id or business key":                         145,
+	"in %s":                                      351,
 	"in progress":                                504,
 	"instance held here":                         636,
 	"instance id":                                626,
@@ -783,12 +783,12 @@ var messageKeyToIndex = map[string]int{
 	"instances held: %s":                         730,
 	"integer":                                    451,
 	"its name, exactly":                          625,
-	"just now":                                   352,
+	"just now":                                   353,
 	"list":                                       458,
 	"lock until":                                 647,
 	"long polling":                               822,
-	"long wait":                                  327,
-	"masked value":                               286,
+	"long wait":                                  328,
+	"masked value":                               287,
 	"maximum":                                    485,
 	"maximum %s":                                 797,
 	"maximum items":                              487,
@@ -798,62 +798,62 @@ var messageKeyToIndex = map[string]int{
 	"minimum items":                              486,
 	"minimum length":                             480,
 	"never":                                      776,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 409,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       408,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 410,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       409,
 	"next attempt":                 644,
 	"no":                           471,
 	"no answer within the timeout": 612,
 	"no connection":                613,
-	"no grant: it takes nothing":   199,
-	"no header":                    291,
-	"no process version":           272,
-	"no worker":                    328,
+	"no grant: it takes nothing":   200,
+	"no header":                    292,
+	"no process version":           273,
+	"no worker":                    329,
 	"no worker takes revision %d":  826,
 	"no worker takes revisions %s": 827,
 	"no: the latest is version %d": 701,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 555,
-	"none": 269,
+	"none": 270,
 	"none (revealed before reasons were asked for)": 744,
-	"none given": 87,
-	"none yet":   279,
+	"none given": 88,
+	"none yet":   280,
 	"none: a failed call takes the node’s error path": 522,
 	"normal":       459,
 	"not provided": 802,
-	"not set":      270,
+	"not set":      271,
 	"not yet":      777,
 	"null":         806,
 	"number":       452,
 	"object":       457,
 	"older versions, from version %d (each links the one before)": 683,
-	"on error":                           304,
+	"on error":                           305,
 	"one attempt, no retry, priority %d": 723,
 	"one of: %s":                         798,
 	"operator":                           467,
-	"optional %s field of type %s":       266,
-	"optional field of type %s":          268,
-	"optional → required":                259,
+	"optional %s field of type %s":       267,
+	"optional field of type %s":          269,
+	"optional → required":                260,
 	"pattern":                            482,
 	"pattern %s":                         794,
 	"pull":                               711,
-	"pull %s":                            311,
+	"pull %s":                            312,
 	"pull (a worker fetches it)":         464,
-	"push %s":                            310,
+	"push %s":                            311,
 	"push (Relais calls the service)":    465,
 	"push to %s":                         712,
 	"rejected":                           447,
 	"released":                           448,
-	"required %s field of type %s":       265,
+	"required %s field of type %s":       266,
 	"required changed":                   475,
-	"required field of type %s":          267,
-	"required → optional":                260,
+	"required field of type %s":          268,
+	"required → optional":                261,
 	"reserved":                           439,
 	"retry":                              3,
 	"revision %d":                        641,
 	"revisions %s":                       825,
-	"revoked":                            198,
+	"revoked":                            199,
 	"routing changed":                    479,
 	"routing output":                     789,
-	"routing output %s → %s":             258,
+	"routing output %s → %s":             259,
 	"running":                            444,
 	"secret":                             461,
 	"sensitive":                          460,
@@ -861,24 +861,24 @@ var messageKeyToIndex = map[string]int{
 	"stop":                               5,
 	"stream":                             821,
 	"text":                               450,
-	"the contracts are the same (the name or a description changed).": 251,
+	"the contracts are the same (the name or a description changed).": 252,
 	"this session":             780,
 	"timeout %s":               726,
 	"timeout %s (the default)": 727,
-	"to":                       122,
+	"to":                       123,
 	"type changed":             474,
 	"unexpected value":         807,
 	"unknown":                  615,
-	"values added: %s":         261,
+	"values added: %s":         262,
 	"values changed":           476,
-	"values removed: %s":       262,
-	"values reordered":         263,
+	"values removed: %s":       263,
+	"values reordered":         264,
 	"version %d":               682,
 	"version %d →":             703,
 	"waiting":                  610,
 	"yes":                      470,
 	"yes: a start that names no version runs this one":                                                                      700,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 172,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 173,
 	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     436,
 	"← version %d": 702,
 	"→ %s":         718,
@@ -907,106 +907,106 @@ var enIndex = []uint32{ // 844 elements
 	0x000011e7, 0x00001231, 0x00001265, 0x00001295,
 	0x000012d9, 0x00001311, 0x0000133e, 0x0000136e,
 	0x000013be, 0x000013f6, 0x00001456, 0x000014ad,
-	0x000014df, 0x00001525, 0x0000159e, 0x000015a6,
-	0x000015ae, 0x000015b5, 0x000015c2, 0x000015cd,
-	0x000015df, 0x000015ec, 0x000015f7, 0x00001606,
-	0x00001611, 0x0000162b, 0x00001635, 0x00001668,
-	0x000017b2, 0x00001aa8, 0x00001bd7, 0x00001bf1,
+	0x000014df, 0x00001525, 0x0000155a, 0x000015d3,
+	0x000015db, 0x000015e3, 0x000015ea, 0x000015f7,
+	0x00001602, 0x00001614, 0x00001621, 0x0000162c,
+	0x0000163b, 0x00001646, 0x00001660, 0x0000166a,
+	0x0000169d, 0x000017e7, 0x00001add, 0x00001c0c,
 	// Entry 60 - 7F
-	0x00001c03, 0x00001c24, 0x00001c3e, 0x00001c62,
-	0x00001c86, 0x00001cad, 0x00001d1d, 0x00001d45,
-	0x00001d80, 0x00001e25, 0x00001e9e, 0x00001ef3,
-	0x00001fa2, 0x00001fbe, 0x00001fc3, 0x00001fc7,
-	0x00001fce, 0x00001fd5, 0x00001fe6, 0x00001fff,
-	0x0000200b, 0x00002013, 0x0000201d, 0x00002105,
-	0x0000210d, 0x00002125, 0x0000212a, 0x0000212d,
-	0x0000213b, 0x00002149, 0x00002165, 0x00002171,
+	0x00001c26, 0x00001c38, 0x00001c59, 0x00001c73,
+	0x00001c97, 0x00001cbb, 0x00001ce2, 0x00001d52,
+	0x00001d7a, 0x00001db5, 0x00001e5a, 0x00001ed3,
+	0x00001f28, 0x00001fd7, 0x00001ff3, 0x00001ff8,
+	0x00001ffc, 0x00002003, 0x0000200a, 0x0000201b,
+	0x00002034, 0x00002040, 0x00002048, 0x00002052,
+	0x0000213a, 0x00002142, 0x0000215a, 0x0000215f,
+	0x00002162, 0x00002170, 0x0000217e, 0x0000219a,
 	// Entry 80 - 9F
-	0x00002206, 0x0000222f, 0x0000224e, 0x000022a6,
-	0x0000237e, 0x00002411, 0x000024c6, 0x0000255a,
-	0x000025d9, 0x000025e8, 0x000025f1, 0x00002601,
-	0x00002611, 0x00002618, 0x00002627, 0x00002631,
-	0x00002650, 0x00002663, 0x00002668, 0x00002674,
-	0x0000267c, 0x00002686, 0x00002693, 0x0000269a,
-	0x000026a2, 0x000026bd, 0x000026c6, 0x000026d7,
-	0x000026ee, 0x00002711, 0x00002738, 0x00002759,
+	0x000021a6, 0x0000223b, 0x00002264, 0x00002283,
+	0x000022db, 0x000023b3, 0x00002446, 0x000024fb,
+	0x0000258f, 0x0000260e, 0x0000261d, 0x00002626,
+	0x00002636, 0x00002646, 0x0000264d, 0x0000265c,
+	0x00002666, 0x00002685, 0x00002698, 0x0000269d,
+	0x000026a9, 0x000026b1, 0x000026bb, 0x000026c8,
+	0x000026cf, 0x000026d7, 0x000026f2, 0x000026fb,
+	0x0000270c, 0x00002723, 0x00002746, 0x0000276d,
 	// Entry A0 - BF
-	0x0000276a, 0x00002771, 0x00002798, 0x000027a8,
-	0x000027b4, 0x00002832, 0x00002842, 0x000028aa,
-	0x000028c1, 0x000028d1, 0x000028e5, 0x00002922,
-	0x00002a3b, 0x00002ab8, 0x00002ac2, 0x00002b7d,
-	0x00002b8a, 0x00002c07, 0x00002c18, 0x00002c27,
-	0x00002c87, 0x00002c99, 0x00002cdc, 0x00002d1a,
-	0x00002d32, 0x00002d78, 0x00002d8d, 0x00002dfc,
-	0x00002e0d, 0x00002e20, 0x00002ee5, 0x00002efd,
+	0x0000278e, 0x0000279f, 0x000027a6, 0x000027cd,
+	0x000027dd, 0x000027e9, 0x00002867, 0x00002877,
+	0x000028df, 0x000028f6, 0x00002906, 0x0000291a,
+	0x00002957, 0x00002a70, 0x00002aed, 0x00002af7,
+	0x00002bb2, 0x00002bbf, 0x00002c3c, 0x00002c4d,
+	0x00002c5c, 0x00002cbc, 0x00002cce, 0x00002d11,
+	0x00002d4f, 0x00002d67, 0x00002dad, 0x00002dc2,
+	0x00002e31, 0x00002e42, 0x00002e55, 0x00002f1a,
 	// Entry C0 - DF
-	0x00002f00, 0x00002f05, 0x00002f0c, 0x00002f17,
-	0x00002f1d, 0x00002f23, 0x00002f2a, 0x00002f32,
-	0x00002f4d, 0x00002f5a, 0x00002f68, 0x00002f92,
-	0x00002fa8, 0x00002fbf, 0x00003005, 0x00003027,
-	0x0000302d, 0x00003032, 0x0000303b, 0x0000304a,
-	0x00003056, 0x00003062, 0x00003073, 0x00003080,
-	0x000030dd, 0x000030ec, 0x000030f7, 0x00003101,
-	0x0000313f, 0x00003148, 0x00003158, 0x00003160,
+	0x00002f32, 0x00002f35, 0x00002f3a, 0x00002f41,
+	0x00002f4c, 0x00002f52, 0x00002f58, 0x00002f5f,
+	0x00002f67, 0x00002f82, 0x00002f8f, 0x00002f9d,
+	0x00002fc7, 0x00002fdd, 0x00002ff4, 0x0000303a,
+	0x0000305c, 0x00003062, 0x00003067, 0x00003070,
+	0x0000307f, 0x0000308b, 0x00003097, 0x000030a8,
+	0x000030b5, 0x00003112, 0x00003121, 0x0000312c,
+	0x00003136, 0x00003174, 0x0000317d, 0x0000318d,
 	// Entry E0 - FF
-	0x00003169, 0x0000316f, 0x00003179, 0x0000318b,
-	0x000031d3, 0x000031e1, 0x000031ed, 0x000031f5,
-	0x000031fc, 0x00003203, 0x00003214, 0x00003223,
-	0x0000324c, 0x00003253, 0x0000325e, 0x00003279,
-	0x00003281, 0x0000328d, 0x000032a9, 0x000032c0,
-	0x000032e2, 0x000032f1, 0x000032fd, 0x00003304,
-	0x0000331d, 0x00003337, 0x000033e0, 0x000033f6,
-	0x00003436, 0x00003467, 0x00003491, 0x000034b8,
+	0x00003195, 0x0000319e, 0x000031a4, 0x000031ae,
+	0x000031c0, 0x00003208, 0x00003216, 0x00003222,
+	0x0000322a, 0x00003231, 0x00003238, 0x00003249,
+	0x00003258, 0x00003281, 0x00003288, 0x00003293,
+	0x000032ae, 0x000032b6, 0x000032c2, 0x000032de,
+	0x000032f5, 0x00003317, 0x00003326, 0x00003332,
+	0x00003339, 0x00003352, 0x0000336c, 0x00003415,
+	0x0000342b, 0x0000346b, 0x0000349c, 0x000034c6,
 	// Entry 100 - 11F
-	0x0000352f, 0x00003553, 0x0000357a, 0x00003599,
-	0x000035af, 0x000035c5, 0x000035d9, 0x000035ef,
-	0x00003600, 0x00003617, 0x0000363a, 0x0000365d,
-	0x0000367a, 0x00003697, 0x0000369c, 0x000036a4,
-	0x000036ae, 0x000036c1, 0x000036d5, 0x000036ea,
-	0x00003736, 0x00003749, 0x0000374d, 0x0000375d,
-	0x00003766, 0x00003779, 0x0000379f, 0x000037b3,
-	0x000037c9, 0x000038df, 0x000038f4, 0x00003901,
+	0x000034ed, 0x00003564, 0x00003588, 0x000035af,
+	0x000035ce, 0x000035e4, 0x000035fa, 0x0000360e,
+	0x00003624, 0x00003635, 0x0000364c, 0x0000366f,
+	0x00003692, 0x000036af, 0x000036cc, 0x000036d1,
+	0x000036d9, 0x000036e3, 0x000036f6, 0x0000370a,
+	0x0000371f, 0x0000376b, 0x0000377e, 0x00003782,
+	0x00003792, 0x0000379b, 0x000037ae, 0x000037d4,
+	0x000037e8, 0x000037fe, 0x00003914, 0x00003929,
 	// Entry 120 - 13F
-	0x00003905, 0x00003912, 0x00003922, 0x0000392f,
-	0x00003939, 0x0000393f, 0x00003949, 0x00003969,
-	0x0000397b, 0x00003a2f, 0x00003a4c, 0x00003aba,
-	0x00003b7a, 0x00003b8d, 0x00003bda, 0x00003c3e,
-	0x00003ca2, 0x00003cab, 0x00003cbb, 0x00003cd0,
-	0x00003cf4, 0x00003d10, 0x00003d28, 0x00003d33,
-	0x00003d3e, 0x00003d52, 0x00003e68, 0x00003eb8,
-	0x00003edc, 0x00003f07, 0x00003f12, 0x00003f17,
+	0x00003936, 0x0000393a, 0x00003947, 0x00003957,
+	0x00003964, 0x0000396e, 0x00003974, 0x0000397e,
+	0x0000399e, 0x000039b0, 0x00003a64, 0x00003a81,
+	0x00003aef, 0x00003baf, 0x00003bc2, 0x00003c0f,
+	0x00003c73, 0x00003cd7, 0x00003ce0, 0x00003cf0,
+	0x00003d05, 0x00003d29, 0x00003d45, 0x00003d5d,
+	0x00003d68, 0x00003d73, 0x00003d87, 0x00003e9d,
+	0x00003eed, 0x00003f11, 0x00003f3c, 0x00003f47,
 	// Entry 140 - 15F
-	0x00003f26, 0x00003f2d, 0x00003f44, 0x00003f59,
-	0x00003f6b, 0x00003f8e, 0x00003fc0, 0x00003fd6,
-	0x00003fe0, 0x00003fea, 0x00003fff, 0x0000404c,
-	0x0000405c, 0x00004095, 0x000040e9, 0x000040f3,
-	0x00004109, 0x00004142, 0x00004147, 0x00004155,
-	0x00004162, 0x0000418b, 0x000041ae, 0x00004201,
-	0x00004241, 0x000042c2, 0x00004329, 0x00004336,
-	0x00004356, 0x00004362, 0x0000437b, 0x00004384,
+	0x00003f4c, 0x00003f5b, 0x00003f62, 0x00003f79,
+	0x00003f8e, 0x00003fa0, 0x00003fc3, 0x00003ff5,
+	0x0000400b, 0x00004015, 0x0000401f, 0x00004034,
+	0x00004081, 0x00004091, 0x000040ca, 0x0000411e,
+	0x00004128, 0x0000413e, 0x00004177, 0x0000417c,
+	0x0000418a, 0x00004197, 0x000041c0, 0x000041e3,
+	0x00004236, 0x00004276, 0x000042f7, 0x0000435e,
+	0x0000436b, 0x0000438b, 0x00004397, 0x000043b0,
 	// Entry 160 - 17F
-	0x0000438e, 0x00004397, 0x0000439f, 0x000043a9,
-	0x000043b1, 0x000043b9, 0x000043bd, 0x000043c1,
-	0x000043c5, 0x000043c9, 0x000043cd, 0x000043d1,
-	0x000043d5, 0x000043d9, 0x000043dd, 0x000043e1,
-	0x000043e5, 0x000043e9, 0x000043f3, 0x00004411,
-	0x00004431, 0x00004455, 0x00004479, 0x00004482,
-	0x00004499, 0x000044a1, 0x000044b2, 0x000044b7,
-	0x000044fc, 0x00004514, 0x00004519, 0x00004524,
+	0x000043b9, 0x000043c3, 0x000043cc, 0x000043d4,
+	0x000043de, 0x000043e6, 0x000043ee, 0x000043f2,
+	0x000043f6, 0x000043fa, 0x000043fe, 0x00004402,
+	0x00004406, 0x0000440a, 0x0000440e, 0x00004412,
+	0x00004416, 0x0000441a, 0x0000441e, 0x00004428,
+	0x00004446, 0x00004466, 0x0000448a, 0x000044ae,
+	0x000044b7, 0x000044ce, 0x000044d6, 0x000044e7,
+	0x000044ec, 0x00004531, 0x00004549, 0x0000454e,
 	// Entry 180 - 19F
-	0x0000452a, 0x00004534, 0x0000453c, 0x00004544,
-	0x0000456e, 0x00004588, 0x000045b0, 0x000045e0,
-	0x000045e6, 0x000045f5, 0x00004648, 0x00004666,
-	0x0000467d, 0x0000472d, 0x0000484f, 0x0000490e,
-	0x00004965, 0x0000498f, 0x000049bb, 0x000049e5,
-	0x000049ed, 0x000049f3, 0x00004a00, 0x00004a12,
-	0x00004a1b, 0x00004a5d, 0x00004aa7, 0x00004abc,
-	0x00004aee, 0x00004b3a, 0x00004b43, 0x00004b55,
+	0x00004559, 0x0000455f, 0x00004569, 0x00004571,
+	0x00004579, 0x000045a3, 0x000045bd, 0x000045e5,
+	0x00004615, 0x0000461b, 0x0000462a, 0x0000467d,
+	0x0000469b, 0x000046b2, 0x00004762, 0x00004884,
+	0x00004943, 0x0000499a, 0x000049c4, 0x000049f0,
+	0x00004a1a, 0x00004a22, 0x00004a28, 0x00004a35,
+	0x00004a47, 0x00004a50, 0x00004a92, 0x00004adc,
+	0x00004af1, 0x00004b23, 0x00004b6f, 0x00004b78,
 	// Entry 1A0 - 1BF
-	0x00004b64, 0x00004b86, 0x00004baa, 0x00004bd5,
-	0x00004c09, 0x00004c17, 0x00004c42, 0x00004c54,
-	0x00004c58, 0x00004c6e, 0x00004c98, 0x00004ce1,
-	0x00004d01, 0x00004d0a, 0x00004d1c, 0x00004d3f,
+	0x00004b8a, 0x00004b99, 0x00004bbb, 0x00004bdf,
+	0x00004c0a, 0x00004c3e, 0x00004c4c, 0x00004c77,
+	0x00004c89, 0x00004c8d, 0x00004ca3, 0x00004ccd,
+	0x00004d16, 0x00004d36, 0x00004d3f, 0x00004d51,
 	0x00004d74, 0x00004d82, 0x00004d91, 0x00004d9e,
 	0x00004dd6, 0x00004e3f, 0x00004e5b, 0x00004e65,
 	0x00004e6e, 0x00004e77, 0x00004e81, 0x00004e88,
@@ -1206,504 +1206,504 @@ const enData string = "" + // Size: 38307 bytes
 	"\x02Each one and its open occurrences are cancelled; a stopped instance " +
 	"cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance" +
 	"\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this acti" +
-	"on applies to matches the filter.\x02No process, business key, error cod" +
-	"e or creation date narrows this filter: it applies to the instances of e" +
-	"very process.\x02Process\x02Version\x02Status\x02Business key\x02Error c" +
-	"ode\x02Held at a node of\x02Created from\x02Created to\x02Other criteria" +
-	"\x02none given\x02By process and error code\x02Instances\x02The %[1]d la" +
-	"rgest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01" +
-	"\x02%[1]d of them is calling a destination now: a stop aborts the call, " +
-	"but the destination may already have acted on the request (a card charge" +
-	"d: check with it).\x00\xa0\x01\x02%[1]d of them are calling a destinatio" +
-	"n now: a stop aborts the call, but the destination may already have acte" +
-	"d on the request (a card charged: check with it).\x14\x01\x81\x01\x00" +
-	"\x02\xf5\x02\x02%[1]d of them is held at a push call that may have been " +
-	"carried out all the same: it ended outcome_unknown or deadline_exceeded " +
-	"(its answer was lost, or came after the timeout), or invalid_outputs (th" +
-	"e destination answered a success whose outputs the contract refused). Ch" +
-	"eck at the destination that it did not act before retrying, or it acts t" +
-	"wice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are held at a " +
-	"push call that may have been carried out all the same: it ended outcome_" +
-	"unknown or deadline_exceeded (its answer was lost, or came after the tim" +
-	"eout), or invalid_outputs (the destination answered a success whose outp" +
-	"uts the contract refused). Check at the destination that it did not act " +
-	"before retrying, or it acts twice (a card charged twice).\x14\x01\x81" +
-	"\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any attem" +
-	"pt (its inputs could not be built): it cannot be retried and is left out" +
-	". Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances failed be" +
-	"fore any attempt (their inputs could not be built): they cannot be retri" +
-	"ed and are left out. Abandon or stop them.\x02Cannot act on this filter" +
-	"\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%" +
-	"[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has the key " +
-	"“%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter takes th" +
-	"e key of a definition: the one the node an instance is held at runs, not" +
-	" the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The conf" +
-	"irmed count is missing: start again from the list.\x02The count changed " +
-	"since it was taken (it was %[1]d): instances were settled, retried or ac" +
-	"ted on meanwhile. Nothing was done; check the new count and confirm agai" +
-	"n.\x02This bulk action was already applied (the form was sent again): it" +
-	"s records are in the audit log. Nothing more was done.\x14\x02\x80\x01" +
-	"\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applie" +
-	"d to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chan" +
-	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
-	"d skipped: they changed after the count (settled, or acted on by someone" +
-	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
-	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02dele" +
-	"ted\x02Audit log\x02Every retry, abandon and stop an operator applied, a" +
-	"nd every erasure an administrator made, with its reason. Reveals of sens" +
-	"itive values have their own log, which administrators read on the Reveal" +
-	"s page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact" +
-	"\x02from\x02to\x02Apply filters\x02Clear filters\x02No operator action m" +
-	"atches.\x02All actions\x02The process instance must be a whole instance " +
-	"id (a UUID): the lists show the end of each id; open the instance, or co" +
-	"py its link, for the whole id.\x02The bulk action must be its id (a UUID" +
-	").\x02Operator actions, newest first\x02No bulk action has the id %[1]s:" +
-	" check the link, or open the action from the audit log.\x14\x01\x81\x01" +
-	"\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s changed. While" +
-	" it runs, each reload shows how far it got.\x00h\x02Showing the %[1]d in" +
-	"stances bulk action %[2]s changed. While it runs, each reload shows how " +
-	"far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of t" +
-	"he %[5]d instances counted, %[6]d skipped (they changed after the count)" +
-	". It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by " +
-	"an error after %[4]d of the %[5]d instances counted (%[6]d skipped). Wha" +
-	"t it applied stays; act on the filter again for the rest.\x02Bulk %[1]s " +
-	"by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instances counte" +
-	"d done so far (%[6]d skipped). Each reload shows how far it got.\x02No p" +
-	"rogress since %[1]s: the replica running it may have stopped. What it ap" +
-	"plied stays; act on the filter again for the rest.\x02Relais console\x02" +
-	"Language\x02Skip to content\x02Main navigation\x02Health\x02External tas" +
-	"ks\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
-	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
-	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading p" +
-	"aused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
-	"to-reload\x02Reloading paused\x02Resume\x02This page reloads every %[1]d" +
-	" seconds.\x02Pause reloading\x02Not allowed\x02Your role can read defini" +
-	"tions and processes only: external tasks and process instances are for o" +
-	"perators and administrators.\x02Invalid request\x02The field “%[1]s” hol" +
-	"ds a NUL character or bytes that are not UTF-8 text: correct it and try " +
-	"again.\x02Back to external tasks\x02Back to sign-in\x02Back to definitio" +
-	"ns\x02Nothing exists at this address, or it is not visible to you.\x02No" +
-	"thing exists at this address, or it is not visible to you. An ended inst" +
-	"ance is deleted, with its occurrences and attempts, once the retention p" +
-	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
-	"ases it; the audit log keeps the operator actions taken on it.\x02“%[1]s" +
-	"” is not a whole id (a UUID): the lists show the end of each id; open " +
-	"the row, or copy its link, for the whole id.\x02Not found\x02This instan" +
-	"ce was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, o" +
-	"ccurrences and attempts were deleted with it; the audit log keeps the op" +
-	"erator actions taken on it.\x02Form refused\x02This form was not sent fr" +
-	"om this console session, or it has expired: nothing was done. Open the f" +
-	"orm again and send it anew.\x02Back to the form\x02Form too large\x02Thi" +
-	"s form is larger than %[1]d KiB: nothing was done. Shorten what you type" +
-	"d and send it again.\x02Form not received\x02This form did not arrive in" +
-	" time: nothing was done. Send it again.\x02This form could not be read: " +
-	"nothing was done. Send it again.\x02Temporarily unavailable\x02The datab" +
-	"ase cannot be reached right now. Try again in a few seconds.\x02Somethin" +
-	"g went wrong\x02The console could not show this page. Try again; if it p" +
-	"ersists, give your administrator the request id %[1]s.\x02No consumer ye" +
-	"t.\x02No more consumers.\x02The external services that take tasks, and t" +
-	"he definitions each may take. Create consumers, change their grants and " +
-	"rotate their tokens through the API (/api/v1/consumers); tokens are neve" +
-	"r shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created o" +
-	"n\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
-	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
-	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
-	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
-	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
-	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
-	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
-	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
-	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
-	"re the same (the name or a description changed).\x02Changes of the Worki" +
-	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
-	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
-	" Under the newer contract these fields’ values are less protected than u" +
-	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
-	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
-	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
-	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
-	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
-	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
-	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
-	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
-	"\x02Task contracts: their Working copy, immutable revisions and named re" +
-	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
-	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
-	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
-	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
-	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
-	"ge destinations with relais apply (kind: Destination documents) or throu" +
-	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
-	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
-	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
-	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
-	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
-	"r the retention: write the request’s reference, not the person’s name." +
-	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
-	"ed with its occurrences and their attempts, as retention would delete it" +
-	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
-	" it; this cannot be undone. The audit records naming it stay (who did wh" +
-	"at, and why), and so do backups until they expire.\x02Erase the instance" +
-	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
-	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
-	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
-	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
-	"nition’s queue and incidents now, and what its workers finished in the l" +
-	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
-	"ied since counts where it ends next; a failed attempt with attempts left" +
-	" is not counted, its occurrence’s page lists it.\x02A held instance’s fa" +
-	"iled occurrence counts in both Held instances and Failed.\x02Completions" +
-	" and failures, last hour\x02Definitions, those needing attention first" +
-	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
-	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
-	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
-	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
-	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
-	"\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever, ano" +
-	"ther replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept " +
-	"forever (RELAIS_RETENTION).\x02Retention: ended instances are deleted wi" +
-	"th their occurrences %[1]s after they end, another replica’s longer RELA" +
-	"IS_RETENTION.\x02Retention: ended instances are deleted with their occur" +
-	"rences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s" +
-	" %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02never: retention keeps ended ins" +
-	"tances forever (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RET" +
-	"ENTION keeps ended instances forever\x02Deleted by retention\x02ended in" +
-	"stances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[" +
-	"1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned " +
-	"at node\x02Failed at node\x02held, then stopped by an operator\x02held, " +
-	"then abandoned by an operator\x02The version must be a whole number from" +
-	" 1.\x02A version is a process’s: choose the process too.\x02Creation dat" +
-	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
-	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
-	"s\x02The next page counts them and asks for a reason before anything cha" +
-	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02An error code is matched exac" +
-	"tly, capitals included.\x02All processes\x02Any definition\x02All status" +
-	"es\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the " +
-	"status of an instance, not of a task: the Instances page lists the insta" +
-	"nces with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02def" +
-	"erred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before a result a" +
-	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
-	"The answer to the call was lost (the connection broke after the request " +
-	"was sent, or Relais stopped or could not reach its database before recor" +
-	"ding it): whether the destination acted is unknown, so Relais does not c" +
-	"all it again by itself (an operator’s retry does).\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt ended without a result (it" +
-	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
-	"he inputs could not be built from the process’s bindings.\x02An operator" +
-	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
-	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
-	"r a budget already spent): it is not run again.\x02The destination answe" +
-	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
-	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
-	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
-	"lt recorded: the replica making it may have stopped. If so, it fails out" +
-	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
-	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path, and is held at a later node.\x02Its instance went on al" +
-	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
-	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
-	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
-	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
-	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
-	"ce was stopped while the worker held the task: its report is refused, bu" +
-	"t it may already have done the work.\x02The instance was stopped during " +
-	"the call, which was aborted: the destination may already have acted on t" +
-	"he request (check there).\x02The instance was stopped while the task was" +
-	" deferred: a settlement by id is refused, but the work it waited for may" +
-	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
-	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
-	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
-	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
-	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
-	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
-	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
-	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
-	"ted]\x02Message from the worker (its own words, protected values masked)" +
-	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
-	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
-	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
-	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
-	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02se" +
-	"ttled\x02next attempt\x02claimable since\x02call in progress since\x02lo" +
-	"ck until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fir" +
-	"st page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 202" +
-	"6-12-01.\x02%[1]s: the first day comes after the last.\x02This address h" +
-	"olds a parameter that cannot be read (a percent sign not followed by two" +
-	" hexadecimal digits, or a semicolon): correct the address.\x02Unknown pa" +
-	"rameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
-	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
-	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
-	"resume.\x02Published process versions: their nodes, routes and pinned re" +
-	"visions, drawn, with where their occurrences are now.\x02Published proce" +
-	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
-	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
-	"ersion %[1]d\x02older versions, from version %[1]d (each links the one b" +
-	"efore)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
-	"gest path from the start node. Solid arrows are successes (labelled with" +
-	" their route), dashed ones failures (labelled with their error codes). E" +
-	"ach box says how many of this version’s occurrences are at that node now" +
-	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
-	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
-	" an instance of this version is started with\x02Instances of this versio" +
-	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: t" +
-	"he latest is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Colu" +
-	"mns follow the longest path from the start node. Solid arrows are succes" +
-	"ses (labelled with their route), dashed ones failures (labelled with the" +
-	"ir error codes).\x02Nodes of this version\x02This version has %[1]d node" +
-	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
-	" node with its routes and counts.\x02This version has %[1]d nodes: too m" +
-	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
-	"th its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
-	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
-	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
-	"ame nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02en" +
-	"d (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02de" +
-	"adline %[1]s\x02No retry can run: the deadline ends the occurrence befor" +
-	"e its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default" +
-	")\x02The call may last past the deadline, which cuts it short (deadline_" +
-	"exceeded).\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
-	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
-	"ecorded with the reveal in the audit log.\x02Cannot reveal it here\x02Th" +
-	"is replica lacks the data key the value was sealed with, so it cannot op" +
-	"en it (nothing was recorded). Another replica may reveal it; ask your ad" +
-	"ministrator to start every replica with the same data keys.\x02Back to t" +
-	"he occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02This form was" +
-	" sent from another site: the console takes its forms from its own pages " +
-	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
-	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
-	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
-	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
-	"s its business key. A business key is found only whole and exactly as gi" +
-	"ven, capitals and accents included: a list shows a long one shortened, s" +
-	"o copy it from its instance’s page. An ended instance is deleted once th" +
-	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
-	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
-	"en in the address is not used: you are signed in already. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02A token" +
-	" in the address is not used: paste it in the field below. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02You are" +
-	" signed out.\x02The token you signed in with is revoked, and you are sig" +
-	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
-	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
-	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
-	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
-	" in with an operator, designer or administrator token.\x02Token\x02The t" +
-	"oken is checked once and never stored in your browser; a session cookie " +
-	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
-	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
-	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
-	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
-	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
-	"perators) that are not revoked. Consumer tokens are managed with their c" +
-	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
-	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
-	") was revoked: its next request is refused.\x02routing output\x02each it" +
-	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
-	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
-	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
-	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
-	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
-	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
-	"bscribe workers to it, with their consumers granted it (a worker naming " +
-	"no revision takes those its consumer is granted; a process version pins " +
-	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
-	"em: subscribe workers to them, with their consumers granted them (a work" +
-	"er naming no revision takes those its consumer is granted; a process ver" +
-	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x02No process uses this definition yet: " +
-	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
-	"nition: Relais calls its destinations (push), and it needs no worker." +
-	"\x02No worker is connected for this definition; none of its occurrences " +
-	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
-	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	"on applies to matches the filter.\x02An error code is matched exactly, c" +
+	"apitals included.\x02No process, business key, error code or creation da" +
+	"te narrows this filter: it applies to the instances of every process." +
+	"\x02Process\x02Version\x02Status\x02Business key\x02Error code\x02Held a" +
+	"t a node of\x02Created from\x02Created to\x02Other criteria\x02none give" +
+	"n\x02By process and error code\x02Instances\x02The %[1]d largest groups;" +
+	" the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of th" +
+	"em is calling a destination now: a stop aborts the call, but the destina" +
+	"tion may already have acted on the request (a card charged: check with i" +
+	"t).\x00\xa0\x01\x02%[1]d of them are calling a destination now: a stop a" +
+	"borts the call, but the destination may already have acted on the reques" +
+	"t (a card charged: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[" +
+	"1]d of them is held at a push call that may have been carried out all th" +
+	"e same: it ended outcome_unknown or deadline_exceeded (its answer was lo" +
+	"st, or came after the timeout), or invalid_outputs (the destination answ" +
+	"ered a success whose outputs the contract refused). Check at the destina" +
+	"tion that it did not act before retrying, or it acts twice (a card charg" +
+	"ed twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may" +
+	" have been carried out all the same: it ended outcome_unknown or deadlin" +
+	"e_exceeded (its answer was lost, or came after the timeout), or invalid_" +
+	"outputs (the destination answered a success whose outputs the contract r" +
+	"efused). Check at the destination that it did not act before retrying, o" +
+	"r it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01" +
+	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
+	" not be built): it cannot be retried and is left out. Abandon or stop it" +
+	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
+	"eir inputs could not be built): they cannot be retried and are left out." +
+	" Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
+	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
+	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
+	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
+	"the one the node an instance is held at runs, not the node’s name.\x02De" +
+	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
+	" start again from the list.\x02The count changed since it was taken (it " +
+	"was %[1]d): instances were settled, retried or acted on meanwhile. Nothi" +
+	"ng was done; check the new count and confirm again.\x02This bulk action " +
+	"was already applied (the form was sent again): its records are in the au" +
+	"dit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appli" +
+	"ed to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14" +
+	"\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (sett" +
+	"led, or acted on by someone else).\x00T\x02%[1]d skipped: they changed a" +
+	"fter the count (settled, or acted on by someone else).\x02%[1]s (token #" +
+	"%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02" +
+	"Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every" +
+	" retry, abandon and stop an operator applied, and every erasure an admin" +
+	"istrator made, with its reason. Reveals of sensitive values have their o" +
+	"wn log, which administrators read on the Reveals page (GET /api/v1/audit" +
+	"/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply fi" +
+	"lters\x02Clear filters\x02No operator action matches.\x02All actions\x02" +
+	"The process instance must be a whole instance id (a UUID): the lists sho" +
+	"w the end of each id; open the instance, or copy its link, for the whole" +
+	" id.\x02The bulk action must be its id (a UUID).\x02Operator actions, ne" +
+	"west first\x02No bulk action has the id %[1]s: check the link, or open t" +
+	"he action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[" +
+	"1]d instance bulk action %[2]s changed. While it runs, each reload shows" +
+	" how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2]s c" +
+	"hanged. While it runs, each reload shows how far it got.\x02Bulk %[1]s b" +
+	"y %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances counted," +
+	" %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bulk %" +
+	"[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of the" +
+	" %[5]d instances counted (%[6]d skipped). What it applied stays; act on " +
+	"the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is" +
+	" running: %[4]d of the %[5]d instances counted done so far (%[6]d skippe" +
+	"d). Each reload shows how far it got.\x02No progress since %[1]s: the re" +
+	"plica running it may have stopped. What it applied stays; act on the fil" +
+	"ter again for the rest.\x02Relais console\x02Language\x02Skip to content" +
+	"\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find an " +
+	"instance or occurrence\x02id or business key\x02Find\x02Definitions\x02W" +
+	"orkers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as" +
+	" %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Displ" +
+	"ay settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · re" +
+	"load every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading pause" +
+	"d\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause reloading" +
+	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
+	"ternal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this" +
+	" address, or it is not visible to you.\x02Nothing exists at this address" +
+	", or it is not visible to you. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID)" +
+	": the lists show the end of each id; open the row, or copy its link, for" +
+	" the whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]" +
+	"s, for this reason: “%[3]s”. Its inputs, occurrences and attempts were d" +
+	"eleted with it; the audit log keeps the operator actions taken on it." +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired: nothing was done. Open the form again and send it anew." +
+	"\x02Back to the form\x02Form too large\x02This form is larger than %[1]d" +
+	" KiB: nothing was done. Shorten what you typed and send it again.\x02For" +
+	"m not received\x02This form did not arrive in time: nothing was done. Se" +
+	"nd it again.\x02This form could not be read: nothing was done. Send it a" +
+	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
+	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
+	" could not show this page. Try again; if it persists, give your administ" +
+	"rator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
+	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
+	"appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
+	"act these fields’ values are less protected than under the older one." +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
+	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
+	"heir Working copy, immutable revisions and named releases.\x02Definition" +
+	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
+	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers, and signing sec" +
+	"rets, are sealed and never shown. Create and change destinations with re" +
+	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
+	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
+	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
+	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
+	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
+	"racters. It is kept after the erasure, whatever the retention: write the" +
+	" request’s reference, not the person’s name.\x02Erase process instance %" +
+	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
+	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
+	"siness key and the workers’ messages go with it; this cannot be undone. " +
+	"The audit records naming it stay (who did what, and why), and so do back" +
+	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
+	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
+	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
+	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
+	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
+	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
+	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
+	"ow, and what its workers finished in the last hour: occurrences that end" +
+	"ed completed or failed. An occurrence retried since counts where it ends" +
+	" next; a failed attempt with attempts left is not counted, its occurrenc" +
+	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
+	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
+	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
+	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
+	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02long wa" +
+	"it\x02no worker\x02Show all definitions\x02No definition %[1]s has occur" +
+	"rences: check the key, or show all definitions.\x02All definitions\x02Co" +
+	"mpletions and failures per 5 minutes, last hour: %[1]s\x02In the last ho" +
+	"ur: %[1]s, %[2]s. The table after the chart gives each 5-minute slot." +
+	"\x02Completed\x02The chart’s numbers\x02Completions and failures per 5-m" +
+	"inute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Rete" +
+	"ntion: ended instances are kept forever, another replica’s RELAIS_RETENT" +
+	"ION.\x02Retention: ended instances are kept forever (RELAIS_RETENTION)." +
+	"\x02Retention: ended instances are deleted with their occurrences %[1]s " +
+	"after they end, another replica’s longer RELAIS_RETENTION.\x02Retention:" +
+	" ended instances are deleted with their occurrences %[1]s after they end" +
+	" (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
+	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
+	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
+	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
+	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
+	"\x02The nodes this instance reached, in order, each with its occurrence." +
+	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
+	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
+	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
+	"perator actions on this instance, newest first\x02Value\x02Process input" +
+	"s\x02Inputs the instance was started with, labelled by process version %" +
+	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
+	"\x02This instance has ended. As an administrator you may erase it now ra" +
+	"ther than wait for retention (a data subject’s request): it is deleted w" +
+	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
+	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
+	"led before any attempt (its inputs could not be built), so it would fail" +
+	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
+	"led node: an incident. Retry offers the failed occurrence again; abandon" +
+	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
+	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
+	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
+	"Held for\x02never: retention keeps ended instances forever (RELAIS_RETEN" +
+	"TION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances" +
+	" forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELA" +
+	"IS_RETENTION)\x02ended instances are kept %[1]s, another replica’s longe" +
+	"r RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node" +
+	"\x02held, then stopped by an operator\x02held, then abandoned by an oper" +
+	"ator\x02The version must be a whole number from 1.\x02A version is a pro" +
+	"cess’s: choose the process too.\x02Creation date\x02The page size must b" +
+	"e between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensit" +
+	"ive\x02Act on every instance this filter matches\x02The next page counts" +
+	" them and asks for a reason before anything changes.\x02Process instance" +
+	"s, newest first\x02Instance\x02End node or error\x02No instance matches " +
+	"these filters.\x02All processes\x02Any definition\x02All statuses\x02Unk" +
+	"nown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of" +
+	" an instance, not of a task: the Instances page lists the instances with" +
+	" it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02deferred\x02" +
+	"completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02reject" +
+	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
+	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
+	"tive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worke" +
+	"r fetches it)\x02push (Relais calls the service)\x02administrator\x02ope" +
+	"rator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field remov" +
+	"ed\x02type changed\x02required changed\x02values changed\x02classificati" +
+	"on changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
+	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
+	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
+	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
+	"ever called the destination: the occurrence ended before any call.\x02Re" +
+	"lais keeps the destination’s status code only when it refused the call (" +
+	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
+	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
+	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
+	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
+	"/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason" +
+	" given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02no" +
+	"ne: a failed call takes the node’s error path\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a des" +
+	"tination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeou" +
+	"t\x02%[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut " +
+	"to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after " +
+	"each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2" +
+	"]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d sin" +
+	"ce the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
+	"\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d " +
+	"left\x02Inputs, labelled by revision %[1]d's contract\x02This contract h" +
+	"as no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No ou" +
+	"tputs yet: the occurrence has not completed.\x02This contract has no out" +
+	"puts.\x02No outputs: the occurrence ended without completing.\x02Reveal " +
+	"— this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
+	"ads it, and it is kept whatever the retention: write no customer data in" +
+	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
+	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
+	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
+	"the worker marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination’s answer could not be used: it must be one JSON" +
+	" object whose outputs member matches the revision’s outputs contract, an" +
+	"d nothing after it. Its message says what was wrong.\x02The destination " +
+	"did not answer within the call’s timeout: it may have acted all the same" +
+	".\x02The destination did not answer within the call’s timeout (%[1]s): i" +
+	"t may have acted all the same, so check before retrying.\x02The destinat" +
+	"ion did not answer within the call’s timeout: it may have acted all the " +
+	"same, so check before retrying.\x02The last attempt’s lock expired with " +
+	"no attempt left, after Relais refused its worker’s report (%[1]s; see th" +
+	"e failed occurrence’s attempts): the worker answered, and its answer mus" +
+	"t change, not its lock.\x02The last attempt’s lock expired with no attem" +
+	"pt left, after Relais refused its worker’s report (%[1]s; see the attemp" +
+	"ts below): the worker answered, and its answer must change, not its lock" +
+	".\x02The last attempt’s lock expired with no attempt left.\x02The last a" +
+	"ttempt’s worker stream ended (its worker left or was dropped) with no at" +
+	"tempt left.\x02The deadline passed before a result arrived.\x02The resul" +
+	"t did not match the revision's outputs contract.\x02The answer to the ca" +
+	"ll was lost (the connection broke after the request was sent, or Relais " +
+	"stopped or could not reach its database before recording it): whether th" +
+	"e destination acted is unknown, so Relais does not call it again by itse" +
+	"lf (an operator’s retry does).\x02The call could not be prepared.\x02The" +
+	" destination could not be reached.\x02The destination’s answer was too l" +
+	"arge.\x02The last attempt ended without a result (its lock expired, or i" +
+	"ts worker’s stream ended) with no attempt left.\x02The inputs could not " +
+	"be built from the process’s bindings.\x02An operator abandoned the insta" +
+	"nce.\x02A Camunda 7 worker reported a failure with no retries left (retr" +
+	"ies: 0, no retries sent, which Camunda reads as 0, or a budget already s" +
+	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
+	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s declare inputs it does not have." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
+	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
+	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
+	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
+	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
+	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
+	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
+	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
+	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
+	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
+	"er of the same consumer, or a front end with a settle token, completes i" +
+	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
+	" an operator.\x02Its instance went on along the node’s error path, and i" +
+	"s held at a later node.\x02Its instance went on along the node’s error p" +
+	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
+	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
+	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
+	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02The instance was stopped while" +
+	" the worker held the task: its report is refused, but it may already hav" +
+	"e done the work.\x02The instance was stopped during the call, which was " +
+	"aborted: the destination may already have acted on the request (check th" +
+	"ere).\x02The instance was stopped while the task was deferred: a settlem" +
+	"ent by id is refused, but the work it waited for may already be done." +
+	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
+	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
+	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
+	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from the worker (its own words, protected values masked)\x02Message fr" +
+	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
+	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
+	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
+	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
+	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
+	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02instance held here\x02Totals of definition %[1]s, not na" +
+	"rrowed by the other filters\x02Totals of all definitions, not narrowed b" +
+	"y the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed e" +
+	"very few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02ne" +
+	"xt attempt\x02claimable since\x02call in progress since\x02lock until" +
+	"\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First page" +
+	"\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01" +
+	".\x02%[1]s: the first day comes after the last.\x02This address holds a " +
+	"parameter that cannot be read (a percent sign not followed by two hexade" +
+	"cimal digits, or a semicolon): correct the address.\x02Unknown parameter" +
+	" “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The p" +
+	"arameter “%[1]s” is given %[2]d times: give it once.\x02The page cursor " +
+	"is invalid: go back to the first page.\x02These settings are kept in thi" +
+	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
+	"nnot read your computer’s time zone: choose a place, whose daylight savi" +
+	"ng time is followed, or a fixed offset from UTC.\x02Reload lists and det" +
+	"ail pages\x02A reload empties what you typed but did not apply (filters," +
+	" the search box) and moves the focus back to the top of the page: “Pause" +
+	" reloading”, on every page that reloads, stops it until you resume. Page" +
+	"s where you type a reason (confirmations, and occurrences with a value t" +
+	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
+	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
+	"ocal time in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)" +
+	"\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading" +
+	" resumed.\x02Reloading paused: this page stays as it is until you resume" +
+	".\x02Published process versions: their nodes, routes and pinned revision" +
+	"s, drawn, with where their occurrences are now.\x02Published process ver" +
+	"sions: their nodes, routes and pinned revisions, drawn.\x02Processes by " +
+	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
+	" %[1]d\x02older versions, from version %[1]d (each links the one before)" +
+	"\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the longest p" +
+	"ath from the start node. Solid arrows are successes (labelled with their" +
+	" route), dashed ones failures (labelled with their error codes). Each bo" +
+	"x says how many of this version’s occurrences are at that node now.\x02N" +
+	"odes\x02Nodes of this version, with their occurrences now\x02Kind\x02Pin" +
+	"ned revision\x02On success\x02On error\x02Occurrences now\x02Inputs from" +
+	"\x02No inputs: an instance starts with an empty object.\x02Inputs an ins" +
+	"tance of this version is started with\x02Instances of this version\x02La" +
+	"test\x02yes: a start that names no version runs this one\x02no: the late" +
+	"st is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Columns fol" +
+	"low the longest path from the start node. Solid arrows are successes (la" +
+	"belled with their route), dashed ones failures (labelled with their erro" +
+	"r codes).\x02Nodes of this version\x02This version has %[1]d nodes: too " +
+	"many to draw legibly (at most %[2]d). The table below lists every node w" +
+	"ith its routes and counts.\x02This version has %[1]d nodes: too many to " +
+	"draw legibly (at most %[2]d). The table below lists every node with its " +
+	"routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same " +
+	"nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table b" +
+	"elow lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (c" +
+	"ompletes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[" +
+	"2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code →" +
+	" %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, " +
+	"retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[" +
+	"2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline" +
+	" %[1]s\x02No retry can run: the deadline ends the occurrence before its " +
+	"retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02T" +
+	"he call may last past the deadline, which cuts it short (deadline_exceed" +
+	"ed).\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%" +
+	"[2]s); refreshed every few seconds.\x02Only administrators may reveal a " +
+	"sensitive value.\x02Say why you reveal this value: the reason is recorde" +
+	"d with the reveal in the audit log.\x02Cannot reveal it here\x02This rep" +
+	"lica lacks the data key the value was sealed with, so it cannot open it " +
+	"(nothing was recorded). Another replica may reveal it; ask your administ" +
+	"rator to start every replica with the same data keys.\x02Back to the occ" +
+	"urrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Can" +
+	"not reveal\x02Only a value this page shows as hidden (sensitive) can be " +
+	"revealed.\x02Secret values can never be revealed.\x02Every sensitive val" +
+	"ue an administrator revealed: who, when, which field and why. The values" +
+	" themselves are never kept.\x02Reveals, newest first\x02No value was rev" +
+	"ealed.\x02none (revealed before reasons were asked for)\x02Method not al" +
+	"lowed\x02This page does not accept that request.\x02This form was sent f" +
+	"rom another site: the console takes its forms from its own pages only. O" +
+	"pen the console and send it from there.\x02Search\x02Type an instance or" +
+	" occurrence id (a whole UUID, as the title of its page shows it), or a b" +
+	"usiness key.\x02Nothing to find: the search box is empty.\x02That is too" +
+	" long to be an id or a business key.\x02No instance has “%[1]s” as its b" +
+	"usiness key. A business key is found only whole and exactly as given, ca" +
+	"pitals and accents included: a list shows a long one shortened, so copy " +
+	"it from its instance’s page. An ended instance is deleted once the reten" +
+	"tion period (RELAIS_RETENTION) has passed, or at once when an administra" +
+	"tor erases it.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key. An ended instance is deleted, with i" +
+	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
+	") has passed, or at once when an administrator erases it; the audit log " +
+	"keeps the operator actions taken on it.\x02No instance has “%[1]s” as it" +
+	"s business key, and it is not a whole id: the lists show the end of each" +
+	" id. Open the row, or copy its link, for the whole id.\x02A token in the" +
+	" address is not used: you are signed in already. The address has put it " +
+	"in your browser’s history, and perhaps in a proxy’s logs: if others may " +
+	"read them, have the token revoked and use a new one.\x02A token in the a" +
+	"ddress is not used: paste it in the field below. The address has put it " +
+	"in your browser’s history, and perhaps in a proxy’s logs: if others may " +
+	"read them, have the token revoked and use a new one.\x02You are signed o" +
+	"ut.\x02The token you signed in with is revoked, and you are signed out: " +
+	"sign in with another one.\x02Your session had ended (inactivity, a sign-" +
+	"out elsewhere, a revoked token or a restart of the server), so your last" +
+	" action was not applied. Sign in again, then repeat it.\x02Your session " +
+	"has ended (inactivity, a sign-out elsewhere, a token revoked or expired," +
+	" or a restart of the server). Sign in again.\x02Sign in\x02Sign in with " +
+	"an operator, designer or administrator token.\x02Token\x02The token is c" +
+	"hecked once and never stored in your browser; a session cookie stands fo" +
+	"r it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81" +
+	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
+	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
+	"again in %[1]d seconds.\x02Paste your token in the field: it is empty." +
+	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
+	"pen the console: it is a worker’s token, for the API.\x02Only administra" +
+	"tors see this page: tokens, consumers, destinations, the reveal log and " +
+	"erasures are theirs.\x02Staff tokens (administrators, designers, operato" +
+	"rs) that are not revoked. Consumer tokens are managed with their consume" +
+	"rs. Revoking a token refuses its next request.\x02Staff tokens, oldest f" +
+	"irst\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
+	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
+	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
+	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
+	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
+	" signed in with: revoking it signs you out. Its next request is refused." +
+	" This cannot be undone.\x02This is the last usable administrator token: " +
+	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
+	"revoked: its next request is refused.\x02routing output\x02each item of " +
+	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
+	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02every r" +
+	"evision its consumer is granted: %[1]s\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
+	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
+	"scribe workers to it, with their consumers granted it (a worker naming n" +
+	"o revision takes those its consumer is granted; a process version pins i" +
+	"t).\x02Occurrences of revisions %[1]s wait, and no live worker takes the" +
+	"m: subscribe workers to them, with their consumers granted them (a worke" +
+	"r naming no revision takes those its consumer is granted; a process vers" +
+	"ion pins them).\x02No worker serves this definition: its occurrences wai" +
+	"t until one connects or polls.\x02No process uses this definition yet: i" +
+	"t needs a worker once a process pulls it.\x02No process pulls this defin" +
+	"ition: Relais calls its destinations (push), and it needs no worker.\x02" +
+	"No worker is connected for this definition; none of its occurrences wait" +
+	"s for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
+	"\x02Served by %[1]d workers\x02It takes every revision its consumer is g" +
+	"ranted: %[1]s.\x02It takes every revision its consumer is granted.\x02Re" +
+	"visions they take: %[1]s; some take every revision their consumer is gra" +
+	"nted.\x02They take every revision their consumer is granted.\x02It takes" +
+	" revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revi" +
+	"sions %[1]s only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 844 elements
 	// Entry 0 - 1F
@@ -1728,106 +1728,106 @@ var frIndex = []uint32{ // 844 elements
 	0x000016ed, 0x0000176d, 0x000017a9, 0x000017e9,
 	0x00001842, 0x00001880, 0x000018be, 0x000018fb,
 	0x0000197a, 0x000019c4, 0x00001a5c, 0x00001ac5,
-	0x00001aff, 0x00001b60, 0x00001c09, 0x00001c13,
-	0x00001c1b, 0x00001c22, 0x00001c2f, 0x00001c3f,
-	0x00001c57, 0x00001c6a, 0x00001c7e, 0x00001c8f,
-	0x00001c95, 0x00001cb6, 0x00001cc0, 0x00001d08,
-	0x00001eaf, 0x00002264, 0x00002410, 0x00002432,
+	0x00001aff, 0x00001b60, 0x00001ba0, 0x00001c49,
+	0x00001c53, 0x00001c5b, 0x00001c62, 0x00001c6f,
+	0x00001c7f, 0x00001c97, 0x00001caa, 0x00001cbe,
+	0x00001ccf, 0x00001cd5, 0x00001cf6, 0x00001d00,
+	0x00001d48, 0x00001eef, 0x000022a4, 0x00002450,
 	// Entry 60 - 7F
-	0x00002448, 0x0000246e, 0x00002494, 0x000024c3,
-	0x000024f2, 0x00002524, 0x000025a5, 0x000025d8,
-	0x0000260d, 0x000026e6, 0x0000278f, 0x00002804,
-	0x000028e7, 0x00002907, 0x0000290d, 0x00002911,
-	0x00002918, 0x0000291e, 0x00002934, 0x00002954,
-	0x00002964, 0x0000296f, 0x00002981, 0x00002a97,
-	0x00002a9f, 0x00002aba, 0x00002abd, 0x00002ac0,
-	0x00002ad6, 0x00002af1, 0x00002b1d, 0x00002b30,
+	0x00002472, 0x00002488, 0x000024ae, 0x000024d4,
+	0x00002503, 0x00002532, 0x00002564, 0x000025e5,
+	0x00002618, 0x0000264d, 0x00002726, 0x000027cf,
+	0x00002844, 0x00002927, 0x00002947, 0x0000294d,
+	0x00002951, 0x00002958, 0x0000295e, 0x00002974,
+	0x00002994, 0x000029a4, 0x000029af, 0x000029c1,
+	0x00002ad7, 0x00002adf, 0x00002afa, 0x00002afd,
+	0x00002b00, 0x00002b16, 0x00002b31, 0x00002b5d,
 	// Entry 80 - 9F
-	0x00002c03, 0x00002c4c, 0x00002c82, 0x00002cfe,
-	0x00002e1f, 0x00002ee3, 0x00002fde, 0x000030a4,
-	0x0000315b, 0x0000316a, 0x00003171, 0x00003182,
-	0x00003198, 0x0000319e, 0x000031af, 0x000031b9,
-	0x000031e0, 0x000031fc, 0x00003204, 0x00003211,
-	0x0000321d, 0x0000322b, 0x00003238, 0x0000323f,
-	0x0000324d, 0x00003271, 0x00003281, 0x00003299,
-	0x000032ba, 0x000032ec, 0x00003328, 0x00003362,
+	0x00002b70, 0x00002c43, 0x00002c8c, 0x00002cc2,
+	0x00002d3e, 0x00002e5f, 0x00002f23, 0x0000301e,
+	0x000030e4, 0x0000319b, 0x000031aa, 0x000031b1,
+	0x000031c2, 0x000031d8, 0x000031de, 0x000031ef,
+	0x000031f9, 0x00003220, 0x0000323c, 0x00003244,
+	0x00003251, 0x0000325d, 0x0000326b, 0x00003278,
+	0x0000327f, 0x0000328d, 0x000032b1, 0x000032c1,
+	0x000032d9, 0x000032fa, 0x0000332c, 0x00003368,
 	// Entry A0 - BF
-	0x00003378, 0x00003392, 0x000033c4, 0x000033de,
-	0x000033ed, 0x000034a1, 0x000034b3, 0x00003533,
-	0x0000354f, 0x00003566, 0x0000357e, 0x000035c1,
-	0x0000370f, 0x000037c8, 0x000037d4, 0x000038bf,
-	0x000038d2, 0x00003977, 0x0000398c, 0x000039a7,
-	0x00003a23, 0x00003a38, 0x00003a95, 0x00003aeb,
-	0x00003b07, 0x00003b5e, 0x00003b76, 0x00003c0e,
-	0x00003c33, 0x00003c4d, 0x00003d3e, 0x00003d6c,
+	0x000033a2, 0x000033b8, 0x000033d2, 0x00003404,
+	0x0000341e, 0x0000342d, 0x000034e1, 0x000034f3,
+	0x00003573, 0x0000358f, 0x000035a6, 0x000035be,
+	0x00003601, 0x0000374f, 0x00003808, 0x00003814,
+	0x000038ff, 0x00003912, 0x000039b7, 0x000039cc,
+	0x000039e7, 0x00003a63, 0x00003a78, 0x00003ad5,
+	0x00003b2b, 0x00003b47, 0x00003b9e, 0x00003bb6,
+	0x00003c4e, 0x00003c73, 0x00003c8d, 0x00003d7e,
 	// Entry C0 - DF
-	0x00003d6f, 0x00003d73, 0x00003d7a, 0x00003d84,
-	0x00003d8a, 0x00003d92, 0x00003d98, 0x00003da2,
-	0x00003dc3, 0x00003ddc, 0x00003def, 0x00003e27,
-	0x00003e41, 0x00003e5c, 0x00003ec2, 0x00003ef4,
-	0x00003efa, 0x00003eff, 0x00003f0b, 0x00003f1a,
-	0x00003f26, 0x00003f32, 0x00003f44, 0x00003f55,
-	0x00003fd9, 0x00003feb, 0x00004002, 0x0000400d,
-	0x00004062, 0x0000406f, 0x00004094, 0x000040a0,
+	0x00003dac, 0x00003daf, 0x00003db3, 0x00003dba,
+	0x00003dc4, 0x00003dca, 0x00003dd2, 0x00003dd8,
+	0x00003de2, 0x00003e03, 0x00003e1c, 0x00003e2f,
+	0x00003e67, 0x00003e81, 0x00003e9c, 0x00003f02,
+	0x00003f34, 0x00003f3a, 0x00003f3f, 0x00003f4b,
+	0x00003f5a, 0x00003f66, 0x00003f72, 0x00003f84,
+	0x00003f95, 0x00004019, 0x0000402b, 0x00004042,
+	0x0000404d, 0x000040a2, 0x000040af, 0x000040d4,
 	// Entry E0 - FF
-	0x000040aa, 0x000040b0, 0x000040bc, 0x000040d4,
-	0x00004126, 0x00004136, 0x00004146, 0x0000414f,
-	0x0000415a, 0x00004162, 0x00004182, 0x000041a4,
-	0x000041cc, 0x000041d5, 0x000041e5, 0x00004205,
-	0x0000420d, 0x0000421c, 0x0000423b, 0x00004266,
-	0x0000428c, 0x0000429c, 0x000042a6, 0x000042b0,
-	0x000042cf, 0x000042ed, 0x000043c5, 0x000043e3,
-	0x00004427, 0x00004464, 0x00004497, 0x000044c7,
+	0x000040e0, 0x000040ea, 0x000040f0, 0x000040fc,
+	0x00004114, 0x00004166, 0x00004176, 0x00004186,
+	0x0000418f, 0x0000419a, 0x000041a2, 0x000041c2,
+	0x000041e4, 0x0000420c, 0x00004215, 0x00004225,
+	0x00004245, 0x0000424d, 0x0000425c, 0x0000427b,
+	0x000042a6, 0x000042cc, 0x000042dc, 0x000042e6,
+	0x000042f0, 0x0000430f, 0x0000432d, 0x00004405,
+	0x00004423, 0x00004467, 0x000044a4, 0x000044d7,
 	// Entry 100 - 11F
-	0x00004550, 0x0000457c, 0x000045ac, 0x000045ce,
-	0x000045e9, 0x00004604, 0x00004620, 0x0000463c,
-	0x00004652, 0x0000466c, 0x000046a3, 0x000046d9,
-	0x000046f9, 0x00004718, 0x0000471f, 0x00004726,
-	0x00004735, 0x00004751, 0x00004765, 0x0000477a,
-	0x000047e4, 0x000047fa, 0x000047ff, 0x00004813,
-	0x0000482b, 0x00004850, 0x0000487e, 0x000048a3,
-	0x000048bd, 0x00004a06, 0x00004a1b, 0x00004a2b,
+	0x00004507, 0x00004590, 0x000045bc, 0x000045ec,
+	0x0000460e, 0x00004629, 0x00004644, 0x00004660,
+	0x0000467c, 0x00004692, 0x000046ac, 0x000046e3,
+	0x00004719, 0x00004739, 0x00004758, 0x0000475f,
+	0x00004766, 0x00004775, 0x00004791, 0x000047a5,
+	0x000047ba, 0x00004824, 0x0000483a, 0x0000483f,
+	0x00004853, 0x0000486b, 0x00004890, 0x000048be,
+	0x000048e3, 0x000048fd, 0x00004a46, 0x00004a5b,
 	// Entry 120 - 13F
-	0x00004a2f, 0x00004a42, 0x00004a51, 0x00004a68,
-	0x00004a77, 0x00004a7e, 0x00004a89, 0x00004aab,
-	0x00004abf, 0x00004b9d, 0x00004bc5, 0x00004c4e,
-	0x00004d54, 0x00004d69, 0x00004dcf, 0x00004e54,
-	0x00004ec9, 0x00004edb, 0x00004eee, 0x00004f0a,
-	0x00004f37, 0x00004f54, 0x00004f77, 0x00004f82,
-	0x00004f8d, 0x00004fa4, 0x0000510b, 0x0000517c,
-	0x000051a3, 0x000051e1, 0x000051ed, 0x000051f6,
+	0x00004a6b, 0x00004a6f, 0x00004a82, 0x00004a91,
+	0x00004aa8, 0x00004ab7, 0x00004abe, 0x00004ac9,
+	0x00004aeb, 0x00004aff, 0x00004bdd, 0x00004c05,
+	0x00004c8e, 0x00004d94, 0x00004da9, 0x00004e0f,
+	0x00004e94, 0x00004f09, 0x00004f1b, 0x00004f2e,
+	0x00004f4a, 0x00004f77, 0x00004f94, 0x00004fb7,
+	0x00004fc2, 0x00004fcd, 0x00004fe4, 0x0000514b,
+	0x000051bc, 0x000051e3, 0x00005221, 0x0000522d,
 	// Entry 140 - 15F
-	0x0000520a, 0x00005214, 0x0000523b, 0x00005257,
-	0x00005272, 0x000052a2, 0x000052e0, 0x000052fb,
-	0x0000530a, 0x0000531b, 0x0000533c, 0x000053a7,
-	0x000053bf, 0x00005406, 0x00005471, 0x0000547c,
-	0x00005496, 0x000054e0, 0x000054e8, 0x000054f6,
-	0x00005506, 0x00005530, 0x00005559, 0x000055d2,
-	0x0000562b, 0x000056c9, 0x00005743, 0x00005753,
-	0x00005772, 0x0000577e, 0x00005797, 0x000057a2,
+	0x00005236, 0x0000524a, 0x00005254, 0x0000527b,
+	0x00005297, 0x000052b2, 0x000052e2, 0x00005320,
+	0x0000533b, 0x0000534a, 0x0000535b, 0x0000537c,
+	0x000053e7, 0x000053ff, 0x00005446, 0x000054b1,
+	0x000054bc, 0x000054d6, 0x00005520, 0x00005528,
+	0x00005536, 0x00005546, 0x00005570, 0x00005599,
+	0x00005612, 0x0000566b, 0x00005709, 0x00005783,
+	0x00005793, 0x000057b2, 0x000057be, 0x000057d7,
 	// Entry 160 - 17F
-	0x000057af, 0x000057be, 0x000057c6, 0x000057d0,
-	0x000057d8, 0x000057e0, 0x000057e6, 0x000057ed,
-	0x000057f2, 0x000057f7, 0x000057fb, 0x00005800,
-	0x00005806, 0x0000580c, 0x00005812, 0x00005817,
-	0x0000581c, 0x00005822, 0x0000582c, 0x0000584c,
-	0x0000586e, 0x00005892, 0x000058b8, 0x000058c1,
-	0x000058dd, 0x000058e6, 0x000058fe, 0x00005907,
-	0x0000595b, 0x0000597b, 0x00005981, 0x0000598c,
+	0x000057e2, 0x000057ef, 0x000057fe, 0x00005806,
+	0x00005810, 0x00005818, 0x00005820, 0x00005826,
+	0x0000582d, 0x00005832, 0x00005837, 0x0000583b,
+	0x00005840, 0x00005846, 0x0000584c, 0x00005852,
+	0x00005857, 0x0000585c, 0x00005862, 0x0000586c,
+	0x0000588c, 0x000058ae, 0x000058d2, 0x000058f8,
+	0x00005901, 0x0000591d, 0x00005926, 0x0000593e,
+	0x00005947, 0x0000599b, 0x000059bb, 0x000059c1,
 	// Entry 180 - 19F
-	0x00005992, 0x000059a0, 0x000059ab, 0x000059b9,
-	0x000059ec, 0x00005a10, 0x00005a3f, 0x00005a88,
-	0x00005a8f, 0x00005aa5, 0x00005b18, 0x00005b3e,
-	0x00005b58, 0x00005c40, 0x00005dcf, 0x00005ed6,
-	0x00005f26, 0x00005f57, 0x00005f8a, 0x00005fb9,
-	0x00005fc4, 0x00005fc8, 0x00005fda, 0x00005fef,
-	0x00005ffd, 0x00006057, 0x000060bc, 0x000060d9,
-	0x0000611c, 0x00006183, 0x00006190, 0x000061a5,
+	0x000059cc, 0x000059d2, 0x000059e0, 0x000059eb,
+	0x000059f9, 0x00005a2c, 0x00005a50, 0x00005a7f,
+	0x00005ac8, 0x00005acf, 0x00005ae5, 0x00005b58,
+	0x00005b7e, 0x00005b98, 0x00005c80, 0x00005e0f,
+	0x00005f16, 0x00005f66, 0x00005f97, 0x00005fca,
+	0x00005ff9, 0x00006004, 0x00006008, 0x0000601a,
+	0x0000602f, 0x0000603d, 0x00006097, 0x000060fc,
+	0x00006119, 0x0000615c, 0x000061c3, 0x000061d0,
 	// Entry 1A0 - 1BF
-	0x000061b8, 0x000061e3, 0x00006210, 0x00006247,
-	0x00006291, 0x000062a3, 0x000062db, 0x000062f2,
-	0x000062fe, 0x00006315, 0x00006349, 0x00006393,
-	0x000063c8, 0x000063d1, 0x000063e8, 0x00006416,
+	0x000061e5, 0x000061f8, 0x00006223, 0x00006250,
+	0x00006287, 0x000062d1, 0x000062e3, 0x0000631b,
+	0x00006332, 0x0000633e, 0x00006355, 0x00006389,
+	0x000063d3, 0x00006408, 0x00006411, 0x00006428,
 	0x00006456, 0x00006469, 0x0000647b, 0x0000648c,
 	0x000064d8, 0x00006552, 0x00006576, 0x00006581,
 	0x0000658c, 0x00006597, 0x000065a1, 0x000065ab,
@@ -2046,499 +2046,499 @@ const frData string = "" + // Size: 49299 bytes
 	"tance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02A" +
 	"rrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire" +
 	"\u202f: aucune instance à laquelle cette action s’applique ne correspond" +
-	" au filtre.\x02Aucun processus, aucune clé métier, aucun code d’erreur n" +
-	"i date de création ne restreint ce filtre\u202f: l’action s’applique aux" +
-	" instances de tous les processus.\x02Processus\x02Version\x02Statut\x02C" +
-	"lé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le" +
-	"\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processus et code" +
-	" d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le " +
-	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’en" +
-	"tre elles appelle une destination en ce moment\u202f: un arrêt interromp" +
-	"t l’appel, mais la destination a peut-être déjà traité la requête (une c" +
-	"arte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre" +
-	" elles appellent une destination en ce moment\u202f: un arrêt interrompt" +
-	" l’appel, mais la destination a peut-être déjà traité la requête (une ca" +
-	"rte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4" +
-	"\x03\x02%[1]d d’entre elles est bloquée à un appel push qui a peut-être " +
-	"été exécuté malgré tout\u202f: il s’est terminé par outcome_unknown ou " +
-	"deadline_exceeded (sa réponse a été perdue, ou est arrivée après le déla" +
-	"i), ou par invalid_outputs (la destination a répondu un succès dont le c" +
-	"ontrat a refusé les sorties). Vérifiez auprès de la destination qu’elle " +
-	"n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte dé" +
-	"bitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un " +
-	"appel push qui a peut-être été exécuté malgré tout\u202f: il s’est termi" +
-	"né par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou" +
-	" est arrivée après le délai), ou par invalid_outputs (la destination a r" +
-	"épondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
-	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
-	"ira deux fois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9" +
-	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
-	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
-	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
-	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
-	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
-	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
-	"\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»" +
-	"\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun process" +
-	"us n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «" +
-	"\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f: ce" +
-	"lle qu’exécute le nœud où une instance est bloquée, pas le nom du nœud." +
-	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
-	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis le déc" +
-	"ompte (il était de %[1]d)\u202f: entre-temps, des instances ont été clôt" +
-	"urées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouvea" +
-	"u nombre et confirmez de nouveau.\x02Cette action groupée a déjà été app" +
-	"liquée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont da" +
-	"ns le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026" +
-	"\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%" +
-	"[1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traité" +
-	"e par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé" +
-	" après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[" +
-	"1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02I" +
-	"nstance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
-	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
-	"liqué par un opérateur, et chaque effacement fait par un administrateur," +
-	" avec son motif. Les révélations de valeurs sensibles ont leur propre jo" +
-	"urnal, que les administrateurs lisent sur la page Révélations (GET /api/" +
-	"v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
-	"\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune action " +
-	"d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proces" +
-	"sus doit être un identifiant d’instance complet (un UUID)\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou c" +
-	"opiez son lien, pour l’identifiant complet.\x02L’action groupée doit êtr" +
-	"e désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les p" +
-	"lus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[1]s" +
-	"\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audit." +
-	"\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action groupé" +
-	"e %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre o" +
-	"ù elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action gr" +
-	"oupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mon" +
-	"tre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[" +
-	"3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées c" +
-	"ar changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par un" +
-	"e erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignor" +
-	"ées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
-	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
-	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
-	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
-	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
-	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
-	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Console Rel" +
-	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
-	"ches externes\x02Processus\x02Trouver une instance ou une occurrence\x02" +
-	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Con" +
-	"sommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant " +
-	"que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
-	"\x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rec" +
-	"hargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes " +
-	"les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatiq" +
-	"ue\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cette page s" +
-	"e recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Ac" +
-	"cès refusé\x02Votre rôle ne permet de lire que les définitions et les pr" +
-	"ocessus\u202f: les tâches externes et les instances de processus sont ré" +
-	"servées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le" +
-	" champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui n" +
-	"e sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux" +
-	" tâches externes\x02Retour à la connexion\x02Retour aux définitions\x02C" +
-	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette " +
-	"adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance t" +
-	"erminée est supprimée, avec ses occurrences et ses tentatives, une fois " +
-	"la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un a" +
-	"dministrateur l’efface\u202f; le journal d’audit garde les actions d’opé" +
-	"rateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant " +
-	"complet (un UUID)\u202f: les listes montrent la fin de chaque identifian" +
-	"t\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet" +
-	".\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pou" +
-	"r ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tenta" +
-	"tives ont été supprimées avec elle\u202f; le journal d’audit garde les a" +
-	"ctions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulair" +
-	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
-	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
-	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
-	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
-	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
-	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
-	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
-	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
-	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
-	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
-	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
-	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
-	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
-	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
-	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
-	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
-	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
-	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
-	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
-	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
-	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
-	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
-	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
-	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
-	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
-	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
-	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
-	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
-	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
-	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
-	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
-	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
-	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
-	"f de type %[1]s\x02aucune\x02néant\x02Épinglée par\x02aucune version de " +
-	"processus\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de " +
-	"tâches\u202f: leur copie de travail, leurs révisions immuables et leurs " +
-	"publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
-	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
-	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
-	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
-	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
-	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
-	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
-	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
-	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
-	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
-	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
-	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
-	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
-	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
-	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
-	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
-	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
-	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
-	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
-	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
-	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
-	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
-	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
-	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
-	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
-	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
-	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
-	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
-	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
-	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
-	"i laisse des tentatives n’est pas compté, la page de son occurrence le m" +
-	"ontre.\x02L’occurrence en échec d’une instance bloquée compte à la fois " +
-	"dans Instances bloquées et dans En échec.\x02Réussites et échecs, derniè" +
-	"re heure\x02Définitions, celles qui demandent de l’attention d’abord\x02" +
-	"Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de l" +
-	"a plus ancienne disponible\x02Terminées, dernière heure\x02En échec, der" +
-	"nière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%" +
-	"[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible depui" +
-	"s le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les d" +
-	"éfinitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez" +
-	" la clé, ou affichez toutes les définitions.\x02Toutes les définitions" +
-	"\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure\u202f:" +
-	" %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui sui" +
-	"t le graphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5\u00a0min, l" +
-	"es plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminé" +
-	"es\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éch" +
-	"ec\x02Rétention\u202f: les instances terminées sont conservées sans limi" +
-	"te, selon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: " +
-	"les instances terminées sont conservées sans limite (RELAIS_RETENTION)." +
-	"\x02Rétention\u202f: les instances terminées sont supprimées avec leurs " +
-	"occurrences %[1]s après leur fin, le RELAIS_RETENTION plus long d’une au" +
-	"tre réplique.\x02Rétention\u202f: les instances terminées sont supprimée" +
-	"s avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1" +
-	"]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]" +
-	"s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1" +
-	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr" +
-	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
-	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
-	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
-	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
-	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
-	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
-	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
-	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
-	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
-	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
-	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
-	"s.\x02Un code d’erreur est comparé tel quel, majuscules comprises.\x02To" +
-	"us les processus\x02Toute définition\x02Tous les statuts\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une" +
-	" tâche\u202f: la page Instances liste les instances qui l’ont.\x02Statut" +
-	" inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différ" +
-	"ée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un e" +
-	"xécutant la récupère)\x02push (Relais appelle le service)\x02administrat" +
-	"eur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ aj" +
-	"outé\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
-	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
-	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
-	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
-	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
-	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
-	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
-	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
-	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
-	"ndre ou l’abandonner depuis son instance\x02Les %[1]d dernières tentativ" +
-	"es, les plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur " +
-	"%[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les li" +
-	"ste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donn" +
-	"é par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvel" +
-	"le tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec " +
-	"suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la p" +
-	"lus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s" +
-	" (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit" +
-	")\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la des" +
-	"tination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, " +
-	"délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond " +
-	"de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu" +
-	"’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise " +
-	"par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
-	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné avec" +
-	" la révélation)\x02Tous les administrateurs le lisent, et il est conserv" +
-	"é quelle que soit la rétention\u202f: n’y écrivez aucune donnée de clie" +
-	"nt.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserva" +
-	"tion\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
-	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
-	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
-	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
-	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
-	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
-	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
-	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
-	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
-	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
-	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
-	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
-	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
-	"; voir les tentatives de l’occurrence en échec)\u202f: l’exécutant a rép" +
-	"ondu, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou" +
-	" de la dernière tentative a expiré sans tentative restante, après que Re" +
-	"lais a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentati" +
-	"ves ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui do" +
-	"it changer, pas son verrou.\x02Le verrou de la dernière tentative a expi" +
-	"ré sans tentative restante.\x02Le flux de l’exécutant de la dernière ten" +
-	"tative s’est terminé (l’exécutant est parti ou a été écarté) sans tentat" +
-	"ive restante.\x02L’échéance est passée avant l’arrivée d’un résultat." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les quelques secondes.\x02" +
-	"révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02procha" +
-	"ine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou ju" +
-	"squ’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante" +
-	"\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f:" +
-	" une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient aprè" +
-	"s le dernier.\x02Cette adresse contient un paramètre illisible (un signe" +
-	" pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un poin" +
-	"t-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Pa" +
-	"ramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s" +
-	"\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curs" +
-	"eur de page est invalide\u202f: revenez à la première page.\x02Ces régla" +
-	"ges sont conservés dans ce navigateur seulement.\x02Afficher les heures " +
-	"en\x02La console n’exécute aucun script et ne peut donc pas lire le fuse" +
-	"au horaire de votre ordinateur\u202f: choisissez un lieu, dont l’heure d" +
-	"’été est suivie, ou un décalage fixe par rapport à UTC.\x02Recharger l" +
-	"es listes et les pages de détail\x02Un rechargement vide ce que vous ave" +
-	"z saisi sans l’appliquer (filtres, champ de recherche) et ramène le focu" +
-	"s en haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur" +
-	" chaque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez." +
-	" Les pages où vous saisissez un motif (confirmations, et occurrences don" +
-	"t une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, p" +
-	"as plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sa" +
-	"ns enregistrer\x02UTC (temps universel coordonné)\x02Heure locale\u202f:" +
-	" %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes le" +
-	"s %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Rechargement re" +
-	"pris.\x02Rechargement suspendu\u202f: cette page reste telle quelle jusq" +
-	"u’à ce que vous repreniez.\x02Les versions de processus publiées\u202f: " +
-	"leurs nœuds, routes et révisions épinglées, dessinés, avec l’emplacement" +
-	" actuel de leurs occurrences.\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Process" +
-	"us par clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’e" +
-	"st encore publié.\x02version %[1]d\x02versions plus anciennes, depuis la" +
-	" version %[1]d (chacune mène à la précédente)\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
-	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
-	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
-	"tte version\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme a" +
-	"ucune version exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02←" +
-	" version %[1]d\x02version %[1]d →\x02Les colonnes suivent le plus long c" +
-	"hemin depuis le nœud de départ. Les flèches pleines sont les réussites (" +
-	"étiquetées par leur route), les pointillées les échecs (étiquetées par " +
-	"leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]" +
-	"d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le ta" +
-	"bleau ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02" +
-	"Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (a" +
-	"u plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes." +
-	"\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de " +
-	"%[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompte" +
-	"s.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend" +
-	" les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]" +
-	"d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	" et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (" +
-	"termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autr" +
-	"e code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[" +
-	"1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[" +
-	"1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une se" +
-	"ule tentative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s" +
-	"\x02Aucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met f" +
-	"in à l’occurrence avant que son délai de nouvelle tentative ne soit écou" +
-	"lé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-" +
-	"delà de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances b" +
-	"loquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	" au filtre.\x02Un code d’erreur est comparé tel quel, majuscules compris" +
+	"es.\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date d" +
+	"e création ne restreint ce filtre\u202f: l’action s’applique aux instanc" +
+	"es de tous les processus.\x02Processus\x02Version\x02Statut\x02Clé métie" +
+	"r\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées" +
+	" jusqu’au\x02Autres critères\x02aucun\x02Par processus et code d’erreur" +
+	"\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en" +
+	" trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’entre elles" +
+	" appelle une destination en ce moment\u202f: un arrêt interrompt l’appel" +
+	", mais la destination a peut-être déjà traité la requête (une carte débi" +
+	"tée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre elles ap" +
+	"pellent une destination en ce moment\u202f: un arrêt interrompt l’appel," +
+	" mais la destination a peut-être déjà traité la requête (une carte débit" +
+	"ée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[" +
+	"1]d d’entre elles est bloquée à un appel push qui a peut-être été exécut" +
+	"é malgré tout\u202f: il s’est terminé par outcome_unknown ou deadline_e" +
+	"xceeded (sa réponse a été perdue, ou est arrivée après le délai), ou par" +
+	" invalid_outputs (la destination a répondu un succès dont le contrat a r" +
+	"efusé les sorties). Vérifiez auprès de la destination qu’elle n’a pas ag" +
+	"i avant de reprendre, sinon elle agira deux fois (une carte débitée deux" +
+	" fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un appel push" +
+	" qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par out" +
+	"come_unknown ou deadline_exceeded (sa réponse a été perdue, ou est arriv" +
+	"ée après le délai), ou par invalid_outputs (la destination a répondu un" +
+	" succès dont le contrat a refusé les sorties). Vérifiez auprès de la des" +
+	"tination qu’elle n’a pas agi avant de reprendre, sinon elle agira deux f" +
+	"ois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[" +
+	"1]d autre instance bloquée a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites)\u202f: elle ne peut pas être reprise et " +
+	"n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d aut" +
+	"res instances bloquées ont échoué avant toute tentative (leurs entrées n" +
+	"’ont pas pu être construites)\u202f: elles ne peuvent pas être reprise" +
+	"s et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible " +
+	"d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «\u202f%[1]" +
+	"s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le" +
+	" processus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé" +
+	" «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f" +
+	"».\x02Ce filtre prend la clé d’une définition\u202f: celle qu’exécute l" +
+	"e nœud où une instance est bloquée, pas le nom du nœud.\x02La définition" +
+	" %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: re" +
+	"partez de la liste.\x02Le nombre a changé depuis le décompte (il était d" +
+	"e %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprises o" +
+	"u traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confi" +
+	"rmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formul" +
+	"aire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’a" +
+	"udit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée " +
+	"(%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appli" +
+	"quée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f:" +
+	" elle a changé après le comptage (clôturée, ou traitée par quelqu’un d’a" +
+	"utre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage " +
+	"(clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0" +
+	"%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processu" +
+	"s\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jo" +
+	"urnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérat" +
+	"eur, et chaque effacement fait par un administrateur, avec son motif. Le" +
+	"s révélations de valeurs sensibles ont leur propre journal, que les admi" +
+	"nistrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
+	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
+	"tres\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corres" +
+	"pond.\x02Toutes les actions\x02L’instance de processus doit être un iden" +
+	"tifiant d’instance complet (un UUID)\u202f: les listes montrent la fin d" +
+	"e chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour " +
+	"l’identifiant complet.\x02L’action groupée doit être désignée par son id" +
+	"entifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
+	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
+	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
+	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
+	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
+	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
+	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
+	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
+	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
+	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
+	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
+	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
+	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
+	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
+	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
+	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
+	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
+	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
+	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
+	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
+	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
+	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
+	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
+	"chage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02F" +
+	"useau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau h" +
+	"oraire\u202f: %[1]s · sans rechargement automatique\x02Rechargement susp" +
+	"endu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %" +
+	"[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôl" +
+	"e ne permet de lire que les définitions et les processus\u202f: les tâch" +
+	"es externes et les instances de processus sont réservées aux opérateurs " +
+	"et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
+	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
+	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
+	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
+	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
+	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
+	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
+	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
+	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
+	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
+	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
+	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
+	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
+	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
+	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
+	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
+	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
+	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
+	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
+	"eur copie de travail, leurs révisions immuables et leurs publications no" +
+	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
+	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
+	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
+	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
+	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
+	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
+	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
+	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
+	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
+	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
+	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
+	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
+	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
+	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
+	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
+	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
+	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
+	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
+	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
+	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
+	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
+	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
+	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
+	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
+	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
+	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
+	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
+	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
+	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
+	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
+	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
+	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
+	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
+	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
+	"ue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défin" +
+	"ition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes" +
+	" les définitions.\x02Toutes les définitions\x02Réussites et échecs par t" +
+	"ranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
+	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
+	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
+	"ites et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02" +
+	"Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
+	" instances terminées sont conservées sans limite, selon le RELAIS_RETENT" +
+	"ION d’une autre réplique.\x02Rétention\u202f: les instances terminées so" +
+	"nt conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les in" +
+	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
+	"r fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
+	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
+	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
+	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
+	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
+	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
+	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la réte" +
+	"ntion conserve les instances terminées sans limite (RELAIS_RETENTION)" +
+	"\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les " +
+	"instances terminées sans limite\x02Supprimée par la rétention\x02les ins" +
+	"tances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instanc" +
+	"es terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une " +
+	"autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
+	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
+	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
+	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
+	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
+	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
+	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
+	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
+	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
+	"n était injoignable.\x02La réponse de la destination était trop volumine" +
+	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
+	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
+	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
+	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
+	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
+	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
+	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
+	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
+	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
+	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
+	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
+	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
+	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
+	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
+	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
+	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
+	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
+	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
+	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
+	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
+	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
+	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
+	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
+	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
+	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
+	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
+	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
+	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
+	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
+	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
+	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
+	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
+	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
+	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
+	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
+	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
+	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
+	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
+	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
+	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
+	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
+	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
+	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
+	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
+	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
+	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
+	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
+	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
+	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
+	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
+	"s décomptes sont actualisés toutes les quelques secondes.\x02révision" +
+	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
+	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
+	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
+	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
+	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
+	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
+	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
+	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
+	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
+	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
 	"\u202f; actualisés toutes les quelques secondes.\x02Seuls les administra" +
 	"teurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révéle" +
 	"z cette valeur\u202f: le motif est consigné avec la révélation dans le j" +
@@ -2662,4 +2662,4 @@ const frData string = "" + // Size: 49299 bytes
 	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
 	"arge."
 
-	// Total table size 94406 bytes (92KiB); checksum: 5ECEEAC9
+	// Total table size 94406 bytes (92KiB); checksum: 66883EC8
