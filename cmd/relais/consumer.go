@@ -353,6 +353,11 @@ func narrow(grants, less []grantArg, revisions func(key string) ([]int, error)) 
 	for _, l := range less {
 		i := slices.IndexFunc(out, func(g grantArg) bool { return g.Definition == l.Definition })
 		if i < 0 {
+			for _, g := range out {
+				if p, ok := strings.CutSuffix(g.Definition, "*"); ok && strings.HasPrefix(l.Definition, p) {
+					return nil, fmt.Errorf("%s is granted through the pattern %s, which goes whole or not at all: withdraw it (--grant %s) and grant the keys to keep", l.Definition, g.Definition, g.Definition)
+				}
+			}
 			return nil, fmt.Errorf("%s is not granted (it is granted %s)", l.Definition, grantsText(grants))
 		}
 		allLess, drop := revisionsOf(l)
@@ -378,7 +383,10 @@ func narrow(grants, less []grantArg, revisions func(key string) ([]int, error)) 
 			}
 		}
 		for _, r := range drop {
-			if !slices.Contains(had, r) {
+			switch {
+			case !slices.Contains(had, r) && allHad:
+				return nil, fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", l.Definition, r, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(had)), ","), "[]"))
+			case !slices.Contains(had, r):
 				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, grantsText(out[i:i+1]))
 			}
 		}

@@ -167,4 +167,12 @@ func TestGrantsWidenAndNarrow(t *testing.T) {
 			t.Errorf("narrow by %s: no error", text(less))
 		}
 	}
+	// Said as it is (verifier QA): a revision that does not exist, a key a
+	// pattern grants.
+	if _, err := narrow(had, []grantArg{g("b", "[9]")}, existing); err == nil || !strings.Contains(err.Error(), "b has no revision 9 (it is granted every revision, which are 1,2,3,4)") {
+		t.Errorf("narrow b by 9: %v", err)
+	}
+	if _, err := narrow(had, []grantArg{g("c.x", `"all"`)}, existing); err == nil || !strings.Contains(err.Error(), "c.x is granted through the pattern c.*") {
+		t.Errorf("narrow c.x: %v", err)
+	}
 }
