@@ -290,6 +290,9 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 
 	filter := map[string]any{"process": "crm_hold", "status": "held"}
 	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter}).JSON(t)
+	if count["may_have_acted_count"] != 0.0 {
+		t.Errorf("a pull node's retry count: may_have_acted_count %v, want 0", count["may_have_acted_count"])
+	}
 	if count["count"] != 1.0 || count["not_retryable_count"] != 1.0 {
 		t.Fatalf("bulk retry count = %v, not_retryable_count %v; want 1 and 1 (the instance held from birth cannot be retried, and the answer says so)", count["count"], count["not_retryable_count"])
 	}

@@ -504,6 +504,16 @@ func (a *API) actOnFilter() http.Handler {
 				}
 				answer["not_retryable_count"] = max(held-b.Count, 0)
 			}
+			if action == engine.ActionStop {
+				// As the console's confirmation warns: a stop aborts these
+				// calls, which their destinations may have acted on.
+				answer["calling_count"] = b.Calling
+			}
+			if action == engine.ActionRetry {
+				// Held at a push call that may have been carried out: a
+				// retry calls again (the console's warning, for scripts).
+				answer["may_have_acted_count"] = b.MayHaveActed
+			}
 			httpjson.Encode(w, http.StatusOK, answer)
 			return nil
 		}

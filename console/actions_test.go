@@ -1485,6 +1485,11 @@ func TestBulkStopWarnsOfCallsInFlight(t *testing.T) {
 		}
 		return false, "no reserved occurrence yet"
 	})
+	// The API's count says it too, for scripts.
+	if c := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "check",
+		"filter": map[string]any{"process": "slow_checkout", "status": "running"}}).JSON(t); c["calling_count"] != 1.0 {
+		t.Errorf("the API's stop count: %v, want calling_count 1", c)
+	}
 	for lang, want := range map[string]string{"en": "1 of them is calling a destination now", "fr": "1 d’entre elles appelle une destination en ce moment"} {
 		b := signedIn(t, env.URL, lang, env.Operator)
 		if got := text(b.mustGet("/console/instances/bulk?action=stop&process=slow_checkout&status=running", 200), "bulk-may-have-acted"); !strings.HasPrefix(got, want) {

@@ -1798,155 +1798,155 @@ var frIndex = []uint32{ // 844 elements
 	0x000051bc, 0x000051e3, 0x00005221, 0x0000522d,
 	// Entry 140 - 15F
 	0x00005236, 0x0000524a, 0x00005254, 0x0000527b,
-	0x00005297, 0x000052b2, 0x000052e2, 0x00005320,
-	0x0000533b, 0x0000534a, 0x0000535b, 0x0000537c,
-	0x000053e7, 0x000053ff, 0x00005446, 0x000054b1,
-	0x000054bc, 0x000054d6, 0x00005520, 0x00005528,
-	0x00005536, 0x00005546, 0x00005570, 0x00005599,
-	0x00005612, 0x0000566b, 0x00005709, 0x00005783,
-	0x00005793, 0x000057b2, 0x000057be, 0x000057d7,
+	0x00005297, 0x000052b2, 0x000052e2, 0x00005327,
+	0x00005342, 0x00005351, 0x00005362, 0x00005383,
+	0x000053ee, 0x00005406, 0x0000544d, 0x000054b8,
+	0x000054c3, 0x000054dd, 0x00005527, 0x0000552f,
+	0x0000553d, 0x0000554d, 0x00005577, 0x000055a0,
+	0x00005619, 0x00005672, 0x00005710, 0x0000578a,
+	0x0000579a, 0x000057b9, 0x000057c5, 0x000057de,
 	// Entry 160 - 17F
-	0x000057e2, 0x000057ef, 0x000057fe, 0x00005806,
-	0x00005810, 0x00005818, 0x00005820, 0x00005826,
-	0x0000582d, 0x00005832, 0x00005837, 0x0000583b,
-	0x00005840, 0x00005846, 0x0000584c, 0x00005852,
-	0x00005857, 0x0000585c, 0x00005862, 0x0000586c,
-	0x0000588c, 0x000058ae, 0x000058d2, 0x000058f8,
-	0x00005901, 0x0000591d, 0x00005926, 0x0000593e,
-	0x00005947, 0x0000599b, 0x000059bb, 0x000059c1,
+	0x000057e9, 0x000057f6, 0x00005805, 0x0000580d,
+	0x00005817, 0x0000581f, 0x00005827, 0x0000582d,
+	0x00005834, 0x00005839, 0x0000583e, 0x00005842,
+	0x00005847, 0x0000584d, 0x00005853, 0x00005859,
+	0x0000585e, 0x00005863, 0x00005869, 0x00005873,
+	0x00005893, 0x000058b5, 0x000058d9, 0x000058ff,
+	0x00005908, 0x00005924, 0x0000592d, 0x00005945,
+	0x0000594e, 0x000059a2, 0x000059c2, 0x000059c8,
 	// Entry 180 - 19F
-	0x000059cc, 0x000059d2, 0x000059e0, 0x000059eb,
-	0x000059f9, 0x00005a2c, 0x00005a50, 0x00005a7f,
-	0x00005ac8, 0x00005acf, 0x00005ae5, 0x00005b58,
-	0x00005b7e, 0x00005b98, 0x00005c80, 0x00005e0f,
-	0x00005f16, 0x00005f66, 0x00005f97, 0x00005fca,
-	0x00005ff9, 0x00006004, 0x00006008, 0x0000601a,
-	0x0000602f, 0x0000603d, 0x00006097, 0x000060fc,
-	0x00006119, 0x0000615c, 0x000061c3, 0x000061d0,
+	0x000059d3, 0x000059d9, 0x000059e7, 0x000059f2,
+	0x00005a00, 0x00005a33, 0x00005a57, 0x00005a86,
+	0x00005acf, 0x00005ad6, 0x00005aec, 0x00005b5f,
+	0x00005b85, 0x00005b9f, 0x00005c87, 0x00005e16,
+	0x00005f1d, 0x00005f6d, 0x00005f9e, 0x00005fd1,
+	0x00006000, 0x0000600b, 0x0000600f, 0x00006021,
+	0x00006036, 0x00006044, 0x0000609e, 0x00006103,
+	0x00006120, 0x00006163, 0x000061ca, 0x000061d7,
 	// Entry 1A0 - 1BF
-	0x000061e5, 0x000061f8, 0x00006223, 0x00006250,
-	0x00006287, 0x000062d1, 0x000062e3, 0x0000631b,
-	0x00006332, 0x0000633e, 0x00006355, 0x00006389,
-	0x000063d3, 0x00006408, 0x00006411, 0x00006428,
-	0x00006456, 0x00006469, 0x0000647b, 0x0000648c,
-	0x000064d8, 0x00006552, 0x00006576, 0x00006581,
-	0x0000658c, 0x00006597, 0x000065a1, 0x000065ab,
-	0x000065b4, 0x000065bd, 0x000065c6, 0x000065cf,
+	0x000061ec, 0x000061ff, 0x0000622a, 0x00006257,
+	0x0000628e, 0x000062d8, 0x000062ea, 0x00006322,
+	0x00006339, 0x00006345, 0x0000635c, 0x00006390,
+	0x000063da, 0x0000640f, 0x00006418, 0x0000642f,
+	0x0000645d, 0x00006470, 0x00006482, 0x00006493,
+	0x000064df, 0x00006559, 0x0000657d, 0x00006588,
+	0x00006593, 0x0000659e, 0x000065a8, 0x000065b2,
+	0x000065bb, 0x000065c4, 0x000065cd, 0x000065d6,
 	// Entry 1C0 - 1DF
-	0x000065d8, 0x000065df, 0x000065ed, 0x000065f3,
-	0x000065fa, 0x00006601, 0x0000660a, 0x0000660f,
-	0x0000661d, 0x00006623, 0x00006629, 0x0000662f,
-	0x00006637, 0x00006640, 0x00006649, 0x0000665c,
-	0x0000666d, 0x00006690, 0x000066b1, 0x000066c0,
-	0x000066cb, 0x000066d6, 0x000066e3, 0x000066e7,
-	0x000066eb, 0x000066f9, 0x00006707, 0x00006715,
-	0x00006735, 0x00006748, 0x00006761, 0x00006776,
+	0x000065df, 0x000065e6, 0x000065f4, 0x000065fa,
+	0x00006601, 0x00006608, 0x00006611, 0x00006616,
+	0x00006624, 0x0000662a, 0x00006630, 0x00006636,
+	0x0000663e, 0x00006647, 0x00006650, 0x00006663,
+	0x00006674, 0x00006697, 0x000066b8, 0x000066c7,
+	0x000066d2, 0x000066dd, 0x000066ea, 0x000066ee,
+	0x000066f2, 0x00006700, 0x0000670e, 0x0000671c,
+	0x0000673c, 0x0000674f, 0x00006768, 0x0000677d,
 	// Entry 1E0 - 1FF
-	0x00006787, 0x00006799, 0x000067ab, 0x000067b1,
-	0x000067b8, 0x000067c0, 0x000067c8, 0x000067e6,
-	0x00006804, 0x0000681b, 0x00006830, 0x00006841,
-	0x00006847, 0x00006860, 0x0000686b, 0x0000689f,
-	0x000068ac, 0x000068ca, 0x000068d8, 0x000068e1,
-	0x000068e8, 0x00006903, 0x0000690d, 0x00006920,
-	0x0000695a, 0x00006963, 0x00006972, 0x000069d6,
-	0x000069e2, 0x000069ec, 0x00006a1c, 0x00006a77,
+	0x0000678e, 0x000067a0, 0x000067b2, 0x000067b8,
+	0x000067bf, 0x000067c7, 0x000067cf, 0x000067ed,
+	0x0000680b, 0x00006822, 0x00006837, 0x00006848,
+	0x0000684e, 0x00006867, 0x00006872, 0x000068a6,
+	0x000068b3, 0x000068d1, 0x000068df, 0x000068e8,
+	0x000068ef, 0x0000690a, 0x00006914, 0x00006927,
+	0x00006961, 0x0000696a, 0x00006979, 0x000069dd,
+	0x000069e9, 0x000069f3, 0x00006a23, 0x00006a7e,
 	// Entry 200 - 21F
-	0x00006b5e, 0x00006b69, 0x00006b9c, 0x00006bda,
-	0x00006c53, 0x00006c78, 0x00006c7d, 0x00006c9d,
-	0x00006cba, 0x00006cda, 0x00006cef, 0x00006d30,
-	0x00006d3b, 0x00006d45, 0x00006d6e, 0x00006de3,
-	0x00006df4, 0x00006e31, 0x00006e65, 0x00006ec6,
-	0x00006f10, 0x00006f1e, 0x00006f5a, 0x00006f84,
-	0x00006fc9, 0x00006ff1, 0x00007030, 0x00007051,
-	0x0000708f, 0x000070cf, 0x000070ef, 0x00007130,
+	0x00006b65, 0x00006b70, 0x00006ba3, 0x00006be1,
+	0x00006c5a, 0x00006c7f, 0x00006c84, 0x00006ca4,
+	0x00006cc1, 0x00006ce1, 0x00006cf6, 0x00006d37,
+	0x00006d42, 0x00006d4c, 0x00006d75, 0x00006dea,
+	0x00006dfb, 0x00006e38, 0x00006e6c, 0x00006ecd,
+	0x00006f17, 0x00006f25, 0x00006f61, 0x00006f8b,
+	0x00006fd0, 0x00006ff8, 0x00007037, 0x00007058,
+	0x00007096, 0x000070d6, 0x000070f6, 0x00007137,
 	// Entry 220 - 23F
-	0x0000715a, 0x00007181, 0x00007204, 0x0000721c,
-	0x00007230, 0x00007247, 0x00007255, 0x00007260,
-	0x00007283, 0x000072c1, 0x000072e0, 0x000072fc,
-	0x0000736a, 0x0000743c, 0x0000749b, 0x00007520,
-	0x0000759d, 0x000076b1, 0x000077b4, 0x000077fb,
-	0x00007888, 0x000078c8, 0x0000790e, 0x00007a5b,
-	0x00007a83, 0x00007aa6, 0x00007add, 0x00007b6e,
-	0x00007bc1, 0x00007bea, 0x00007ccc, 0x00007cf2,
+	0x00007161, 0x00007188, 0x0000720b, 0x00007223,
+	0x00007237, 0x0000724e, 0x0000725c, 0x00007267,
+	0x0000728a, 0x000072c8, 0x000072e7, 0x00007303,
+	0x00007371, 0x00007443, 0x000074a2, 0x00007527,
+	0x000075a4, 0x000076b8, 0x000077bb, 0x00007802,
+	0x0000788f, 0x000078cf, 0x00007915, 0x00007a62,
+	0x00007a8a, 0x00007aad, 0x00007ae4, 0x00007b75,
+	0x00007bc8, 0x00007bf1, 0x00007cd3, 0x00007cf9,
 	// Entry 240 - 25F
-	0x00007d39, 0x00007dbd, 0x00007e38, 0x00007eb5,
-	0x00007edd, 0x00007f05, 0x00007f4c, 0x00007f96,
-	0x00007fc9, 0x00007fdc, 0x000080e4, 0x00008112,
-	0x0000814e, 0x00008164, 0x000081f8, 0x0000820b,
-	0x00008248, 0x000082a1, 0x000082dd, 0x000082f0,
-	0x00008344, 0x00008379, 0x0000838b, 0x000083a2,
-	0x000083e1, 0x00008433, 0x0000845f, 0x000084fc,
-	0x000085a2, 0x0000864f, 0x0000865f, 0x000086bf,
+	0x00007d40, 0x00007dc4, 0x00007e3f, 0x00007ebc,
+	0x00007ee4, 0x00007f0c, 0x00007f53, 0x00007f9d,
+	0x00007fd0, 0x00007fe3, 0x000080eb, 0x00008119,
+	0x00008155, 0x0000816b, 0x000081ff, 0x00008212,
+	0x0000824f, 0x000082a8, 0x000082e4, 0x000082f7,
+	0x0000834b, 0x00008380, 0x00008392, 0x000083a9,
+	0x000083e8, 0x0000843a, 0x00008466, 0x00008503,
+	0x000085a9, 0x00008656, 0x00008666, 0x000086c6,
 	// Entry 260 - 27F
-	0x00008730, 0x000087b5, 0x0000884a, 0x00008855,
-	0x00008872, 0x00008891, 0x000088a2, 0x000088bc,
-	0x000088c5, 0x000088cf, 0x0000891d, 0x00008962,
-	0x00008981, 0x000089b6, 0x00008a07, 0x00008a18,
-	0x00008a62, 0x00008a78, 0x00008a8c, 0x00008aa5,
-	0x00008abb, 0x00008ae5, 0x00008aed, 0x00008b00,
-	0x00008b07, 0x00008b22, 0x00008b42, 0x00008b72,
-	0x00008b89, 0x00008b9f, 0x00008bd7, 0x00008c12,
+	0x00008737, 0x000087bc, 0x00008851, 0x0000885c,
+	0x00008879, 0x00008898, 0x000088a9, 0x000088c3,
+	0x000088cc, 0x000088d6, 0x00008924, 0x00008969,
+	0x00008988, 0x000089bd, 0x00008a0e, 0x00008a1f,
+	0x00008a69, 0x00008a7f, 0x00008a93, 0x00008aac,
+	0x00008ac2, 0x00008aec, 0x00008af4, 0x00008b07,
+	0x00008b0e, 0x00008b29, 0x00008b49, 0x00008b79,
+	0x00008b90, 0x00008ba6, 0x00008bde, 0x00008c19,
 	// Entry 280 - 29F
-	0x00008c3e, 0x00008c91, 0x00008ca2, 0x00008cbc,
-	0x00008cc7, 0x00008cdb, 0x00008ced, 0x00008d03,
-	0x00008d15, 0x00008d27, 0x00008d2d, 0x00008d3f,
-	0x00008d4d, 0x00008d5c, 0x00008d68, 0x00008d7e,
-	0x00008da8, 0x00008ddb, 0x00008e83, 0x00008ed3,
-	0x00008efb, 0x00008f4d, 0x00008f8f, 0x00008fcb,
-	0x00008fe2, 0x000090ac, 0x000090d9, 0x00009293,
-	0x000092ad, 0x000092c6, 0x000092e7, 0x000092fe,
+	0x00008c45, 0x00008c9f, 0x00008cb0, 0x00008cca,
+	0x00008cd5, 0x00008ce9, 0x00008cfb, 0x00008d11,
+	0x00008d23, 0x00008d35, 0x00008d3b, 0x00008d4d,
+	0x00008d5b, 0x00008d6a, 0x00008d76, 0x00008d8c,
+	0x00008db6, 0x00008de9, 0x00008e91, 0x00008ee1,
+	0x00008f09, 0x00008f5b, 0x00008f9d, 0x00008fd9,
+	0x00008ff0, 0x000090ba, 0x000090e7, 0x000092a1,
+	0x000092bb, 0x000092d4, 0x000092f5, 0x0000930c,
 	// Entry 2A0 - 2BF
-	0x0000932b, 0x00009332, 0x0000934c, 0x00009372,
-	0x00009387, 0x000093e1, 0x00009476, 0x000094d9,
-	0x000094ec, 0x00009513, 0x0000953b, 0x00009549,
-	0x0000959d, 0x000095ad, 0x000095be, 0x000095c5,
-	0x000096fb, 0x00009702, 0x0000973c, 0x00009741,
-	0x00009756, 0x0000976a, 0x0000977c, 0x00009792,
-	0x000097a2, 0x000097df, 0x0000981f, 0x0000983a,
-	0x0000984b, 0x0000988f, 0x000098b0, 0x000098c2,
+	0x00009339, 0x00009340, 0x0000935a, 0x00009380,
+	0x00009395, 0x000093ef, 0x00009484, 0x000094e7,
+	0x000094fa, 0x00009521, 0x00009549, 0x00009557,
+	0x000095ab, 0x000095bb, 0x000095cc, 0x000095d3,
+	0x00009709, 0x00009710, 0x0000974a, 0x0000974f,
+	0x00009764, 0x00009778, 0x0000978a, 0x000097a0,
+	0x000097b0, 0x000097ed, 0x0000982d, 0x00009848,
+	0x00009859, 0x0000989d, 0x000098be, 0x000098d0,
 	// Entry 2C0 - 2DF
-	0x000098d4, 0x000099a9, 0x000099c1, 0x00009a62,
-	0x00009af1, 0x00009b01, 0x00009bdb, 0x00009c9d,
-	0x00009ca2, 0x00009cb2, 0x00009cc0, 0x00009cd0,
-	0x00009ce0, 0x00009cee, 0x00009cfe, 0x00009d08,
-	0x00009d31, 0x00009d4b, 0x00009d66, 0x00009df4,
-	0x00009e32, 0x00009e43, 0x00009eda, 0x00009ee7,
-	0x00009f02, 0x00009f5b, 0x00009f6f, 0x00009f8d,
-	0x00009fd7, 0x0000a018, 0x0000a08e, 0x0000a0ad,
+	0x000098e2, 0x000099b7, 0x000099cf, 0x00009a70,
+	0x00009aff, 0x00009b0f, 0x00009be9, 0x00009cab,
+	0x00009cb0, 0x00009cc0, 0x00009cce, 0x00009cde,
+	0x00009cee, 0x00009cfc, 0x00009d0c, 0x00009d16,
+	0x00009d3f, 0x00009d59, 0x00009d74, 0x00009e02,
+	0x00009e40, 0x00009e51, 0x00009ee8, 0x00009ef5,
+	0x00009f10, 0x00009f69, 0x00009f7d, 0x00009f9b,
+	0x00009fec, 0x0000a02d, 0x0000a0a3, 0x0000a0c2,
 	// Entry 2E0 - 2FF
-	0x0000a1c3, 0x0000a1dc, 0x0000a222, 0x0000a23a,
-	0x0000a28d, 0x0000a2c8, 0x0000a360, 0x0000a38c,
-	0x0000a3b2, 0x0000a3e6, 0x0000a3fe, 0x0000a429,
-	0x0000a4d2, 0x0000a4dc, 0x0000a564, 0x0000a599,
-	0x0000a5da, 0x0000a756, 0x0000a8d5, 0x0000a9ae,
-	0x0000aac3, 0x0000abdf, 0x0000abf8, 0x0000ac74,
-	0x0000ad3d, 0x0000adc6, 0x0000add3, 0x0000ae25,
-	0x0000ae2b, 0x0000aedf, 0x0000af8f, 0x0000afc1,
+	0x0000a1d8, 0x0000a1f1, 0x0000a237, 0x0000a24f,
+	0x0000a2a2, 0x0000a2dd, 0x0000a375, 0x0000a3a1,
+	0x0000a3c7, 0x0000a3fb, 0x0000a413, 0x0000a43e,
+	0x0000a4e7, 0x0000a4f1, 0x0000a579, 0x0000a5ae,
+	0x0000a5ef, 0x0000a76b, 0x0000a8ea, 0x0000a9c3,
+	0x0000aad8, 0x0000abf4, 0x0000ac0d, 0x0000ac89,
+	0x0000ad52, 0x0000addb, 0x0000ade8, 0x0000ae3a,
+	0x0000ae40, 0x0000aef4, 0x0000afa4, 0x0000afd6,
 	// Entry 300 - 31F
-	0x0000afed, 0x0000b056, 0x0000b0fd, 0x0000b1bf,
-	0x0000b1ef, 0x0000b1fc, 0x0000b202, 0x0000b218,
-	0x0000b223, 0x0000b22a, 0x0000b235, 0x0000b243,
-	0x0000b250, 0x0000b25e, 0x0000b277, 0x0000b2a4,
-	0x0000b34d, 0x0000b360, 0x0000b36a, 0x0000b3f9,
-	0x0000b45a, 0x0000b4b6, 0x0000b4c8, 0x0000b4e2,
-	0x0000b4f5, 0x0000b533, 0x0000b56f, 0x0000b58c,
-	0x0000b599, 0x0000b5a7, 0x0000b5b5, 0x0000b5c5,
+	0x0000b002, 0x0000b06b, 0x0000b112, 0x0000b1d4,
+	0x0000b204, 0x0000b211, 0x0000b217, 0x0000b22d,
+	0x0000b238, 0x0000b23f, 0x0000b24a, 0x0000b258,
+	0x0000b265, 0x0000b273, 0x0000b28c, 0x0000b2b9,
+	0x0000b362, 0x0000b375, 0x0000b37f, 0x0000b40e,
+	0x0000b46f, 0x0000b4cb, 0x0000b4dd, 0x0000b4f7,
+	0x0000b50a, 0x0000b548, 0x0000b584, 0x0000b5a1,
+	0x0000b5ae, 0x0000b5bc, 0x0000b5ca, 0x0000b5da,
 	// Entry 320 - 33F
-	0x0000b601, 0x0000b63b, 0x0000b6b8, 0x0000b6c3,
-	0x0000b6ed, 0x0000b6fa, 0x0000b716, 0x0000b71a,
-	0x0000b72c, 0x0000b7ee, 0x0000b821, 0x0000b82c,
-	0x0000b836, 0x0000b84b, 0x0000b854, 0x0000b85e,
-	0x0000b873, 0x0000b897, 0x0000b8b1, 0x0000b8c6,
-	0x0000b8f2, 0x0000b931, 0x0000b936, 0x0000b94b,
-	0x0000b95d, 0x0000b992, 0x0000b9a3, 0x0000b9d0,
-	0x0000b9ff, 0x0000bb21, 0x0000bc43, 0x0000bcb9,
+	0x0000b616, 0x0000b650, 0x0000b6cd, 0x0000b6d8,
+	0x0000b702, 0x0000b70f, 0x0000b72b, 0x0000b72f,
+	0x0000b741, 0x0000b803, 0x0000b836, 0x0000b841,
+	0x0000b84b, 0x0000b860, 0x0000b869, 0x0000b873,
+	0x0000b888, 0x0000b8ac, 0x0000b8c6, 0x0000b8db,
+	0x0000b907, 0x0000b946, 0x0000b94b, 0x0000b960,
+	0x0000b972, 0x0000b9a7, 0x0000b9b8, 0x0000b9e5,
+	0x0000ba14, 0x0000bb36, 0x0000bc58, 0x0000bcce,
 	// Entry 340 - 35F
-	0x0000bd44, 0x0000bdd3, 0x0000be3a, 0x0000be7c,
-	0x0000bece, 0x0000bf16, 0x0000bf89, 0x0000bfd1,
-	0x0000bfff, 0x0000c02d, 0x0000c060, 0x0000c093,
+	0x0000bd59, 0x0000bde8, 0x0000be4f, 0x0000be91,
+	0x0000bee3, 0x0000bf2b, 0x0000bf9e, 0x0000bfe6,
+	0x0000c014, 0x0000c042, 0x0000c075, 0x0000c0a8,
 } // Size: 3400 bytes
 
-const frData string = "" + // Size: 49299 bytes
+const frData string = "" + // Size: 49320 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2252,414 +2252,414 @@ const frData string = "" + // Size: 49299 bytes
 	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
 	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
 	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
-	"ue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défin" +
-	"ition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes" +
-	" les définitions.\x02Toutes les définitions\x02Réussites et échecs par t" +
-	"ranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
-	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
-	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
-	"ites et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02" +
-	"Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
-	" instances terminées sont conservées sans limite, selon le RELAIS_RETENT" +
-	"ION d’une autre réplique.\x02Rétention\u202f: les instances terminées so" +
-	"nt conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les in" +
-	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
-	"r fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé à q" +
+	"uelques secondes d’intervalle.\x02disponible depuis le %[1]s\x02attente " +
+	"longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune d" +
+	"éfinition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
+	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
+	"par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la derniè" +
+	"re heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne cha" +
+	"que tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02" +
+	"Réussites et échecs par tranche de 5\u00a0min, les plus anciennes d’abor" +
+	"d\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention" +
+	"\u202f: les instances terminées sont conservées sans limite, selon le RE" +
+	"LAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les instances t" +
+	"erminées sont conservées sans limite (RELAIS_RETENTION).\x02Rétention" +
 	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
-	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
-	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
-	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
-	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
-	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la réte" +
-	"ntion conserve les instances terminées sans limite (RELAIS_RETENTION)" +
-	"\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les " +
-	"instances terminées sans limite\x02Supprimée par la rétention\x02les ins" +
-	"tances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instanc" +
-	"es terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une " +
-	"autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
-	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
-	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
-	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre réplique." +
+	"\x02Rétention\u202f: les instances terminées sont supprimées avec leurs " +
+	"occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2" +
+	"]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]" +
+	"s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d" +
+	" min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02j" +
+	"uin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01" +
+	"\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms" +
+	"\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Par" +
+	"cours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun ave" +
+	"c son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence" +
+	"\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n" +
+	"’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
+	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
+	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
+	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
+	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
+	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
+	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
+	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
+	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
+	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
+	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
+	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
+	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
+	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
+	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
+	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
+	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
+	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
+	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
+	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
+	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
+	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
+	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
+	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
+	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
+	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
+	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
+	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
+	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
+	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
+	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
+	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
+	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
+	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
+	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
+	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
+	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
+	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
+	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
+	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
+	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
+	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
+	".\x02La destination était injoignable.\x02La réponse de la destination é" +
+	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
+	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
+	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
+	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
+	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
+	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
+	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
+	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
+	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
+	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
+	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
+	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
+	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
+	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
+	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
+	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
+	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
+	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
+	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
+	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
+	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
+	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
+	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
+	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
+	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
+	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
+	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
+	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
+	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
+	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
+	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
+	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
+	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
+	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
+	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
+	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
+	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés à quelques secondes d’int" +
+	"ervalle.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôtur" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
+	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
+	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
+	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
+	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
 	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
-	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
-	"la dernière tentative a expiré sans tentative restante, après que Relais" +
-	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
-	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
-	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
-	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
-	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
-	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
-	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
-	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
-	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
-	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
-	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
-	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
-	"n était injoignable.\x02La réponse de la destination était trop volumine" +
-	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
-	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
-	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
-	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
-	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
-	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
-	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
-	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
-	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
-	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
-	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
-	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
-	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
-	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
-	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
-	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
-	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
-	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
-	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
-	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
-	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
-	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
-	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
-	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
-	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
-	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
-	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
-	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
-	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
-	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
-	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
-	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
-	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
-	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
-	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
-	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
-	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
-	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
-	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
-	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
-	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
-	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
-	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
-	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
-	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
-	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
-	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
-	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
-	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
-	"s décomptes sont actualisés toutes les quelques secondes.\x02révision" +
-	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
-	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
-	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
-	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
-	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
-	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
-	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
-	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
-	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
-	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; actualisés toutes les quelques secondes.\x02Seuls les administra" +
-	"teurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révéle" +
-	"z cette valeur\u202f: le motif est consigné avec la révélation dans le j" +
-	"ournal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a pa" +
-	"s la clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir " +
-	"(rien n’a été enregistré). Une autre réplique peut la révéler\u202f; dem" +
-	"andez à votre administrateur de démarrer toutes les répliques avec les m" +
-	"êmes clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %" +
-	"[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance. Une i" +
-	"nstance terminée est supprimée une fois la durée de conservation (RELAIS" +
-	"_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucun" +
-	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
-	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
-	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
-	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà " +
-	"connecté. L’adresse l’a mis dans l’historique de votre navigateur, et pe" +
-	"ut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les lire" +
-	", faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l" +
-	"’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
-	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
-	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
-	"évoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
-	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
-	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
-	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
-	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
-	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
-	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
-	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
-	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
-	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
-	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
-	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
-	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
-	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
-	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
-	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
-	"rs, les destinations, le journal des révélations et les effacements sont" +
-	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
-	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
-	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
-	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
-	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
-	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
-	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
-	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
-	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
-	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
-	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
-	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"toutes les révisions accordées à son consommateur\u202f: %[1]s\x02flux" +
-	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
-	"ordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend" +
-	" la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02De" +
-	"s occurrences de la révision %[1]d attendent, et aucun exécutant connect" +
-	"é ne la prend\u202f: abonnez-y des exécutants dont le consommateur y a " +
-	"droit (un exécutant qui ne nomme aucune révision prend celles auxquelles" +
-	" son consommateur a droit\u202f; une version de processus l’épingle)." +
-	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
-	"nnecté ne les prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus les éping" +
-	"le).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
-	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge\u202f: %[1]s.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
+	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
+	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
+	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
+	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
+	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
+	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
+	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
+	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
+	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
+	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
+	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
+	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
+	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
+	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
+	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
+	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
+	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
+	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
+	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
+	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
+	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
+	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
+	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
+	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
+	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
+	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
+	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
+	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
+	"s au %[1]s (%[2]s)\u202f; actualisés à quelques secondes d’intervalle." +
+	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Di" +
+	"tes pourquoi vous révélez cette valeur\u202f: le motif est consigné avec" +
+	" la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 94406 bytes (92KiB); checksum: 66883EC8
+	// Total table size 94427 bytes (92KiB); checksum: 54088199

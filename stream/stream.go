@@ -183,6 +183,8 @@ func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
 		var refusal *fault.Error
 		var known *authentication
 		switch {
+		case !ok && len(r.Header.Values("Authorization")) > 1:
+			refusal = fault.New(fault.Unauthorized, "unauthorized", "the Authorization header is given more than once: send it once")
 		case !ok:
 			refusal = fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
 		case engine.IsSettleToken(token):

@@ -385,7 +385,7 @@ func narrow(grants, less []grantArg, revisions func(key string) ([]int, error)) 
 		for _, r := range drop {
 			switch {
 			case !slices.Contains(had, r) && allHad:
-				return nil, fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", l.Definition, r, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(had)), ","), "[]"))
+				return nil, fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", l.Definition, r, revisionList(had))
 			case !slices.Contains(had, r):
 				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, grantsText(out[i:i+1]))
 			}
@@ -423,14 +423,24 @@ func grantsText(gs []grantArg) string {
 	}
 	parts := make([]string, len(gs))
 	for i, g := range gs {
-		revs := strings.Trim(string(g.Revisions), `"[]`)
-		if revs == "all" {
+		all, revs := revisionsOf(g)
+		if all {
 			parts[i] = g.Definition + " (all revisions)"
-		} else {
-			parts[i] = g.Definition + " (revisions " + revs + ")"
+			continue
 		}
+		parts[i] = g.Definition + " (revisions " + revisionList(revs) + ")"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// revisionList writes revision numbers in order, whatever order a PUT
+// stored them in (verifier QA: "revisions 3,1").
+func revisionList(revs []int) string {
+	nums := make([]string, len(revs))
+	for j, r := range slices.Sorted(slices.Values(revs)) {
+		nums[j] = strconv.Itoa(r)
+	}
+	return strings.Join(nums, ",")
 }
 
 // printToken shows a token the API shows once.

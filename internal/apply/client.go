@@ -405,7 +405,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res R
 		}
 	}
 	if action == "created" {
-		breaking += c.closeKey(ctx, "definitions", d.ID)
+		breaking += c.closeKey(ctx, "definitions", d.ID, dryRun)
 	}
 	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking, working: working}, next)
 	if dryRun && err == nil {
@@ -780,7 +780,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		// real publication), the others from the server once.
 		r := &planResolver{ctx: ctx, c: c, pl: pl}
 		if latest == 0 {
-			version += c.closeKey(ctx, "processes", d.ID)
+			version += c.closeKey(ctx, "processes", d.ID, dryRun)
 		}
 		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed, r, dryRun) + futileRetries(parsed),
 			Changes: changes, Since: latest, Notes: c.notes(before, parsed, r)}
@@ -1001,7 +1001,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process, r *planResolv
 			}
 			if dryRun && r.pl.made[pr.key] && r.pl.revisions[pr.key] == pr.rev {
 				// Refused until the revision exists (verifier QA).
-				route += ", once this apply made the revision"
+				route += ", once this apply has made it"
 			}
 			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (%s) before subscribing their workers to it", strings.Join(ungranted, ", "), pr.rev, route))
 		}
@@ -1086,7 +1086,7 @@ func (c *Client) grantedRevisions(ctx context.Context, cache map[int64]consumerG
 // typo makes (evolution QA: add_company_to_cmr was created without a
 // word, and definitions are never deleted); "" when none is close, or the
 // keys cannot be read.
-func (c *Client) closeKey(ctx context.Context, collection, key string) string {
+func (c *Client) closeKey(ctx context.Context, collection, key string, dryRun bool) string {
 	var keys []string
 	for cursor := ""; ; {
 		var page struct {
@@ -1118,6 +1118,10 @@ func (c *Client) closeKey(ctx context.Context, collection, key string) string {
 		return ""
 	}
 	what := map[string]string{"definitions": "a definition", "processes": "a process"}[collection]
+	if !dryRun {
+		// Said after the fact: what to do now (verifier QA).
+		return fmt.Sprintf("; a new key, close to %s, which exists: if it is a typo, it is made all the same (%s is never deleted): fix the document, and try the next with --dry-run first", meant, what)
+	}
 	return fmt.Sprintf("; a new key, close to %s, which exists: if it is a typo, fix the document before applying (%s is never deleted)", meant, what)
 }
 

@@ -495,7 +495,7 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	var dry []string
 	if problems := (&apply.Client{URL: env.URL, Token: env.Admin}).Apply(context.Background(), []apply.Document{def2, process(2)}, true,
 		func(r apply.Result) { dry = append(dry, r.String()) }); len(problems) != 0 || len(dry) != 2 ||
-		!strings.Contains(dry[1], "--grant add_company_to_crm=2, once this apply made the revision)") {
+		!strings.Contains(dry[1], "--grant add_company_to_crm=2, once this apply has made it)") {
 		t.Errorf("a dry run making revision 2: %q, %v; want the grant advised once the revision is made", dry, problems)
 	}
 	got := run(env.Admin, def2, process(2))
@@ -668,7 +668,7 @@ func TestApplyNotesANewKeyCloseToAnExistingOne(t *testing.T) {
 		dryRun    bool
 	}{
 		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", true},
-		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", false},
+		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists: if it is a typo, it is made all the same", false},
 		{"invoice_customer", "", false},
 		// Numbered on purpose: no typo (verifier QA).
 		{"add_company_to_crm2", "", false},
@@ -698,7 +698,7 @@ func TestApplyNotesANewProcessKeyCloseToAnExistingOne(t *testing.T) {
 	if problems := c.Apply(context.Background(), []apply.Document{doc}, false, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
 		t.Fatalf("apply: %v", problems)
 	}
-	if len(results) != 1 || !strings.Contains(results[0], "published (version 1; a new key, close to crm_only, which exists: if it is a typo, fix the document before applying (a process is never deleted)") {
+	if len(results) != 1 || !strings.Contains(results[0], "published (version 1; a new key, close to crm_only, which exists: if it is a typo, it is made all the same (a process is never deleted)") {
 		t.Errorf("a process crm_onyl: %q", results)
 	}
 }

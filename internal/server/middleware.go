@@ -237,8 +237,11 @@ func metricsToken(token string, next http.Handler) http.Handler {
 		got := sha256.Sum256([]byte(given))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relais-metrics"`)
-			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized",
-				"/metrics takes the bearer token RELAIS_METRICS_TOKEN sets (Prometheus: authorization's credentials_file)"))
+			detail := "/metrics takes the bearer token RELAIS_METRICS_TOKEN sets (Prometheus: authorization's credentials_file)"
+			if len(r.Header.Values("Authorization")) > 1 {
+				detail += ", given once: this request gives the Authorization header more than once"
+			}
+			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized", detail))
 			return
 		}
 		next.ServeHTTP(w, r)
