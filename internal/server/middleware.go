@@ -241,7 +241,7 @@ func metricsToken(token string, next http.Handler) http.Handler {
 			if len(r.Header.Values("Authorization")) > 1 {
 				detail += ", given once: this request gives the Authorization header more than once"
 			}
-			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized", detail))
+			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized", "%s", detail))
 			return
 		}
 		next.ServeHTTP(w, r)
