@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,8 +139,16 @@ func (a *API) getConsumer() http.Handler {
 		if err != nil {
 			return err
 		}
-		// Its grants' tag, for a PUT of grants made from them (If-Match).
-		w.Header().Set("ETag", engine.GrantsTag(c.Grants))
+		// Its grants' tag, for a PUT of grants made from them (If-Match),
+		// and to revalidate a copy (If-None-Match: 304 while unchanged).
+		tag := engine.GrantsTag(c.Grants)
+		w.Header().Set("ETag", tag)
+		if slices.ContainsFunc(r.Header.Values("If-None-Match"), func(v string) bool {
+			return slices.Contains(strings.Split(strings.ReplaceAll(v, " ", ""), ","), tag)
+		}) {
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
 		httpjson.Encode(w, http.StatusOK, toConsumerJSON(c))
 		return nil
 	})

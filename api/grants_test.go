@@ -27,6 +27,9 @@ func TestGrantsReplacedIfUnchanged(t *testing.T) {
 	if len(tag) != 34 {
 		t.Fatalf("GET consumer ETag %q, want a quoted tag", tag)
 	}
+	if r := env.Do("GET", path, env.Admin, nil, "If-None-Match", tag); r.Status != http.StatusNotModified || len(r.Body) != 0 {
+		t.Errorf("GET with If-None-Match its ETag: %d, %d bytes; want 304 without a body", r.Status, len(r.Body))
+	}
 	put := func(tag string, grants ...map[string]any) relaistest.Response {
 		headers := []string{}
 		if tag != "" {

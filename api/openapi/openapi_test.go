@@ -248,7 +248,9 @@ func TestRecordedExchanges(t *testing.T) {
 		}
 		// A fresh pair: validating the request read its body.
 		req, res := ex.http(t)
-		if ok, errs := v.ValidateHttpResponse(req, res); !ok {
+		// A 304 has no body, so no content type for the validator to
+		// look up: its headers are checked above.
+		if ok, errs := v.ValidateHttpResponse(req, res); !ok && ex.Status != http.StatusNotModified {
 			report("%s: the %d response breaks the document:%s", name, ex.Status, general(errs))
 		}
 		// A replica that is not ready says so with a 503: that is /readyz's
