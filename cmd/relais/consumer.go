@@ -88,23 +88,9 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 	case "list":
 		flags = []string{"json"}
 		run = func(c *apply.Client) error {
-			var all []consumerAnswer
-			for cursor := ""; ; {
-				var page struct {
-					Items      []consumerAnswer `json:"items"`
-					NextCursor string           `json:"next_cursor"`
-				}
-				path := "/api/v1/consumers?limit=500"
-				if cursor != "" {
-					path += "&cursor=" + url.QueryEscape(cursor)
-				}
-				if err := c.Do(ctx, "GET", path, nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Items...)
-				if cursor = page.NextCursor; cursor == "" {
-					break
-				}
+			all, err := apply.ListAll[consumerAnswer](ctx, c, "/api/v1/consumers")
+			if err != nil {
+				return err
 			}
 			if *asJSON {
 				return printJSON(stdout, all)

@@ -1030,23 +1030,32 @@ type liveWorker struct {
 
 // liveWorkers reads every page of the live workers of definition key.
 func (c *Client) liveWorkers(ctx context.Context, key string) ([]liveWorker, error) {
-	var live []liveWorker
-	cursor := ""
-	for {
+	return ListAll[liveWorker](ctx, c, "/api/v1/definitions/"+esc(key)+"/workers")
+}
+
+// ListAll reads every page of the list at path (a GET route answering
+// {items, next_cursor}), 500 items a request.
+func ListAll[T any](ctx context.Context, c *Client, path string) ([]T, error) {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	var all []T
+	for cursor := ""; ; {
 		var page struct {
-			Items      []liveWorker `json:"items"`
-			NextCursor string       `json:"next_cursor"`
+			Items      []T    `json:"items"`
+			NextCursor string `json:"next_cursor"`
 		}
-		path := "/api/v1/definitions/" + esc(key) + "/workers?limit=500"
+		p := path + sep + "limit=500"
 		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
+			p += "&cursor=" + url.QueryEscape(cursor)
 		}
-		if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+		if _, err := c.call(ctx, "GET", p, nil, &page); err != nil {
 			return nil, err
 		}
-		live = append(live, page.Items...)
+		all = append(all, page.Items...)
 		if cursor = page.NextCursor; cursor == "" {
-			return live, nil
+			return all, nil
 		}
 	}
 }
@@ -1087,28 +1096,16 @@ func (c *Client) grantedRevisions(ctx context.Context, cache map[int64]consumerG
 // word, and definitions are never deleted); "" when none is close, or the
 // keys cannot be read.
 func (c *Client) closeKey(ctx context.Context, collection, key string, dryRun bool) string {
+	items, err := ListAll[struct {
+		Key string `json:"key"`
+	}](ctx, c, "/api/v1/"+collection)
+	if err != nil {
+		return ""
+	}
 	var keys []string
-	for cursor := ""; ; {
-		var page struct {
-			Items []struct {
-				Key string `json:"key"`
-			} `json:"items"`
-			NextCursor string `json:"next_cursor"`
-		}
-		path := "/api/v1/" + collection + "?limit=500"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
-			return ""
-		}
-		for _, it := range page.Items {
-			if it.Key != key { // a process is published by then
-				keys = append(keys, it.Key)
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
+	for _, it := range items {
+		if it.Key != key { // a process is published by then
+			keys = append(keys, it.Key)
 		}
 	}
 	meant, ok := suggest.Closest(key, keys)
