@@ -95,14 +95,11 @@ func checkKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring, u
 		return nil
 	}
 	ids := ring.IDs()
-	var missing []string
+	missing := liveKeysMissing(rows, ids)
 	known := map[string]bool{}
 	for _, r := range rows {
 		known[r.ID] = true
 		if !slices.Contains(ids, r.ID) {
-			if r.RetiredAt == nil {
-				missing = append(missing, r.ID)
-			}
 			continue
 		}
 		if r.ID == ring.Primary() && r.RetiredAt != nil {
@@ -137,4 +134,16 @@ func checkKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring, u
 		}
 	}
 	return nil
+}
+
+// liveKeysMissing names the recorded keys not retired that held lacks:
+// values sealed with them stay closed to whoever holds only held.
+func liveKeysMissing(rows []queries.DataKey, held []string) []string {
+	var missing []string
+	for _, r := range rows {
+		if r.RetiredAt == nil && !slices.Contains(held, r.ID) {
+			missing = append(missing, r.ID)
+		}
+	}
+	return missing
 }

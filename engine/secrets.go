@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -77,14 +76,7 @@ func (e *Engine) MissingDataKeys(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, wrap("data keys", err)
 	}
-	held := e.keys.IDs()
-	var missing []string
-	for _, r := range rows {
-		if r.RetiredAt == nil && !slices.Contains(held, r.ID) {
-			missing = append(missing, r.ID)
-		}
-	}
-	return missing, nil
+	return liveKeysMissing(rows, e.keys.IDs()), nil
 }
 
 // CheckPrimaryKey notes whether a rotation retired this replica's first
