@@ -29,11 +29,6 @@ const maxResponse = 64 << 20
 type networkError struct{ err error }
 
 func (e *networkError) Error() string {
-	if te, ok := errors.AsType[*tokenError](e.err); ok {
-		// Relais was never asked (verifier QA: "relais:" on a stream's
-		// report, whose interceptor could not read the token).
-		return te.Error()
-	}
 	if strings.Contains(e.err.Error(), "server gave HTTP response to HTTPS client") {
 		return "relais: the URL says https:// but Relais answers plain HTTP there: use http:// (or serve Relais with TLS, RELAIS_TLS_CERT_FILE): " + e.err.Error()
 	}

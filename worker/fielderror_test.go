@@ -55,7 +55,7 @@ func TestAnHTTPSURLToPlainHTTPIsNoServerError(t *testing.T) {
 // (verifier QA: "relais: worker: TokenFunc …").
 func TestATokenFailureUnderAStreamedCallIsTheWorkers(t *testing.T) {
 	te := &tokenError{errors.New("open /run/secrets/relais: no such file or directory")}
-	err := &networkError{connect.NewError(connect.CodeUnknown, te)}
+	err := wireError(connect.NewError(connect.CodeUnknown, te))
 	if got := err.Error(); strings.HasPrefix(got, "relais:") || !strings.HasPrefix(got, "worker: TokenFunc gave no token") {
 		t.Errorf("Error() = %q, want the token's failure, unprefixed", got)
 	}
