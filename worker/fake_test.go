@@ -112,6 +112,7 @@ type fault struct {
 	drop       bool          // act normally, then drop the connection unanswered
 	hang       bool          // never answer; wait for the client to give up
 	delay      time.Duration // wait this long before answering the problem
+	late       time.Duration // act normally, then hold the answer this long (a stalled worker or network)
 	detail     string        // its detail ("injected" if empty)
 	extra      map[string]any
 }
@@ -301,6 +302,7 @@ func (s *fakeServer) route(name string, h func(r *http.Request) (any, *protoErro
 		if f.drop {
 			panic(http.ErrAbortHandler)
 		}
+		time.Sleep(f.late)
 		if pe != nil {
 			writeProblem(w, pe)
 			return

@@ -146,7 +146,10 @@ type Config struct {
 	// Concurrency.
 	Concurrency int
 	// LockDuration is the lock asked for at fetch and at each extension;
-	// the worker extends it when half of it is left. On a stream Relais
+	// the worker extends it when half of it is left. A fetch answered
+	// more than half of it after it was sent (a long Wait, or a worker
+	// or network that stalled) has its locks extended before the
+	// handlers start: a lock found lapsed starts no handler. On a stream Relais
 	// keeps it alive instead, and it bounds how long the tasks of a
 	// worker whose replica died stay locked; a task whose stream ended has
 	// its lock extended by the worker, as a fetched task's, until a new
@@ -951,16 +954,23 @@ func (r *run) fetchLoop(ctx context.Context) error {
 // and extends at once, which gives it a safe bound a round trip later.
 func (r *run) lockEstimate(started, received time.Time) lockState {
 	d := r.w.cfg.LockDuration
-	if received.Sub(started) <= d/4 {
+	took := received.Sub(started)
+	if took <= d/4 {
 		return lockState{expiry: started.Add(d)}
 	}
-	return lockState{expiry: received.Add(d), extendNow: true}
+	// Past half the lock, the claim may be old enough for the lock to
+	// lapse before an extension sent beside the handler lands: a worker
+	// frozen with an answer in its socket resumed to run handlers for
+	// tasks already offered to others (Go SDK QA). No long poll within
+	// half the lock (the defaults' 20 s of 60) pays for the check.
+	return lockState{expiry: received.Add(d), extendNow: true, confirm: took > d/2}
 }
 
 // lockState is what the worker knows of a lock it holds.
 type lockState struct {
 	expiry    time.Time // local clock
 	extendNow bool      // expiry is a guess: extend at once
+	confirm   bool      // and before the handler starts
 }
 
 // fetch reserves up to n tasks, long-polling.
@@ -1048,8 +1058,29 @@ func (r *run) start(t *Task, lock lockState) {
 		defer r.wg.Done()
 		defer r.release(1)
 		defer deadline()
+		if lock.confirm && !r.confirmLock(ctx, t, &lock, held) {
+			cancel(nil)
+			return
+		}
 		r.process(t, r.handler(t), ctx, cancel, keep)
 	})
+}
+
+// confirmLock extends a lock that may have lapsed before the handler
+// starts, and says whether the worker still holds it. A lock it lost is
+// not reported: the occurrence is Relais's again, or another worker's.
+func (r *run) confirmLock(ctx context.Context, t *Task, lock *lockState, held *heldLock) bool {
+	log := r.w.log.With(taskAttrs(t)...)
+	next, err := r.extend(ctx, t.ID, t.Attempt, lock.expiry, log)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("the fetch that claimed this task was answered late (a stalled worker or network); its lock is gone, so its handler is not started", "cause", err)
+		}
+		return false
+	}
+	*lock = lockState{expiry: next}
+	held.extended(next)
+	return true
 }
 
 // handler returns the handler of t's definition.

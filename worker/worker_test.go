@@ -536,6 +536,37 @@ func TestTaskClaimedLateInLongPoll(t *testing.T) {
 	}
 }
 
+func TestAnswerHeldPastTheLockStartsNoHandler(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	// The claim's answer reaches the worker after its lock lapsed, as
+	// for a worker frozen (SIGSTOP, a VM paused) with it in its socket.
+	s.inject("fetch", fault{late: 300 * time.Millisecond})
+	h := newHarness(t, s, Config{LockDuration: 200 * time.Millisecond, Concurrency: 1})
+	var mu sync.Mutex
+	var attempts []int
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		mu.Lock()
+		attempts = append(attempts, task.Attempt)
+		mu.Unlock()
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(attempts, []int{2}) {
+		t.Errorf("handler ran for attempts %v; want only 2 (the first one's lock had lapsed when it was received)", attempts)
+	}
+	if _, _, _, extends := s.snapshot(); len(extends) == 0 || extends[0].Code != "lock_expired" {
+		t.Errorf("extends = %+v; want the lapsed lock checked first", extends)
+	}
+}
+
 // blockingHandler runs until its context ends, then reports the cause and
 // returns valid outputs, which must be dropped.
 func blockingHandler(started chan<- string, causes chan<- error) Handler {
