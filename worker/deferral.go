@@ -46,8 +46,8 @@ type deferRequest struct {
 // character) is shown to operators, protected values scrubbed.
 func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	c := t.ctl
-	if c == nil || c.run == nil {
-		return Deferral{}, errors.New("worker: Defer is for the handler running the task")
+	if c == nil || c.run == nil && c.deferTo == nil {
+		return Deferral{}, errors.New("worker: Defer is for the handler running the task (a unit test's Task takes WithDefer)")
 	}
 	c.mu.Lock()
 	switch {
@@ -64,6 +64,17 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	c.inFlight = make(chan struct{})
 	c.mu.Unlock()
 
+	if c.deferTo != nil {
+		d, err := c.deferTo(ctx, cutBytes(storable(reason), maxDeferReason))
+		c.mu.Lock()
+		if err == nil {
+			c.state = deferDone
+		}
+		close(c.inFlight)
+		c.inFlight = nil
+		c.mu.Unlock()
+		return d, err
+	}
 	r := c.run
 	log := r.w.log.With(taskAttrs(t)...)
 	reason = cutBytes(storable(reason), maxDeferReason)
@@ -90,6 +101,22 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	}
 	log.Info("task deferred", "deadline_at", d.DeadlineAt)
 	return d, nil
+}
+
+// WithDefer makes t, a Task a unit test built by hand, take Defer
+// without a server: fn is called in Relais's place with the reason as
+// Relais would store it (cut to 500 bytes), and answers the Deferral, or
+// the error to test (an *APIError, ErrLockLost). As on a worker, a
+// second Defer after one that succeeded is refused (ErrAlreadyDeferred).
+// It returns t; a Task the worker delivers ignores it.
+func (t *Task) WithDefer(fn func(ctx context.Context, reason string) (Deferral, error)) *Task {
+	if t.ctl == nil {
+		t.ctl = &taskControl{}
+	}
+	if t.ctl.run == nil {
+		t.ctl.deferTo = fn
+	}
+	return t
 }
 
 // CompleteDeferred completes a deferred occurrence by id with outputs

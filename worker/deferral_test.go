@@ -500,3 +500,34 @@ func TestCloseReleasesTheConnectionsOfAWorkerThatNeverRuns(t *testing.T) {
 	w.Close()
 	waitFor(t, "the idle connection closed", func() bool { return closed.Load() == 1 })
 }
+
+func TestWithDeferStandsInForRelais(t *testing.T) {
+	calls := 0
+	task := (&Task{ID: "t1"}).WithDefer(func(_ context.Context, reason string) (Deferral, error) {
+		calls++
+		if len(reason) > maxDeferReason {
+			t.Errorf("reason of %d bytes reached the double; Relais stores at most %d", len(reason), maxDeferReason)
+		}
+		if calls == 1 {
+			return Deferral{}, &APIError{Status: 409, Code: "lock_expired"}
+		}
+		return Deferral{DeferredAt: time.Unix(1, 0)}, nil
+	})
+	long := strings.Repeat("é", maxDeferReason)
+	if _, err := task.Defer(context.Background(), long); err == nil {
+		t.Fatal("the double's refusal was not returned")
+	}
+	// A refused Defer leaves the task the handler's: it may try again.
+	if d, err := task.Defer(context.Background(), long); err != nil || !d.DeferredAt.Equal(time.Unix(1, 0)) {
+		t.Fatalf("Defer = %+v, %v; want the double's answer", d, err)
+	}
+	if _, err := task.Defer(context.Background(), "again"); !errors.Is(err, ErrAlreadyDeferred) {
+		t.Errorf("second Defer = %v; want ErrAlreadyDeferred", err)
+	}
+	if calls != 2 {
+		t.Errorf("double called %d times; want 2 (the one after success refused by the SDK)", calls)
+	}
+	if _, err := (&Task{}).Defer(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "WithDefer") {
+		t.Errorf("Defer on a bare Task = %v; want it to point at WithDefer", err)
+	}
+}

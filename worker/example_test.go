@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/relais/relais/worker"
 )
@@ -72,8 +73,9 @@ func ExampleTask_Defer() {
 // A handler is a plain function: a unit test calls it with a Task built by
 // hand, no server needed, and reads its outputs and its error as the
 // worker would (a *worker.BusinessError fails the task for good; any other
-// error is retried). What needs a server (Task.Defer, settle tokens) is
-// for tests against a real Relais (see examples/crmworker).
+// error is retried). Task.WithDefer stands in for Relais when the handler
+// defers (Example_testingADeferral); settle tokens are for tests against a
+// real Relais (see examples/crmworker).
 func Example_testingAHandler() {
 	addCompany := func(ctx context.Context, t *worker.Task) (any, error) {
 		var in struct {
@@ -98,4 +100,33 @@ func Example_testingAHandler() {
 	// Output:
 	// map[crm_id:CRM-FR-1 result:created] <nil>
 	// true NO_COUNTRY
+}
+
+// A handler that defers its task is tested with WithDefer, which answers
+// in Relais's place and sees the reason as Relais would store it; the
+// error it returns plays a refusal.
+func Example_testingADeferral() {
+	askManager := func(ctx context.Context, t *worker.Task) (any, error) {
+		if _, err := t.Defer(ctx, "waiting for the manager's approval"); err != nil {
+			return nil, fmt.Errorf("deferring: %w", err)
+		}
+		return nil, nil
+	}
+
+	var reasons []string
+	task := (&worker.Task{Inputs: json.RawMessage(`{"amount":1200}`)}).WithDefer(func(_ context.Context, reason string) (worker.Deferral, error) {
+		reasons = append(reasons, reason)
+		return worker.Deferral{DeferredAt: time.Now()}, nil
+	})
+	_, err := askManager(context.Background(), task)
+	fmt.Println(reasons, err)
+
+	refused := (&worker.Task{}).WithDefer(func(context.Context, string) (worker.Deferral, error) {
+		return worker.Deferral{}, worker.ErrLockLost
+	})
+	_, err = askManager(context.Background(), refused)
+	fmt.Println(errors.Is(err, worker.ErrLockLost))
+	// Output:
+	// [waiting for the manager's approval] <nil>
+	// true
 }

@@ -65,6 +65,8 @@ type Task struct {
 // taskControl is what Defer needs of a task a handler runs.
 type taskControl struct {
 	run *run
+	// deferTo replaces Relais in a unit test's Task (see WithDefer).
+	deferTo func(ctx context.Context, reason string) (Deferral, error)
 	// stopKeeping stops extending a fetched task's lock; forget makes a
 	// streamed task's stream let go of it (its Cancellations and its end
 	// no longer cancel the handler). Either may be nil.
