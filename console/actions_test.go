@@ -418,6 +418,14 @@ func TestActionRefusedWhenSomeoneActedMeanwhile(t *testing.T) {
 	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "abandon-error"), want) || count(stale, "abandon-form") != 0 {
 		t.Fatalf("abandon after a colleague's retry: %d %q (%d forms), want 409 %q… and no form", stale.status, text(stale, "abandon-error"), count(stale, "abandon-form"), want)
 	}
+	// With no form left to focus, the refusal takes the focus, and the
+	// title says it, so that a screen reader reads it (a11y QA).
+	if _, ok := stale.doc.Find(`[data-testid=abandon-error]`).Attr("autofocus"); !ok {
+		t.Error("the refusal of a closed confirmation does not take the focus")
+	}
+	if title := stale.doc.Find("title").Text(); !strings.HasPrefix(title, "Erreur\u202f: ") {
+		t.Errorf("title of the refusal = %q, want it to start with the error", title)
+	}
 	if s := f.status(t, id); s != "held" || f.auditCount(t, id, "abandon") != 0 {
 		t.Fatalf("a refused abandon left the instance %s with %d abandon records, want held with none", s, f.auditCount(t, id, "abandon"))
 	}
@@ -1299,7 +1307,7 @@ func TestAuditLogByDay(t *testing.T) {
 	if old := b.mustGet("/console/audit?acted_to=2020-01-01", 200); count(old, "audit-row") != 0 || count(old, "empty") != 1 {
 		t.Errorf("days before any action: %d rows, %d empty notes", count(old, "audit-row"), count(old, "empty"))
 	}
-	if bad := b.mustGet("/console/audit?acted_from=yesterday", 200); !strings.Contains(text(bad, "filter-errors"), "2026-12-01") {
+	if bad := b.mustGet("/console/audit?acted_from=yesterday", 400); !strings.Contains(text(bad, "filter-errors"), "2026-12-01") {
 		t.Errorf("a day that is not one: %q", text(bad, "filter-errors"))
 	}
 }

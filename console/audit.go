@@ -203,6 +203,9 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 			v.Pager.FirstHref = link(0)
 		}
 	}
+	if status == http.StatusOK {
+		status = listStatus(v.Errors)
+	}
 	c.render(w, r, status, auditListPage(v))
 }
 

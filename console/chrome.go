@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -46,6 +47,20 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	staticServer.ServeHTTP(w, r)
+}
+
+// refusedKey marks the context of a page rendered with an error status.
+type refusedKey struct{}
+
+// pageTitle is the document's title, which says first when the page
+// answers a refusal or an error: a screen reader announces the title of
+// a page reloaded on a refused form, and it read as the form's own (a11y
+// QA, WCAG 2.4.2).
+func pageTitle(ctx context.Context, ch chrome) string {
+	if refused, _ := ctx.Value(refusedKey{}).(bool); refused {
+		return T(ctx, "Error: %s · %s", ch.Title, ch.AppName)
+	}
+	return ch.Title + " · " + ch.AppName
 }
 
 // chrome is what the layout shows around every page.

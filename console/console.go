@@ -362,7 +362,7 @@ func (c *Console) setLanguage(w http.ResponseWriter, r *http.Request) {
 // component produces an error page rather than half a page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page templ.Component) {
 	var buf bytes.Buffer
-	if err := page.Render(r.Context(), &buf); err != nil {
+	if err := page.Render(context.WithValue(r.Context(), refusedKey{}, status >= 400), &buf); err != nil {
 		if r.Context().Err() != nil {
 			// templ stops at a cancelled context: the replica cut the
 			// request short (PostgreSQL stopped answering: a 503 page), or

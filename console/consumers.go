@@ -61,7 +61,7 @@ func (c *Console) consumerList(w http.ResponseWriter, r *http.Request) {
 		ReservedLink: T(ctx, "Reserved now"), AllLink: T(ctx, "All its tasks"),
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, consumerListPage(v))
+		c.render(w, r, http.StatusBadRequest, consumerListPage(v))
 		return
 	}
 	consumers, more, err := onePage(consumersPageSize, func(limit int) ([]engine.Consumer, error) {

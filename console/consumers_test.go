@@ -73,7 +73,7 @@ func TestConsumerListPage(t *testing.T) {
 	}
 
 	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
-	if r := admin.mustGet("/console/consumers?after=x", 200); text(r, "filter-errors") == "" || count(r, "consumer-row") != 0 {
+	if r := admin.mustGet("/console/consumers?after=x", 400); text(r, "filter-errors") == "" || count(r, "consumer-row") != 0 {
 		t.Errorf("after=x: %d rows, errors %q", count(r, "consumer-row"), text(r, "filter-errors"))
 	}
 	if r := admin.mustGet("/console/consumers?after="+single, 200); count(r, "consumer-row") != 0 || text(r, "empty") != "No more consumers." {

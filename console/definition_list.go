@@ -50,7 +50,7 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		Errors:     errs,
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, definitionListPage(v))
+		c.render(w, r, http.StatusBadRequest, definitionListPage(v))
 		return
 	}
 	defs, err := c.eng.ListDefinitions(ctx, after, definitionsPageSize+1)

@@ -66,7 +66,7 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 		HeadCalls:   T(ctx, "Calls"), CallsLink: T(ctx, "Its calls"),
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, destinationListPage(v))
+		c.render(w, r, http.StatusBadRequest, destinationListPage(v))
 		return
 	}
 	dests, more, err := onePage(destinationsPageSize, func(limit int) ([]engine.Destination, error) {

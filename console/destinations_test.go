@@ -66,7 +66,7 @@ func TestDestinationListPage(t *testing.T) {
 		}
 	}
 
-	if r := b.mustGet("/console/destinations?after=Not%20a%20name", 200); text(r, "filter-errors") == "" || count(r, "destination-row") != 0 {
+	if r := b.mustGet("/console/destinations?after=Not%20a%20name", 400); text(r, "filter-errors") == "" || count(r, "destination-row") != 0 {
 		t.Errorf("a mangled cursor: %d rows, errors %q", count(r, "destination-row"), text(r, "filter-errors"))
 	}
 	if r := b.mustGet("/console/destinations?after=audit.sink", 200); count(r, "destination-row") != 1 || r.doc.Find(`[data-testid=first-page]`).AttrOr("href", "") != "/console/destinations" {
@@ -85,7 +85,7 @@ func TestDestinationListPage(t *testing.T) {
 		r.doc.Find(`[data-testid=more-filters][open]`).Length() != 1 {
 		t.Errorf("the calls' list: errors %q, or the destination filter not shown", text(r, "filter-errors"))
 	}
-	if r := op.mustGet("/console/occurrences?destination=Not%20a%20name", 200); !strings.Contains(text(r, "filter-errors"), "Unknown destination") {
+	if r := op.mustGet("/console/occurrences?destination=Not%20a%20name", 400); !strings.Contains(text(r, "filter-errors"), "Unknown destination") {
 		t.Errorf("a malformed destination: errors %q", text(r, "filter-errors"))
 	}
 	if r := op.get("/console/destinations"); r.status != http.StatusForbidden || count(op.mustGet("/console/audit", 200), "nav-destinations") != 0 {

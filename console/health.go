@@ -111,7 +111,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	retention, noted := c.eng.Retention()
 	v.Retention = retentionText(ctx, retention, noted)
 	if len(v.Errors) > 0 {
-		c.render(w, r, http.StatusOK, healthPage(v))
+		c.render(w, r, http.StatusBadRequest, healthPage(v))
 		return
 	}
 	snap, countsAt, err := c.counts(ctx)

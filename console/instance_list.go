@@ -203,7 +203,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(unknown.Texts) > 0 {
 				v.Errors, v.Invalid, v.Bulk = unknown.Texts, unknown.Params, nil
-				c.render(w, r, http.StatusOK, instanceListPage(v))
+				c.render(w, r, http.StatusBadRequest, instanceListPage(v))
 				return
 			}
 			// Nothing matches: no action over all of it to offer (its
@@ -225,7 +225,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			return g.href()
 		})
 	}
-	c.render(w, r, http.StatusOK, instanceListPage(v))
+	c.render(w, r, listStatus(v.Errors), instanceListPage(v))
 }
 
 // instancePage is occurrencePage for instances.

@@ -312,7 +312,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(unknown.Texts) > 0 {
 				v.Errors, v.Invalid, v.UnknownKey = unknown.Texts, unknown.Params, true
-				c.render(w, r, http.StatusOK, occurrenceListPage(v))
+				c.render(w, r, http.StatusBadRequest, occurrenceListPage(v))
 				return
 			}
 		}
@@ -346,7 +346,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 			return g.href()
 		})
 	}
-	c.render(w, r, http.StatusOK, occurrenceListPage(v))
+	c.render(w, r, listStatus(v.Errors), occurrenceListPage(v))
 }
 
 // occurrencePage reads one page of ef (before a cursor, after one, or the
@@ -516,4 +516,13 @@ func invalidField(invalid bool) templ.Attributes {
 		return nil
 	}
 	return templ.Attributes{"aria-invalid": "true", "aria-describedby": "filter-errors"}
+}
+
+// listStatus is a list page's status: 400 when a filter could not be
+// applied, as the bulk page answers the same filters.
+func listStatus(errs []string) int {
+	if len(errs) > 0 {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }

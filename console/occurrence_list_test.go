@@ -65,7 +65,7 @@ func TestOperationsViewFilters(t *testing.T) {
 
 	// Invalid filters are explained, in the page's language, not ignored.
 	fr := signedIn(t, f.env.URL, "fr", f.env.Operator)
-	r := fr.mustGet("/console/occurrences?instance=nope&revision=-1&status=lost", 200)
+	r := fr.mustGet("/console/occurrences?instance=nope&revision=-1&status=lost", 400)
 	var problems []string
 	r.doc.Find(`[data-testid=filter-errors] li`).Each(func(_ int, s *goquery.Selection) { problems = append(problems, s.Text()) })
 	if want := []string{"Statut inconnu\u202f: «\u202flost\u202f».", "L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.",
@@ -88,14 +88,14 @@ func TestOperationsViewFilters(t *testing.T) {
 		}
 	}
 	// A key nothing has lists nothing, which reads as "none left": said.
-	unknown := fr.mustGet("/console/occurrences?definition=nothing_here", 200)
+	unknown := fr.mustGet("/console/occurrences?definition=nothing_here", 400)
 	if got := text(unknown, "filter-errors"); got != "Aucune définition n’a la clé « nothing_here »." {
 		t.Errorf("an unknown definition: filter errors %q", got)
 	}
 	if count(unknown, "counts") != 0 {
 		t.Error("an unknown definition's counts (zeros under its name) are shown")
 	}
-	if got := text(fr.mustGet("/console/occurrences?revision=1", 200), "filter-errors"); got != "Une révision est celle d’une définition : choisissez aussi la définition." {
+	if got := text(fr.mustGet("/console/occurrences?revision=1", 400), "filter-errors"); got != "Une révision est celle d’une définition : choisissez aussi la définition." {
 		t.Errorf("a revision without its definition: %q", got)
 	}
 

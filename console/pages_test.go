@@ -39,7 +39,7 @@ func (f *fixture) expectations() map[string]expect {
 				"prefs-link": {"Display settings: Times in", "Réglages d’affichage\u202f: "},
 			},
 			atLeast: map[string]int{"occurrence-row": 4, "occurrence-link": 4}},
-		"occurrences-more-filters": {status: 200,
+		"occurrences-more-filters": {status: 400,
 			texts: map[string][2]string{"filter-errors": {"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.",
 				"L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet."}}},
 		"occurrences-filtered": {status: 200,

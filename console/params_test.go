@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 		{"/console/processes?after=-", "process-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/health?defintion=charge_card", "health-row", "Unknown parameter “defintion” (did you mean “definition”?)."},
 	} {
-		r := b.mustGet(c.path, http.StatusOK)
+		r := b.mustGet(c.path, http.StatusBadRequest)
 		if got := text(r, "filter-errors"); !strings.Contains(got, c.want) {
 			t.Errorf("%s: errors %q, want %q", c.path, got, c.want)
 		}
@@ -87,7 +88,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 
 	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
 	for _, path := range []string{"/console/tokens?role=admin", "/console/tokens?after=x"} {
-		r := admin.mustGet(path, http.StatusOK)
+		r := admin.mustGet(path, http.StatusBadRequest)
 		if refusedParam(r) == "" || count(r, "token-row") != 0 {
 			t.Errorf("%s: errors %q, %d rows", path, text(r, "filter-errors"), count(r, "token-row"))
 		}
@@ -103,7 +104,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 
 	// In French, in French.
 	fr := signedIn(t, f.env.URL, "fr", f.env.Operator)
-	if got := text(fr.mustGet("/console/instances?proces=checkout", 200), "filter-errors"); got != "Paramètre inconnu\u202f: «\u202fproces\u202f» (vouliez-vous dire «\u202fprocess\u202f»\u202f?)." {
+	if got := text(fr.mustGet("/console/instances?proces=checkout", 400), "filter-errors"); got != "Paramètre inconnu\u202f: «\u202fproces\u202f» (vouliez-vous dire «\u202fprocess\u202f»\u202f?)." {
 		t.Errorf("French error %q", got)
 	}
 
@@ -195,7 +196,10 @@ func TestConsoleLinksAndFormsAreNotRefused(t *testing.T) {
 	for _, to := range redirects {
 		queue = append(queue, visit{"a redirect", to})
 	}
-	for _, p := range append(f.allPages(), page{"tokens", "/console/tokens"}, page{"reveals", "/console/reveals"}, page{"consumers", "/console/consumers"}, page{"destinations", "/console/destinations"}, page{"occurrences-by-one", "/console/occurrences?limit=1"},
+	for _, p := range append(slices.DeleteFunc(f.allPages(), func(p page) bool {
+		// Its filters are wrong on purpose: its form sends them back.
+		return p.name == "occurrences-more-filters"
+	}), page{"tokens", "/console/tokens"}, page{"reveals", "/console/reveals"}, page{"consumers", "/console/consumers"}, page{"destinations", "/console/destinations"}, page{"occurrences-by-one", "/console/occurrences?limit=1"},
 		page{"instances-by-one", "/console/instances?limit=1"}, page{"audit-by-one", "/console/audit?action=stop"}) {
 		queue = append(queue, visit{p.name, p.path})
 	}

@@ -66,7 +66,7 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
 		Empty: T(ctx, "No process is published yet."), Pager: newPager(ctx), Errors: errs}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, processListPage(v))
+		c.render(w, r, http.StatusBadRequest, processListPage(v))
 		return
 	}
 	procs, err := c.eng.ListProcesses(ctx, after, definitionsPageSize+1)

@@ -55,7 +55,7 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 		NoReason: T(ctx, "none (revealed before reasons were asked for)"),
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, revealListPage(v))
+		c.render(w, r, http.StatusBadRequest, revealListPage(v))
 		return
 	}
 	reveals, more, err := onePage(revealsPageSize, func(limit int) ([]engine.Reveal, error) {

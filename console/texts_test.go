@@ -214,13 +214,16 @@ func TestSingleNoticeIsAParagraph(t *testing.T) {
 	}
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, env.URL, lang, env.Operator)
-		checks := []struct{ path, testid, want string }{
+		checks := []struct {
+			path, testid, want string
+			status             int
+		}{
 			{"/console/occurrences?instance=xyz", "filter-errors", []string{"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.",
-				"L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet."}[i]},
-			{"/console/instances/" + inst, "attribution", []string{"Stopped by ops at ", "Arrêtée par ops le "}[i]},
+				"L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet."}[i], 400},
+			{"/console/instances/" + inst, "attribution", []string{"Stopped by ops at ", "Arrêtée par ops le "}[i], 200},
 		}
 		for _, c := range checks {
-			r := b.mustGet(c.path, 200)
+			r := b.mustGet(c.path, c.status)
 			el := r.doc.Find(`[data-testid="` + c.testid + `"]`)
 			if el.Length() != 1 || goquery.NodeName(el) != "p" || el.Find("li").Length() != 0 {
 				t.Errorf("%s %s: %s is %d <%s>, want one paragraph", lang, c.path, c.testid, el.Length(), goquery.NodeName(el))

@@ -71,7 +71,7 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, tokenListPage(v))
+		c.render(w, r, http.StatusBadRequest, tokenListPage(v))
 		return
 	}
 	tokens, more, err := onePage(tokensPageSize, func(limit int) ([]engine.StaffToken, error) {

@@ -31,8 +31,17 @@ func TestTokensPage(t *testing.T) {
 		}
 		// A cursor the console did not make lists nothing rather than
 		// the first page under a second page's links.
-		if bad := b.mustGet("/console/tokens?after=-1", 200); count(bad, "token-row") != 0 || text(bad, "filter-errors") == "" {
+		if bad := b.mustGet("/console/tokens?after=-1", 400); count(bad, "token-row") != 0 || text(bad, "filter-errors") == "" {
 			t.Errorf("%s: after=-1 listed %d tokens, errors %q", lang, count(bad, "token-row"), text(bad, "filter-errors"))
+		} else {
+			// Said first in the title and focused, so that a screen
+			// reader reads why the list is empty (a11y QA).
+			if _, ok := bad.doc.Find(`[data-testid=filter-errors]`).Attr("autofocus"); !ok {
+				t.Errorf("%s: the filter's error does not take the focus", lang)
+			}
+			if title, plain := bad.doc.Find("title").Text(), page.doc.Find("title").Text(); !strings.Contains(title, plain) || title == plain || strings.HasPrefix(plain, "Err") {
+				t.Errorf("%s: title %q of the refusal, %q of the list: want the refusal's to say the error before the list's", lang, title, plain)
+			}
 		}
 		// A list like the others: a caption, a name over every column
 		// (the revoke buttons' too), each value labelled for the cards

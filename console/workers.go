@@ -82,7 +82,7 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		v.Empty = T(ctx, "No worker serves this definition.")
 	}
 	if len(errs) > 0 {
-		c.render(w, r, http.StatusOK, workerListPage(v))
+		c.render(w, r, http.StatusBadRequest, workerListPage(v))
 		return
 	}
 	workers, err := c.eng.ListWorkers(ctx, f)

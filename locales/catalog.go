@@ -39,122 +39,122 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              349,
-	"%[1]s %[2]s, %[3]s %[4]s":                 350,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          348,
-	"%[1]s; %[2]s":                             347,
-	"%d (0 lowest, 9 highest)":                 525,
-	"%d attempts":                              534,
-	"%d attempts, retry after %s, priority %d": 722,
-	"%d breaking":                              258,
-	"%d changes":                               257,
-	"%d completed":                             341,
-	"%d d":                                     357,
-	"%d days":                                  371,
-	"%d failed":                                342,
-	"%d h":                                     356,
+	"%[1]s %[2]s":                              350,
+	"%[1]s %[2]s, %[3]s %[4]s":                 351,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          349,
+	"%[1]s; %[2]s":                             348,
+	"%d (0 lowest, 9 highest)":                 526,
+	"%d attempts":                              535,
+	"%d attempts, retry after %s, priority %d": 723,
+	"%d breaking":                              259,
+	"%d changes":                               258,
+	"%d completed":                             342,
+	"%d d":                                     358,
+	"%d days":                                  372,
+	"%d failed":                                343,
+	"%d h":                                     357,
 	"%d held instances match now.":             64,
-	"%d hours":                                 372,
-	"%d items":                                 803,
-	"%d left":                                  536,
-	"%d min":                                   355,
-	"%d minutes":                               373,
+	"%d hours":                                 373,
+	"%d items":                                 804,
+	"%d left":                                  537,
+	"%d min":                                   356,
+	"%d minutes":                               374,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 94,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              801,
-	"%d ms": 375,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         710,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 709,
-	"%d occurrences": 639,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              802,
+	"%d ms": 376,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         711,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 710,
+	"%d occurrences": 640,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       92,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 93,
-	"%d releases":                             282,
+	"%d releases":                             283,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       354,
-	"%d seconds": 374,
+	"%d s":       355,
+	"%d seconds": 375,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 108,
-	"%s (a fixed offset, no daylight saving time)":                                     671,
-	"%s (deferred; settled by %s)":                                                     601,
-	"%s (deferred; settled with its settle token)":                                     599,
-	"%s (deferred; settled with its settle token, as %s)":                              600,
+	"%s (a fixed offset, no daylight saving time)":                                     672,
+	"%s (deferred; settled by %s)":                                                     602,
+	"%s (deferred; settled with its settle token)":                                     600,
+	"%s (deferred; settled with its settle token, as %s)":                              601,
 	"%s (token #%d, %s)":                                                               109,
-	"%s = %s":                                                                          716,
-	"%s ago":                                                                           352,
-	"%s at %s":                                                                         605,
-	"%s so far":                                                                        597,
-	"%s version %s":                                                                    274,
-	"%s versions %s":                                                                   275,
-	"%s ← %s":                                                                          715,
-	"%s → %s":                                                                          717,
-	"%s, %s: %s":                                                                       313,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         529,
-	"%s, cut to %s by the destination’s max_timeout":                       528,
-	"%s, multiplied by %s after each failure, up to %s":                    531,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 530,
-	"%s, revision %s":                         488,
-	"%s, version %s":                          489,
-	"%s: %s":                                  340,
-	"%s: %s → %s":                             265,
-	"%s: a date is written 2026-12-01.":       655,
-	"%s: every revision, present and future":  203,
-	"%s: revision %s":                         204,
-	"%s: revisions %s":                        205,
-	"%s: the first day comes after the last.": 656,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 526,
-	"%s–%s":                         339,
-	"(%d characters in all)":        805,
-	"(%d handed back, not counted)": 535,
-	"(each item)":                   791,
-	"(in %s)":                       804,
-	"(worker %s)":                   584,
-	"0 seconds":                     370,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            768,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 573,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       315,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 666,
-	"A revision is a definition’s: choose the definition too.": 621,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 756,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   755,
-	"A version is a process’s: choose the process too.":              420,
+	"%s = %s":                                                                          717,
+	"%s ago":                                                                           353,
+	"%s at %s":                                                                         606,
+	"%s so far":                                                                        598,
+	"%s version %s":                                                                    275,
+	"%s versions %s":                                                                   276,
+	"%s ← %s":                                                                          716,
+	"%s → %s":                                                                          718,
+	"%s, %s: %s":                                                                       314,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         530,
+	"%s, cut to %s by the destination’s max_timeout":                       529,
+	"%s, multiplied by %s after each failure, up to %s":                    532,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 531,
+	"%s, revision %s":                         489,
+	"%s, version %s":                          490,
+	"%s: %s":                                  341,
+	"%s: %s → %s":                             266,
+	"%s: a date is written 2026-12-01.":       656,
+	"%s: every revision, present and future":  204,
+	"%s: revision %s":                         205,
+	"%s: revisions %s":                        206,
+	"%s: the first day comes after the last.": 657,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 527,
+	"%s–%s":                         340,
+	"(%d characters in all)":        806,
+	"(%d handed back, not counted)": 536,
+	"(each item)":                   792,
+	"(in %s)":                       805,
+	"(worker %s)":                   585,
+	"0 seconds":                     371,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            769,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 574,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       316,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 667,
+	"A revision is a definition’s: choose the definition too.": 622,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 757,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   756,
+	"A version is a process’s: choose the process too.":              421,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              415,
-	"Abandoned by %s at %s — “%s”":                                   402,
+	"Abandoned at node":                                              416,
+	"Abandoned by %s at %s — “%s”":                                   403,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 426,
+	"Act on every instance this filter matches": 427,
 	"Action":          112,
 	"All actions":     127,
-	"All consumers":   635,
-	"All definitions": 332,
-	"All its tasks":   202,
-	"All processes":   432,
-	"All statuses":    434,
-	"All workers":     818,
+	"All consumers":   636,
+	"All definitions": 333,
+	"All its tasks":   203,
+	"All processes":   433,
+	"All statuses":    435,
+	"All workers":     819,
 	"An error code is matched exactly, capitals included.": 77,
-	"An operator abandoned the instance.":                  572,
-	"Any definition":                                       433,
+	"An operator abandoned the instance.":                  573,
+	"Any definition":                                       434,
 	"Apply filters":                                        124,
-	"Apr":                                                  361,
-	"As of %s (%s); refreshed every few seconds.":          326,
-	"Attempts":                                             493,
+	"Apr":                                                  362,
+	"As of %s (%s); refreshed every few seconds.":          327,
+	"Attempts":                                             494,
 	"Audit log":                                            118,
-	"Aug":                                                  365,
-	"Available from":                                       546,
-	"Back to definitions":                                  170,
-	"Back to external tasks":                               168,
-	"Back to sign-in":                                      169,
-	"Back to the form":                                     178,
+	"Aug":                                                  366,
+	"Available from":                                       547,
+	"Back to definitions":                                  171,
+	"Back to external tasks":                               169,
+	"Back to sign-in":                                      170,
+	"Back to the form":                                     179,
 	"Back to the instance":                                 33,
 	"Back to the list":                                     59,
-	"Back to the occurrence":                               736,
-	"Back without saving":                                  668,
-	"Breaks processes":                                     234,
-	"Breaks workers":                                       235,
+	"Back to the occurrence":                               737,
+	"Back without saving":                                  669,
+	"Breaks processes":                                     235,
+	"Breaks workers":                                       236,
 	"Bulk %s applied to %d instances.":                     107,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  135,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 134,
@@ -162,398 +162,399 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     116,
 	"Business key":                    82,
 	"By process and error code":       89,
-	"Call timeout":                    527,
-	"Calls":                           293,
-	"Calls signed (Relais-Signature)": 295,
-	"Camunda 7 facade":                823,
-	"Cancelled: the instance was stopped (%s).":               596,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 595,
+	"Call timeout":                    528,
+	"Calls":                           294,
+	"Calls signed (Relais-Signature)": 296,
+	"Camunda 7 facade":                824,
+	"Cancelled: the instance was stopped (%s).":               597,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 596,
 	"Cannot act on this filter":                               95,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           738,
-	"Cannot reveal it here":                                   734,
-	"Change":                                                  232,
-	"Changes between the two revisions":                       244,
-	"Changes of the Working copy since revision %d":           253,
-	"Choose two existing revisions to compare.":               254,
-	"Classification":                                          211,
+	"Cannot reveal":                                           739,
+	"Cannot reveal it here":                                   735,
+	"Change":                                                  233,
+	"Changes between the two revisions":                       245,
+	"Changes of the Working copy since revision %d":           254,
+	"Choose two existing revisions to compare.":               255,
+	"Classification":                                          212,
 	"Clear filters":                                           125,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            704,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 687,
-	"Compare":              231,
-	"Compare revisions":    227,
-	"Completed":            335,
-	"Completed (%s).":      590,
-	"Completed, last hour": 323,
-	"Completions and failures per 5 minutes, last hour: %s":    333,
-	"Completions and failures per 5-minute slot, oldest first": 337,
-	"Completions and failures, last hour":                      316,
-	"Connected":                                                814,
-	"Constraints":                                              212,
-	"Consumer":                                                 495,
-	"Consumer and worker":                                      632,
-	"Consumers":                                                149,
-	"Consumers, oldest first":                                  191,
-	"Counting the occurrences; the counts appear when you reload the page.": 206,
-	"Counts are unavailable right now.":                                     207,
-	"Counts as of %s (%s); refreshed every few seconds.":                    731,
-	"Counts by status": 627,
-	"Created":          386,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            705,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 688,
+	"Compare":              232,
+	"Compare revisions":    228,
+	"Completed":            336,
+	"Completed (%s).":      591,
+	"Completed, last hour": 324,
+	"Completions and failures per 5 minutes, last hour: %s":    334,
+	"Completions and failures per 5-minute slot, oldest first": 338,
+	"Completions and failures, last hour":                      317,
+	"Connected":                                                815,
+	"Constraints":                                              213,
+	"Consumer":                                                 496,
+	"Consumer and worker":                                      633,
+	"Consumers":                                                150,
+	"Consumers, oldest first":                                  192,
+	"Counting the occurrences; the counts appear when you reload the page.": 207,
+	"Counts are unavailable right now.":                                     208,
+	"Counts as of %s (%s); refreshed every few seconds.":                    732,
+	"Counts by status": 628,
+	"Created":          387,
 	"Created from":     85,
-	"Created on":       195,
+	"Created on":       196,
 	"Created to":       86,
-	"Creation date":    421,
-	"Dates":            491,
-	"Deadline":         523,
-	"Dec":              369,
-	"Deferred":         550,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 589,
-	"Definition":                                 318,
-	"Definition %s":                              214,
+	"Creation date":    422,
+	"Dates":            492,
+	"Deadline":         524,
+	"Dec":              370,
+	"Deferred":         551,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 590,
+	"Definition":                                 319,
+	"Definition %s":                              215,
 	"Definition %s has no revision %d.":          103,
-	"Definitions":                                147,
-	"Definitions by key":                         277,
-	"Definitions served":                         812,
-	"Definitions, those needing attention first": 317,
-	"Deleted by retention":                       411,
-	"Description":                                213,
-	"Destination":                                507,
-	"Destinations":                               150,
-	"Destinations by name":                       286,
-	"Destination’s answer":                       500,
-	"Detail":                                     233,
+	"Definitions":                                148,
+	"Definitions by key":                         278,
+	"Definitions served":                         813,
+	"Definitions, those needing attention first": 318,
+	"Deleted by retention":                       412,
+	"Description":                                214,
+	"Destination":                                508,
+	"Destinations":                               151,
+	"Destinations by name":                       287,
+	"Destination’s answer":                       501,
+	"Detail":                                     234,
 	"Did you mean “%s”?":                         98,
-	"Digest":                                     247,
-	"Display settings":                           155,
-	"Display settings saved.":                    674,
-	"Display settings: ":                         156,
-	"Duration":                                   499,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 314,
+	"Digest":                                     248,
+	"Display settings":                           156,
+	"Display settings saved.":                    675,
+	"Display settings: ":                         157,
+	"Duration":                                   500,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 315,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          642,
-	"End node":                  414,
-	"End node or error":         430,
-	"Ended":                     405,
-	"Erase process instance %s": 298,
-	"Erase the instance":        301,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 299,
-	"Erase this instance…": 396,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 303,
-	"Error":                      631,
-	"Error (before any attempt)": 553,
-	"Error (the deadline passed after attempt %d)": 552,
+	"Earlier attempt:":          643,
+	"End node":                  415,
+	"End node or error":         431,
+	"Ended":                     406,
+	"Erase process instance %s": 299,
+	"Erase the instance":        302,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 300,
+	"Erase this instance…": 397,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 304,
+	"Error":                      632,
+	"Error (before any attempt)": 554,
+	"Error (the deadline passed after attempt %d)": 553,
 	"Error code":       83,
-	"Error message":    502,
-	"Every %d seconds": 673,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 545,
-	"Every attempt, oldest first": 494,
+	"Error message":    503,
+	"Error: %s · %s":   137,
+	"Every %d seconds": 674,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 546,
+	"Every attempt, oldest first": 495,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 119,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  741,
-	"Expired token":                        778,
-	"Expires":                              775,
-	"External tasks":                       142,
-	"Failed":                               321,
-	"Failed (%s).":                         594,
-	"Failed at node":                       416,
-	"Failed occurrence":                    407,
-	"Failed, last hour":                    324,
-	"Feb":                                  359,
-	"Field":                                208,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  742,
+	"Expired token":                        779,
+	"Expires":                              776,
+	"External tasks":                       143,
+	"Failed":                               322,
+	"Failed (%s).":                         595,
+	"Failed at node":                       417,
+	"Failed occurrence":                    408,
+	"Failed, last hour":                    325,
+	"Feb":                                  360,
+	"Field":                                209,
 	"Filter":                               57,
 	"Filters":                              120,
-	"Find":                                 146,
-	"Find an instance or occurrence":       144,
-	"Finished":                             498,
-	"First page":                           652,
+	"Find":                                 147,
+	"Find an instance or occurrence":       145,
+	"Finished":                             499,
+	"First page":                           653,
 	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    181,
-	"Form refused":                         176,
-	"Form too large":                       179,
-	"From revision":                        229,
-	"From revision %d to revision %d:":     255,
+	"Form not received":                    182,
+	"Form refused":                         177,
+	"Form too large":                       180,
+	"From revision":                        230,
+	"From revision %d to revision %d:":     256,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  194,
-	"Graph":                   686,
-	"Graph of %s":             708,
-	"HTTP 2xx, unusable body": 611,
-	"Headers sent":            289,
-	"Health":                  141,
+	"Grants":                  195,
+	"Graph":                   687,
+	"Graph of %s":             709,
+	"HTTP 2xx, unusable body": 612,
+	"Headers sent":            290,
+	"Health":                  142,
 	"Held at a node of":       84,
-	"Held at node":            406,
-	"Held for":                408,
-	"Held instances":          320,
-	"ID":                      192,
-	"In flight":               813,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 334,
-	"Inputs": 237,
-	"Inputs an instance of this version is started with": 697,
-	"Inputs from":                695,
-	"Inputs of revision %d":      248,
-	"Inputs of the working copy": 239,
-	"Inputs the instance was started with, labelled by process version %d's contract": 394,
-	"Inputs, labelled by revision %d's contract":                                      537,
-	"Instance":                  429,
+	"Held at node":            407,
+	"Held for":                409,
+	"Held instances":          321,
+	"ID":                      193,
+	"In flight":               814,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 335,
+	"Inputs": 238,
+	"Inputs an instance of this version is started with": 698,
+	"Inputs from":                696,
+	"Inputs of revision %d":      249,
+	"Inputs of the working copy": 240,
+	"Inputs the instance was started with, labelled by process version %d's contract": 395,
+	"Inputs, labelled by revision %d's contract":                                      538,
+	"Instance":                  430,
 	"Instances":                 90,
-	"Instances of this version": 698,
-	"Invalid request":           166,
-	"It takes every revision its consumer is granted.":     836,
-	"It takes every revision its consumer is granted: %s.": 835,
-	"It takes revision %d only.":                           839,
-	"It takes revisions %s only.":                          841,
-	"Its calls":                                            294,
+	"Instances of this version": 699,
+	"Invalid request":           167,
+	"It takes every revision its consumer is granted.":     837,
+	"It takes every revision its consumer is granted: %s.": 836,
+	"It takes revision %d only.":                           840,
+	"It takes revisions %s only.":                          842,
+	"Its calls":                                            295,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 300,
-	"Its instance is held here, waiting for an operator.":                            591,
-	"Its instance went on along the node’s error path, and is held at a later node.": 592,
-	"Its instance went on along the node’s error path.":                              593,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 301,
+	"Its instance is held here, waiting for an operator.":                            592,
+	"Its instance went on along the node’s error path, and is held at a later node.": 593,
+	"Its instance went on along the node’s error path.":                              594,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               783,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               784,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     358,
-	"Jul":                     364,
-	"Jun":                     363,
-	"Keep it":                 785,
+	"Jan":                     359,
+	"Jul":                     365,
+	"Jun":                     364,
+	"Keep it":                 786,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       296,
-	"Key":                     278,
-	"Kind":                    690,
-	"Language":                138,
-	"Last changed":            291,
-	"Last error (attempt %d)": 551,
-	"Last reserved":           548,
-	"Last saved":              218,
-	"Last seen":               815,
-	"Last used":               774,
-	"Latest":                  699,
-	"Latest revision":         279,
-	"Lists every change from one revision to another, and whom it may break.": 228,
-	"Local time in %s": 670,
-	"Lock expired %s — waiting to be offered again.": 581,
-	"Lock expires":    549,
-	"Longest timeout": 290,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 256,
-	"Main navigation":     140,
-	"Mar":                 360,
-	"Maximum attempts":    519,
-	"May":                 362,
-	"Message":             629,
-	"Message from Relais": 619,
-	"Message from Relais, quoting the destination’s answer":            618,
-	"Message from the worker (its own words, protected values masked)": 617,
-	"Method not allowed": 745,
-	"Mode":               517,
-	"More filters: instance, revision, consumer, destination, dates": 623,
-	"Name":                    193,
-	"Never":                   672,
-	"Next attempt":            547,
-	"Next attempt or settled": 633,
-	"Next node":               385,
-	"Next page":               651,
+	"Keep the instance":       297,
+	"Key":                     279,
+	"Kind":                    691,
+	"Language":                139,
+	"Last changed":            292,
+	"Last error (attempt %d)": 552,
+	"Last reserved":           549,
+	"Last saved":              219,
+	"Last seen":               816,
+	"Last used":               775,
+	"Latest":                  700,
+	"Latest revision":         280,
+	"Lists every change from one revision to another, and whom it may break.": 229,
+	"Local time in %s": 671,
+	"Lock expired %s — waiting to be offered again.": 582,
+	"Lock expires":    550,
+	"Longest timeout": 291,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 257,
+	"Main navigation":     141,
+	"Mar":                 361,
+	"Maximum attempts":    520,
+	"May":                 363,
+	"Message":             630,
+	"Message from Relais": 620,
+	"Message from Relais, quoting the destination’s answer":            619,
+	"Message from the worker (its own words, protected values masked)": 618,
+	"Method not allowed": 746,
+	"Mode":               518,
+	"More filters: instance, revision, consumer, destination, dates": 624,
+	"Name":                    194,
+	"Never":                   673,
+	"Next attempt":            548,
+	"Next attempt or settled": 634,
+	"Next node":               386,
+	"Next page":               652,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 131,
-	"No consumer yet.": 188,
-	"No definition %s has occurrences: check the key, or show all definitions.": 331,
-	"No definition has occurrences yet.":                                        325,
+	"No consumer yet.": 189,
+	"No definition %s has occurrences: check the key, or show all definitions.": 332,
+	"No definition has occurrences yet.":                                        326,
 	"No definition has the key “%s”.":                                           101,
-	"No definition yet.":                                                        281,
-	"No destination yet.":                                                       283,
-	"No inputs.":                                                                238,
-	"No inputs: an instance starts with an empty object.":                       696,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    754,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 752,
-	"No instance matches these filters.": 431,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 753,
-	"No live worker takes %s now (Workers page).":                                               575,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 576,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           577,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          578,
-	"No more consumers.":                                   189,
-	"No more destinations.":                                284,
-	"No occurrence matches these filters.":                 634,
+	"No definition yet.":                                                        282,
+	"No destination yet.":                                                       284,
+	"No inputs.":                                                                239,
+	"No inputs: an instance starts with an empty object.":                       697,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    755,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 753,
+	"No instance matches these filters.": 432,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 754,
+	"No live worker takes %s now (Workers page).":                                               576,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 577,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           578,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          579,
+	"No more consumers.":                                   190,
+	"No more destinations.":                                285,
+	"No occurrence matches these filters.":                 635,
 	"No operator action matches.":                          126,
-	"No operator has acted on this instance.":              390,
-	"No outputs yet: the occurrence has not completed.":    540,
-	"No outputs.":                                          241,
-	"No outputs: the occurrence ended without completing.": 542,
+	"No operator has acted on this instance.":              391,
+	"No outputs yet: the occurrence has not completed.":    541,
+	"No outputs.":                                          242,
+	"No outputs: the occurrence ended without completing.": 543,
 	"No process has the key “%s”.":                         100,
-	"No process is published yet.":                         681,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             832,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             831,
+	"No process is published yet.":                         682,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             833,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             832,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    78,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 136,
-	"No release yet.": 222,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 725,
-	"No revision yet: the Working copy has never been snapshotted.":                     220,
-	"No token.":              772,
-	"No value was revealed.": 743,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              506,
-	"No worker has reserved this occurrence yet.":                                        503,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 833,
-	"No worker is connected.":           816,
-	"No worker serves this definition.": 819,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 830,
-	"Node":                  382,
-	"Nodes":                 688,
-	"Nodes of this version": 705,
-	"Nodes of this version, with their occurrences now": 689,
-	"Nodes reached, in order":                           381,
-	"Not allowed":                                       164,
-	"Not found":                                         174,
-	"Notes":                                             225,
-	"Nothing exists at this address, or it is not visible to you.": 171,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 172,
+	"No release yet.": 223,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 726,
+	"No revision yet: the Working copy has never been snapshotted.":                     221,
+	"No token.":              773,
+	"No value was revealed.": 744,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              507,
+	"No worker has reserved this occurrence yet.":                                        504,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 834,
+	"No worker is connected.":           817,
+	"No worker serves this definition.": 820,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 831,
+	"Node":                  383,
+	"Nodes":                 689,
+	"Nodes of this version": 706,
+	"Nodes of this version, with their occurrences now": 690,
+	"Nodes reached, in order":                           382,
+	"Not allowed":                                       165,
+	"Not found":                                         175,
+	"Notes":                                             226,
+	"Nothing exists at this address, or it is not visible to you.": 172,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 173,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             750,
+	"Nothing to find: the search box is empty.":                             751,
 	"Nothing was done.":        31,
-	"Nov":                      368,
-	"Now":                      512,
-	"Occurrence":               383,
-	"Occurrence %s":            490,
+	"Nov":                      369,
+	"Now":                      513,
+	"Occurrence":               384,
+	"Occurrence %s":            491,
 	"Occurrence offered again": 115,
-	"Occurrences now":          694,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          828,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 829,
-	"Occurrences, newest first": 628,
-	"Oct":                       367,
-	"Offered from %s — %s.":     580,
-	"Oldest claimable waits":    322,
-	"On error":                  693,
-	"On success":                692,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         739,
-	"Only administrators may reveal a sensitive value.":                                                           732,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 769,
-	"Open":             319,
-	"Operator actions": 378,
-	"Operator actions on this instance, newest first": 391,
+	"Occurrences now":          695,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          829,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 830,
+	"Occurrences, newest first": 629,
+	"Oct":                       368,
+	"Offered from %s — %s.":     581,
+	"Oldest claimable waits":    323,
+	"On error":                  694,
+	"On success":                693,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         740,
+	"Only administrators may reveal a sensitive value.":                                                           733,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 770,
+	"Open":             320,
+	"Operator actions": 379,
+	"Operator actions on this instance, newest first": 392,
 	"Operator actions, newest first":                  130,
 	"Other criteria":                                  87,
-	"Outcome":                                         501,
-	"Outputs":                                         240,
-	"Outputs of revision %d":                          249,
-	"Outputs of the working copy":                     242,
-	"Outputs, labelled by revision %d's contract":     539,
-	"Pages": 649,
-	"Paste your token in the field: it is empty.": 766,
-	"Path":                            379,
-	"Pause reloading":                 163,
-	"Pinned by":                       272,
-	"Pinned revision":                 691,
-	"Policy":                          492,
-	"Previous page":                   650,
-	"Priority":                        524,
+	"Outcome":                                         502,
+	"Outputs":                                         241,
+	"Outputs of revision %d":                          250,
+	"Outputs of the working copy":                     243,
+	"Outputs, labelled by revision %d's contract":     540,
+	"Pages": 650,
+	"Paste your token in the field: it is empty.": 767,
+	"Path":                            380,
+	"Pause reloading":                 164,
+	"Pinned by":                       273,
+	"Pinned revision":                 692,
+	"Policy":                          493,
+	"Previous page":                   651,
+	"Priority":                        525,
 	"Process":                         79,
-	"Process %s":                      684,
+	"Process %s":                      685,
 	"Process %s has no version %d.":   99,
-	"Process and node":                630,
-	"Process inputs":                  393,
+	"Process and node":                631,
+	"Process inputs":                  394,
 	"Process instance":                114,
-	"Process instance %s":             376,
-	"Process instances":               423,
-	"Process instances, newest first": 428,
-	"Processes":                       143,
-	"Processes by key":                679,
-	"Protocol":                        811,
-	"Published":                       226,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 677,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       678,
-	"Push destination": 624,
+	"Process instance %s":             377,
+	"Process instances":               424,
+	"Process instances, newest first": 429,
+	"Processes":                       144,
+	"Processes by key":                680,
+	"Protocol":                        812,
+	"Published":                       227,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 678,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       679,
+	"Push destination": 625,
 	"Reason":           113,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            518,
-	"Recorded operator actions":                             389,
-	"Relais console":                                        137,
-	"Relais has not called the destination yet.":            509,
-	"Relais is calling the destination (since %s).":         586,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 511,
-	"Relais never called the destination: the occurrence ended before any call.":                                    510,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        607,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 609,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     606,
+	"Reason given by the worker":                            519,
+	"Recorded operator actions":                             390,
+	"Relais console":                                        138,
+	"Relais has not called the destination yet.":            510,
+	"Relais is calling the destination (since %s).":         587,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 512,
+	"Relais never called the destination: the occurrence ended before any call.":                                    511,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        608,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 610,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     607,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           608,
-	"Release":                       223,
-	"Releases":                      221,
-	"Releases, oldest first":        243,
-	"Reload lists and detail pages": 665,
-	"Reloading paused":              160,
-	"Reloading paused: this page stays as it is until you resume.": 676,
-	"Reloading resumed.":                  675,
-	"Replica":                             508,
-	"Required":                            210,
-	"Reserved":                            497,
-	"Reserved by %s.":                     588,
-	"Reserved by %s; lock until %s — %s.": 587,
-	"Reserved now":                        201,
-	"Resume":                              161,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         346,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 345,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             344,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            343,
-	"Retried by %s at %s — “%s”":                                                      403,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           609,
+	"Release":                       224,
+	"Releases":                      222,
+	"Releases, oldest first":        244,
+	"Reload lists and detail pages": 666,
+	"Reloading paused":              161,
+	"Reloading paused: this page stays as it is until you resume.": 677,
+	"Reloading resumed.":                  676,
+	"Replica":                             509,
+	"Required":                            211,
+	"Reserved":                            498,
+	"Reserved by %s.":                     589,
+	"Reserved by %s; lock until %s — %s.": 588,
+	"Reserved now":                        202,
+	"Resume":                              162,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         347,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 346,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             345,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            344,
+	"Retried by %s at %s — “%s”":                                                      404,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            521,
+	"Retries":            522,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  579,
-	"Retry delay":        520,
+	"Retry at %s — %s.":  580,
+	"Retry delay":        521,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         513,
+	"Retry or abandon it from its instance":         514,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 554,
+	"Retryable": 555,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 543,
-	"Revealed by %s at %s; recorded in the audit log.": 737,
-	"Reveals":               152,
-	"Reveals, newest first": 742,
-	"Revision":              224,
-	"Revision %d":           245,
-	"Revisions":             219,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 837,
-	"Revoke the %s token “%s”?": 782,
-	"Revoke the token":          784,
-	"Revoke token %d":           781,
-	"Revoke…":                   779,
-	"Role":                      773,
-	"Route":                     384,
-	"Routing output":            217,
-	"Row %s":                    653,
-	"Rows %s–%s":                654,
-	"Save settings":             667,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      733,
+	"Reveal — this is recorded": 544,
+	"Revealed by %s at %s; recorded in the audit log.": 738,
+	"Reveals":               153,
+	"Reveals, newest first": 743,
+	"Revision":              225,
+	"Revision %d":           246,
+	"Revisions":             220,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 838,
+	"Revoke the %s token “%s”?": 783,
+	"Revoke the token":          785,
+	"Revoke token %d":           782,
+	"Revoke…":                   780,
+	"Role":                      774,
+	"Route":                     385,
+	"Routing output":            218,
+	"Row %s":                    654,
+	"Rows %s–%s":                655,
+	"Save settings":             668,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      734,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 297,
-	"Search":                               748,
-	"Secret values can never be revealed.": 740,
-	"Sep":                                  366,
-	"Served by %d workers":                 834,
-	"Settled":                              387,
-	"Settlement date":                      622,
-	"Show all definitions":                 330,
-	"Show times in":                        663,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 298,
+	"Search":                               749,
+	"Secret values can never be revealed.": 741,
+	"Sep":                                  367,
+	"Served by %d workers":                 835,
+	"Settled":                              388,
+	"Settlement date":                      623,
+	"Show all definitions":                 331,
+	"Show times in":                        664,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 132,
-	"Sign in": 761,
-	"Sign in with an operator, designer or administrator token.": 762,
-	"Sign out":             154,
-	"Signed in as %s (%s)": 153,
-	"Since revision %d:":   251,
-	"Skip to content":      139,
-	"Slot":                 338,
-	"Snapshotted":          246,
+	"Sign in": 762,
+	"Sign in with an operator, designer or administrator token.": 763,
+	"Sign out":             155,
+	"Signed in as %s (%s)": 154,
+	"Since revision %d:":   252,
+	"Skip to content":      140,
+	"Slot":                 339,
+	"Snapshotted":          247,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 186,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 770,
-	"Staff tokens, oldest first": 771,
-	"Start node":                 685,
-	"Started":                    404,
-	"State":                      196,
+	"Something went wrong": 187,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 771,
+	"Staff tokens, oldest first": 772,
+	"Start node":                 686,
+	"Started":                    405,
+	"State":                      197,
 	"Status":                     81,
 	"Stop %d instances":          75,
 	"Stop every held instance this filter matches":            69,
@@ -566,325 +567,325 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              401,
+	"Stopped by %s at %s — “%s”":                              402,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   400,
-	"Summary": 377,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 276,
-	"Tasks":                   197,
-	"Temporarily unavailable": 184,
-	"That is too long to be an id or a business key.":                                           751,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   401,
+	"Summary": 378,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 277,
+	"Tasks":                   198,
+	"Temporarily unavailable": 185,
+	"That is too long to be an id or a business key.":                                           752,
 	"The %d largest groups; the filter matches more.":                                           91,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 515,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 285,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    250,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            566,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 516,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 286,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    251,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            567,
 	"The bulk action must be its id (a UUID).":                                      129,
-	"The call could not be prepared.":                                               567,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 728,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 585,
-	"The chart’s numbers": 336,
+	"The call could not be prepared.":                                               568,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 729,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 586,
+	"The chart’s numbers": 337,
 	"The confirmed count is missing: start again from the list.":                                                                                                        104,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       187,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      664,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       188,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      665,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 105,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             185,
-	"The deadline passed before a result arrived.":                                                                                                                      564,
-	"The destination answered HTTP %s.":     574,
-	"The destination could not be reached.": 568,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    558,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         559,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   557,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 556,
-	"The destination’s answer was too large.": 569,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      190,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          167,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                571,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         603,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      604,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    602,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            570,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               561,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 560,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     562,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             563,
-	"The latest %d attempts, oldest first":                                                         514,
-	"The next page counts them and asks for a reason before anything changes.":                     427,
-	"The nodes this instance reached, in order, each with its occurrence.":                         380,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 216,
-	"The page cursor is invalid: go back to the first page.":                                       661,
-	"The page size must be between 1 and %d.":                                                      422,
-	"The parameter “%s” is given %d times: give it once.":                                          660,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             186,
+	"The deadline passed before a result arrived.":                                                                                                                      565,
+	"The destination answered HTTP %s.":     575,
+	"The destination could not be reached.": 569,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    559,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         560,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   558,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 557,
+	"The destination’s answer was too large.": 570,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      191,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          168,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                572,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         604,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      605,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    603,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            571,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               562,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 561,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     563,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             564,
+	"The latest %d attempts, oldest first":                                                         515,
+	"The next page counts them and asks for a reason before anything changes.":                     428,
+	"The nodes this instance reached, in order, each with its occurrence.":                         381,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 217,
+	"The page cursor is invalid: go back to the first page.":                                       662,
+	"The page size must be between 1 and %d.":                                                      423,
+	"The parameter “%s” is given %d times: give it once.":                                          661,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 128,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 565,
-	"The revision must be a whole number, 1 or more.":           620,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 764,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        758,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     788,
-	"The version must be a whole number from 1.":                                                                                                        419,
-	"These revisions have the same contracts.":                                                                                                          236,
-	"These settings are kept in this browser only.":                                                                                                     662,
-	"They take every revision their consumer is granted.":                                                                                               838,
-	"They take revision %d only.":                                                                                                                       840,
-	"They take revisions %s only.":                                                                                                                      842,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 657,
+	"The result did not match the revision's outputs contract.": 566,
+	"The revision must be a whole number, 1 or more.":           621,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 765,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        759,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     789,
+	"The version must be a whole number from 1.":                                                                                                        420,
+	"These revisions have the same contracts.":                                                                                                          237,
+	"These settings are kept in this browser only.":                                                                                                     663,
+	"They take every revision their consumer is granted.":                                                                                               839,
+	"They take revision %d only.":                                                                                                                       841,
+	"They take revisions %s only.":                                                                                                                      843,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 658,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         106,
-	"This contract has no inputs.":  538,
-	"This contract has no outputs.": 541,
+	"This contract has no inputs.":  539,
+	"This contract has no outputs.": 542,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 102,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 183,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            182,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  180,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  177,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           747,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 184,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            183,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  181,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  178,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           748,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 304,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 305,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 397,
-	"This instance has not reached a task yet.":                                                                                                                                     388,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 398,
+	"This instance has not reached a task yet.":                                                                                                                                     389,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 302,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 303,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 398,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 399,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 399,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 400,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  175,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            787,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           786,
-	"This page does not accept that request.": 746,
-	"This page reloads every %d seconds.":     162,
-	"This process takes no inputs.":           395,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 735,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  176,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            788,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           787,
+	"This page does not accept that request.": 747,
+	"This page reloads every %d seconds.":     163,
+	"This process takes no inputs.":           396,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 736,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 767,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 706,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            707,
-	"Times in %s · no auto-reload":    159,
-	"Times in %s · reload every %d s": 158,
-	"Times in %s · reloading paused":  157,
-	"To revision":                     230,
-	"Token":                           763,
-	"Tokens":                          151,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 765,
-	"Totals of all definitions, not narrowed by the other filters":         638,
-	"Totals of definition %s, not narrowed by the other filters":           637,
-	"Type": 209,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 749,
-	"URL":                              288,
-	"UTC (coordinated universal time)": 669,
+	"This token is unknown, revoked or expired.": 768,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 707,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            708,
+	"Times in %s · no auto-reload":    160,
+	"Times in %s · reload every %d s": 159,
+	"Times in %s · reloading paused":  158,
+	"To revision":                     231,
+	"Token":                           764,
+	"Tokens":                          152,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 766,
+	"Totals of all definitions, not narrowed by the other filters":         639,
+	"Totals of definition %s, not narrowed by the other filters":           638,
+	"Type": 210,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 750,
+	"URL":                              289,
+	"UTC (coordinated universal time)": 670,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                96,
 	"Unknown destination “%s”.":        97,
-	"Unknown parameter “%s” (did you mean “%s”?).": 658,
-	"Unknown parameter “%s”.":                      659,
-	"Unknown status “%s” (did you mean “%s”?).":    435,
-	"Unknown status “%s”.":                         437,
-	"Value":                                        392,
+	"Unknown parameter “%s” (did you mean “%s”?).": 659,
+	"Unknown parameter “%s”.":                      660,
+	"Unknown status “%s” (did you mean “%s”?).":    436,
+	"Unknown status “%s”.":                         438,
+	"Value":                                        393,
 	"Version":                                      80,
-	"Versions, newest first":                       680,
-	"Waiting for Relais to call the destination since %s (%s).": 582,
-	"Waiting for a worker since %s (%s).":                       583,
+	"Versions, newest first":                       681,
+	"Waiting for Relais to call the destination since %s (%s).": 583,
+	"Waiting for a worker since %s (%s).":                       584,
 	"When":                                                      110,
 	"Who":                                                       111,
-	"Whole message":                                             505,
-	"Why (recorded with the reveal)":                            544,
-	"Worker":                                                    810,
-	"Worker id":                                                 496,
-	"Workers":                                                   148,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        808,
+	"Whole message":                                             506,
+	"Why (recorded with the reveal)":                            545,
+	"Worker":                                                    811,
+	"Worker id":                                                 497,
+	"Workers":                                                   149,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        809,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 809,
-	"Workers serving %s":                   817,
+	"Workers seen within three heartbeats": 810,
+	"Workers serving %s":                   818,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        215,
-	"You are signed out.": 757,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              165,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 759,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          760,
-	"[redacted]":                          616,
+	"Working copy":        216,
+	"You are signed out.": 758,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              166,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 760,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          761,
+	"[redacted]":                          617,
 	"a token’s name, exact":               121,
 	"abandon":                             4,
-	"active":                              198,
-	"administrator":                       466,
-	"after %s’s retry at %s":              516,
-	"an incident: retry, abandon or stop": 308,
-	"answer too large":                    614,
-	"any":                                 424,
-	"any other code → %s":                 720,
-	"any other error":                     306,
-	"as of %s (%s); counts are refreshed every few seconds.": 640,
-	"at least %d characters":                                 792,
-	"at least %d items":                                      799,
-	"at most %d":                                             532,
-	"at most %d characters":                                  793,
-	"at most %d items":                                       800,
-	"at most %d since the last operator retry":               533,
-	"available":                                              438,
-	"boolean":                                                453,
-	"call in progress since":                                 646,
-	"cancelled":                                              443,
-	"choice":                                                 456,
-	"claimable since":                                        645,
-	"claimable since %s":                                     327,
-	"classification changed":                                 477,
-	"completed":                                              441,
-	"constraint changed":                                     478,
-	"consumer":                                               469,
-	"consumer #%s":                                           598,
-	"date":                                                   454,
-	"date and time":                                          455,
-	"deadline %s":                                            724,
-	"deferred":                                               440,
-	"deferred since":                                         648,
+	"active":                              199,
+	"administrator":                       467,
+	"after %s’s retry at %s":              517,
+	"an incident: retry, abandon or stop": 309,
+	"answer too large":                    615,
+	"any":                                 425,
+	"any other code → %s":                 721,
+	"any other error":                     307,
+	"as of %s (%s); counts are refreshed every few seconds.": 641,
+	"at least %d characters":                                 793,
+	"at least %d items":                                      800,
+	"at most %d":                                             533,
+	"at most %d characters":                                  794,
+	"at most %d items":                                       801,
+	"at most %d since the last operator retry":               534,
+	"available":                                              439,
+	"boolean":                                                454,
+	"call in progress since":                                 647,
+	"cancelled":                                              444,
+	"choice":                                                 457,
+	"claimable since":                                        646,
+	"claimable since %s":                                     328,
+	"classification changed":                                 478,
+	"completed":                                              442,
+	"constraint changed":                                     479,
+	"consumer":                                               470,
+	"consumer #%s":                                           599,
+	"date":                                                   455,
+	"date and time":                                          456,
+	"deadline %s":                                            725,
+	"deferred":                                               441,
+	"deferred since":                                         649,
 	"deleted":                                                117,
-	"designer":                                               468,
-	"disconnected":                                           449,
-	"each item of %s":                                        790,
-	"end (completes)":                                        713,
-	"end (fails)":                                            714,
-	"end: completes the instance":                            309,
-	"end: fails the instance":                                310,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         412,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 413,
+	"designer":                                               469,
+	"disconnected":                                           450,
+	"each item of %s":                                        791,
+	"end (completes)":                                        714,
+	"end (fails)":                                            715,
+	"end: completes the instance":                            310,
+	"end: fails the instance":                                311,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         413,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 414,
 	"erase":                                  6,
-	"every revision its consumer is granted": 824,
-	"every revision its consumer is granted: %s": 820,
-	"exact, case-sensitive":                      425,
-	"expired":                                    446,
-	"failed":                                     442,
-	"fails the instance":                         721,
-	"field added":                                472,
-	"field removed":                              473,
-	"format":                                     483,
-	"format %s":                                  795,
+	"every revision its consumer is granted": 825,
+	"every revision its consumer is granted: %s": 821,
+	"exact, case-sensitive":                      426,
+	"expired":                                    447,
+	"failed":                                     443,
+	"fails the instance":                         722,
+	"field added":                                473,
+	"field removed":                              474,
+	"format":                                     484,
+	"format %s":                                  796,
 	"from":                                       122,
-	"held":                                       445,
-	"held for an operator":                       307,
-	"held, then abandoned by an operator":        418,
-	"held, then stopped by an operator":          417,
-	"hidden (secret)":                            463,
-	"hidden (sensitive)":                         462,
-	"hold (an incident for an operator)":         719,
-	"id or business key":                         145,
-	"in %s":                                      351,
-	"in progress":                                504,
-	"instance held here":                         636,
-	"instance id":                                626,
-	"instances held":                             729,
-	"instances held: %s":                         730,
-	"integer":                                    451,
-	"its name, exactly":                          625,
-	"just now":                                   353,
-	"list":                                       458,
-	"lock until":                                 647,
-	"long polling":                               822,
-	"long wait":                                  328,
-	"masked value":                               287,
-	"maximum":                                    485,
-	"maximum %s":                                 797,
-	"maximum items":                              487,
-	"maximum length":                             481,
-	"minimum":                                    484,
-	"minimum %s":                                 796,
-	"minimum items":                              486,
-	"minimum length":                             480,
-	"never":                                      776,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 410,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       409,
-	"next attempt":                 644,
-	"no":                           471,
-	"no answer within the timeout": 612,
-	"no connection":                613,
-	"no grant: it takes nothing":   200,
-	"no header":                    292,
-	"no process version":           273,
-	"no worker":                    329,
-	"no worker takes revision %d":  826,
-	"no worker takes revisions %s": 827,
-	"no: the latest is version %d": 701,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 555,
-	"none": 270,
-	"none (revealed before reasons were asked for)": 744,
+	"held":                                       446,
+	"held for an operator":                       308,
+	"held, then abandoned by an operator":        419,
+	"held, then stopped by an operator":          418,
+	"hidden (secret)":                            464,
+	"hidden (sensitive)":                         463,
+	"hold (an incident for an operator)":         720,
+	"id or business key":                         146,
+	"in %s":                                      352,
+	"in progress":                                505,
+	"instance held here":                         637,
+	"instance id":                                627,
+	"instances held":                             730,
+	"instances held: %s":                         731,
+	"integer":                                    452,
+	"its name, exactly":                          626,
+	"just now":                                   354,
+	"list":                                       459,
+	"lock until":                                 648,
+	"long polling":                               823,
+	"long wait":                                  329,
+	"masked value":                               288,
+	"maximum":                                    486,
+	"maximum %s":                                 798,
+	"maximum items":                              488,
+	"maximum length":                             482,
+	"minimum":                                    485,
+	"minimum %s":                                 797,
+	"minimum items":                              487,
+	"minimum length":                             481,
+	"never":                                      777,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 411,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       410,
+	"next attempt":                 645,
+	"no":                           472,
+	"no answer within the timeout": 613,
+	"no connection":                614,
+	"no grant: it takes nothing":   201,
+	"no header":                    293,
+	"no process version":           274,
+	"no worker":                    330,
+	"no worker takes revision %d":  827,
+	"no worker takes revisions %s": 828,
+	"no: the latest is version %d": 702,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 556,
+	"none": 271,
+	"none (revealed before reasons were asked for)": 745,
 	"none given": 88,
-	"none yet":   280,
-	"none: a failed call takes the node’s error path": 522,
-	"normal":       459,
-	"not provided": 802,
-	"not set":      271,
-	"not yet":      777,
-	"null":         806,
-	"number":       452,
-	"object":       457,
-	"older versions, from version %d (each links the one before)": 683,
-	"on error":                           305,
-	"one attempt, no retry, priority %d": 723,
-	"one of: %s":                         798,
-	"operator":                           467,
-	"optional %s field of type %s":       267,
-	"optional field of type %s":          269,
-	"optional → required":                260,
-	"pattern":                            482,
-	"pattern %s":                         794,
-	"pull":                               711,
-	"pull %s":                            312,
-	"pull (a worker fetches it)":         464,
-	"push %s":                            311,
-	"push (Relais calls the service)":    465,
-	"push to %s":                         712,
-	"rejected":                           447,
-	"released":                           448,
-	"required %s field of type %s":       266,
-	"required changed":                   475,
-	"required field of type %s":          268,
-	"required → optional":                261,
-	"reserved":                           439,
+	"none yet":   281,
+	"none: a failed call takes the node’s error path": 523,
+	"normal":       460,
+	"not provided": 803,
+	"not set":      272,
+	"not yet":      778,
+	"null":         807,
+	"number":       453,
+	"object":       458,
+	"older versions, from version %d (each links the one before)": 684,
+	"on error":                           306,
+	"one attempt, no retry, priority %d": 724,
+	"one of: %s":                         799,
+	"operator":                           468,
+	"optional %s field of type %s":       268,
+	"optional field of type %s":          270,
+	"optional → required":                261,
+	"pattern":                            483,
+	"pattern %s":                         795,
+	"pull":                               712,
+	"pull %s":                            313,
+	"pull (a worker fetches it)":         465,
+	"push %s":                            312,
+	"push (Relais calls the service)":    466,
+	"push to %s":                         713,
+	"rejected":                           448,
+	"released":                           449,
+	"required %s field of type %s":       267,
+	"required changed":                   476,
+	"required field of type %s":          269,
+	"required → optional":                262,
+	"reserved":                           440,
 	"retry":                              3,
-	"revision %d":                        641,
-	"revisions %s":                       825,
-	"revoked":                            199,
-	"routing changed":                    479,
-	"routing output":                     789,
-	"routing output %s → %s":             259,
-	"running":                            444,
-	"secret":                             461,
-	"sensitive":                          460,
-	"settled":                            643,
+	"revision %d":                        642,
+	"revisions %s":                       826,
+	"revoked":                            200,
+	"routing changed":                    480,
+	"routing output":                     790,
+	"routing output %s → %s":             260,
+	"running":                            445,
+	"secret":                             462,
+	"sensitive":                          461,
+	"settled":                            644,
 	"stop":                               5,
-	"stream":                             821,
-	"text":                               450,
-	"the contracts are the same (the name or a description changed).": 252,
-	"this session":             780,
-	"timeout %s":               726,
-	"timeout %s (the default)": 727,
+	"stream":                             822,
+	"text":                               451,
+	"the contracts are the same (the name or a description changed).": 253,
+	"this session":             781,
+	"timeout %s":               727,
+	"timeout %s (the default)": 728,
 	"to":                       123,
-	"type changed":             474,
-	"unexpected value":         807,
-	"unknown":                  615,
-	"values added: %s":         262,
-	"values changed":           476,
-	"values removed: %s":       263,
-	"values reordered":         264,
-	"version %d":               682,
-	"version %d →":             703,
-	"waiting":                  610,
-	"yes":                      470,
-	"yes: a start that names no version runs this one":                                                                      700,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 173,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     436,
-	"← version %d": 702,
-	"→ %s":         718,
+	"type changed":             475,
+	"unexpected value":         808,
+	"unknown":                  616,
+	"values added: %s":         263,
+	"values changed":           477,
+	"values removed: %s":       264,
+	"values reordered":         265,
+	"version %d":               683,
+	"version %d →":             704,
+	"waiting":                  611,
+	"yes":                      471,
+	"yes: a start that names no version runs this one":                                                                      701,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 174,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     437,
+	"← version %d": 703,
+	"→ %s":         719,
 }
 
-var enIndex = []uint32{ // 844 elements
+var enIndex = []uint32{ // 845 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -924,208 +925,209 @@ var enIndex = []uint32{ // 844 elements
 	// Entry 80 - 9F
 	0x000021a6, 0x0000223b, 0x00002264, 0x00002283,
 	0x000022db, 0x000023b3, 0x00002446, 0x000024fb,
-	0x0000258f, 0x0000260e, 0x0000261d, 0x00002626,
-	0x00002636, 0x00002646, 0x0000264d, 0x0000265c,
-	0x00002666, 0x00002685, 0x00002698, 0x0000269d,
-	0x000026a9, 0x000026b1, 0x000026bb, 0x000026c8,
-	0x000026cf, 0x000026d7, 0x000026f2, 0x000026fb,
-	0x0000270c, 0x00002723, 0x00002746, 0x0000276d,
+	0x0000258f, 0x0000260e, 0x00002624, 0x00002633,
+	0x0000263c, 0x0000264c, 0x0000265c, 0x00002663,
+	0x00002672, 0x0000267c, 0x0000269b, 0x000026ae,
+	0x000026b3, 0x000026bf, 0x000026c7, 0x000026d1,
+	0x000026de, 0x000026e5, 0x000026ed, 0x00002708,
+	0x00002711, 0x00002722, 0x00002739, 0x0000275c,
 	// Entry A0 - BF
-	0x0000278e, 0x0000279f, 0x000027a6, 0x000027cd,
-	0x000027dd, 0x000027e9, 0x00002867, 0x00002877,
-	0x000028df, 0x000028f6, 0x00002906, 0x0000291a,
-	0x00002957, 0x00002a70, 0x00002aed, 0x00002af7,
-	0x00002bb2, 0x00002bbf, 0x00002c3c, 0x00002c4d,
-	0x00002c5c, 0x00002cbc, 0x00002cce, 0x00002d11,
-	0x00002d4f, 0x00002d67, 0x00002dad, 0x00002dc2,
-	0x00002e31, 0x00002e42, 0x00002e55, 0x00002f1a,
+	0x00002783, 0x000027a4, 0x000027b5, 0x000027bc,
+	0x000027e3, 0x000027f3, 0x000027ff, 0x0000287d,
+	0x0000288d, 0x000028f5, 0x0000290c, 0x0000291c,
+	0x00002930, 0x0000296d, 0x00002a86, 0x00002b03,
+	0x00002b0d, 0x00002bc8, 0x00002bd5, 0x00002c52,
+	0x00002c63, 0x00002c72, 0x00002cd2, 0x00002ce4,
+	0x00002d27, 0x00002d65, 0x00002d7d, 0x00002dc3,
+	0x00002dd8, 0x00002e47, 0x00002e58, 0x00002e6b,
 	// Entry C0 - DF
-	0x00002f32, 0x00002f35, 0x00002f3a, 0x00002f41,
-	0x00002f4c, 0x00002f52, 0x00002f58, 0x00002f5f,
-	0x00002f67, 0x00002f82, 0x00002f8f, 0x00002f9d,
-	0x00002fc7, 0x00002fdd, 0x00002ff4, 0x0000303a,
-	0x0000305c, 0x00003062, 0x00003067, 0x00003070,
-	0x0000307f, 0x0000308b, 0x00003097, 0x000030a8,
-	0x000030b5, 0x00003112, 0x00003121, 0x0000312c,
-	0x00003136, 0x00003174, 0x0000317d, 0x0000318d,
+	0x00002f30, 0x00002f48, 0x00002f4b, 0x00002f50,
+	0x00002f57, 0x00002f62, 0x00002f68, 0x00002f6e,
+	0x00002f75, 0x00002f7d, 0x00002f98, 0x00002fa5,
+	0x00002fb3, 0x00002fdd, 0x00002ff3, 0x0000300a,
+	0x00003050, 0x00003072, 0x00003078, 0x0000307d,
+	0x00003086, 0x00003095, 0x000030a1, 0x000030ad,
+	0x000030be, 0x000030cb, 0x00003128, 0x00003137,
+	0x00003142, 0x0000314c, 0x0000318a, 0x00003193,
 	// Entry E0 - FF
-	0x00003195, 0x0000319e, 0x000031a4, 0x000031ae,
-	0x000031c0, 0x00003208, 0x00003216, 0x00003222,
-	0x0000322a, 0x00003231, 0x00003238, 0x00003249,
-	0x00003258, 0x00003281, 0x00003288, 0x00003293,
-	0x000032ae, 0x000032b6, 0x000032c2, 0x000032de,
-	0x000032f5, 0x00003317, 0x00003326, 0x00003332,
-	0x00003339, 0x00003352, 0x0000336c, 0x00003415,
-	0x0000342b, 0x0000346b, 0x0000349c, 0x000034c6,
+	0x000031a3, 0x000031ab, 0x000031b4, 0x000031ba,
+	0x000031c4, 0x000031d6, 0x0000321e, 0x0000322c,
+	0x00003238, 0x00003240, 0x00003247, 0x0000324e,
+	0x0000325f, 0x0000326e, 0x00003297, 0x0000329e,
+	0x000032a9, 0x000032c4, 0x000032cc, 0x000032d8,
+	0x000032f4, 0x0000330b, 0x0000332d, 0x0000333c,
+	0x00003348, 0x0000334f, 0x00003368, 0x00003382,
+	0x0000342b, 0x00003441, 0x00003481, 0x000034b2,
 	// Entry 100 - 11F
-	0x000034ed, 0x00003564, 0x00003588, 0x000035af,
-	0x000035ce, 0x000035e4, 0x000035fa, 0x0000360e,
-	0x00003624, 0x00003635, 0x0000364c, 0x0000366f,
-	0x00003692, 0x000036af, 0x000036cc, 0x000036d1,
-	0x000036d9, 0x000036e3, 0x000036f6, 0x0000370a,
-	0x0000371f, 0x0000376b, 0x0000377e, 0x00003782,
-	0x00003792, 0x0000379b, 0x000037ae, 0x000037d4,
-	0x000037e8, 0x000037fe, 0x00003914, 0x00003929,
+	0x000034dc, 0x00003503, 0x0000357a, 0x0000359e,
+	0x000035c5, 0x000035e4, 0x000035fa, 0x00003610,
+	0x00003624, 0x0000363a, 0x0000364b, 0x00003662,
+	0x00003685, 0x000036a8, 0x000036c5, 0x000036e2,
+	0x000036e7, 0x000036ef, 0x000036f9, 0x0000370c,
+	0x00003720, 0x00003735, 0x00003781, 0x00003794,
+	0x00003798, 0x000037a8, 0x000037b1, 0x000037c4,
+	0x000037ea, 0x000037fe, 0x00003814, 0x0000392a,
 	// Entry 120 - 13F
-	0x00003936, 0x0000393a, 0x00003947, 0x00003957,
-	0x00003964, 0x0000396e, 0x00003974, 0x0000397e,
-	0x0000399e, 0x000039b0, 0x00003a64, 0x00003a81,
-	0x00003aef, 0x00003baf, 0x00003bc2, 0x00003c0f,
-	0x00003c73, 0x00003cd7, 0x00003ce0, 0x00003cf0,
-	0x00003d05, 0x00003d29, 0x00003d45, 0x00003d5d,
-	0x00003d68, 0x00003d73, 0x00003d87, 0x00003e9d,
-	0x00003eed, 0x00003f11, 0x00003f3c, 0x00003f47,
+	0x0000393f, 0x0000394c, 0x00003950, 0x0000395d,
+	0x0000396d, 0x0000397a, 0x00003984, 0x0000398a,
+	0x00003994, 0x000039b4, 0x000039c6, 0x00003a7a,
+	0x00003a97, 0x00003b05, 0x00003bc5, 0x00003bd8,
+	0x00003c25, 0x00003c89, 0x00003ced, 0x00003cf6,
+	0x00003d06, 0x00003d1b, 0x00003d3f, 0x00003d5b,
+	0x00003d73, 0x00003d7e, 0x00003d89, 0x00003d9d,
+	0x00003eb3, 0x00003f03, 0x00003f27, 0x00003f52,
 	// Entry 140 - 15F
-	0x00003f4c, 0x00003f5b, 0x00003f62, 0x00003f79,
-	0x00003f8e, 0x00003fa0, 0x00003fc3, 0x00003ff5,
-	0x0000400b, 0x00004015, 0x0000401f, 0x00004034,
-	0x00004081, 0x00004091, 0x000040ca, 0x0000411e,
-	0x00004128, 0x0000413e, 0x00004177, 0x0000417c,
-	0x0000418a, 0x00004197, 0x000041c0, 0x000041e3,
-	0x00004236, 0x00004276, 0x000042f7, 0x0000435e,
-	0x0000436b, 0x0000438b, 0x00004397, 0x000043b0,
+	0x00003f5d, 0x00003f62, 0x00003f71, 0x00003f78,
+	0x00003f8f, 0x00003fa4, 0x00003fb6, 0x00003fd9,
+	0x0000400b, 0x00004021, 0x0000402b, 0x00004035,
+	0x0000404a, 0x00004097, 0x000040a7, 0x000040e0,
+	0x00004134, 0x0000413e, 0x00004154, 0x0000418d,
+	0x00004192, 0x000041a0, 0x000041ad, 0x000041d6,
+	0x000041f9, 0x0000424c, 0x0000428c, 0x0000430d,
+	0x00004374, 0x00004381, 0x000043a1, 0x000043ad,
 	// Entry 160 - 17F
-	0x000043b9, 0x000043c3, 0x000043cc, 0x000043d4,
-	0x000043de, 0x000043e6, 0x000043ee, 0x000043f2,
-	0x000043f6, 0x000043fa, 0x000043fe, 0x00004402,
-	0x00004406, 0x0000440a, 0x0000440e, 0x00004412,
-	0x00004416, 0x0000441a, 0x0000441e, 0x00004428,
-	0x00004446, 0x00004466, 0x0000448a, 0x000044ae,
-	0x000044b7, 0x000044ce, 0x000044d6, 0x000044e7,
-	0x000044ec, 0x00004531, 0x00004549, 0x0000454e,
+	0x000043c6, 0x000043cf, 0x000043d9, 0x000043e2,
+	0x000043ea, 0x000043f4, 0x000043fc, 0x00004404,
+	0x00004408, 0x0000440c, 0x00004410, 0x00004414,
+	0x00004418, 0x0000441c, 0x00004420, 0x00004424,
+	0x00004428, 0x0000442c, 0x00004430, 0x00004434,
+	0x0000443e, 0x0000445c, 0x0000447c, 0x000044a0,
+	0x000044c4, 0x000044cd, 0x000044e4, 0x000044ec,
+	0x000044fd, 0x00004502, 0x00004547, 0x0000455f,
 	// Entry 180 - 19F
-	0x00004559, 0x0000455f, 0x00004569, 0x00004571,
-	0x00004579, 0x000045a3, 0x000045bd, 0x000045e5,
-	0x00004615, 0x0000461b, 0x0000462a, 0x0000467d,
-	0x0000469b, 0x000046b2, 0x00004762, 0x00004884,
-	0x00004943, 0x0000499a, 0x000049c4, 0x000049f0,
-	0x00004a1a, 0x00004a22, 0x00004a28, 0x00004a35,
-	0x00004a47, 0x00004a50, 0x00004a92, 0x00004adc,
-	0x00004af1, 0x00004b23, 0x00004b6f, 0x00004b78,
+	0x00004564, 0x0000456f, 0x00004575, 0x0000457f,
+	0x00004587, 0x0000458f, 0x000045b9, 0x000045d3,
+	0x000045fb, 0x0000462b, 0x00004631, 0x00004640,
+	0x00004693, 0x000046b1, 0x000046c8, 0x00004778,
+	0x0000489a, 0x00004959, 0x000049b0, 0x000049da,
+	0x00004a06, 0x00004a30, 0x00004a38, 0x00004a3e,
+	0x00004a4b, 0x00004a5d, 0x00004a66, 0x00004aa8,
+	0x00004af2, 0x00004b07, 0x00004b39, 0x00004b85,
 	// Entry 1A0 - 1BF
-	0x00004b8a, 0x00004b99, 0x00004bbb, 0x00004bdf,
-	0x00004c0a, 0x00004c3e, 0x00004c4c, 0x00004c77,
-	0x00004c89, 0x00004c8d, 0x00004ca3, 0x00004ccd,
-	0x00004d16, 0x00004d36, 0x00004d3f, 0x00004d51,
-	0x00004d74, 0x00004d82, 0x00004d91, 0x00004d9e,
-	0x00004dd6, 0x00004e3f, 0x00004e5b, 0x00004e65,
-	0x00004e6e, 0x00004e77, 0x00004e81, 0x00004e88,
-	0x00004e92, 0x00004e9a, 0x00004e9f, 0x00004ea7,
+	0x00004b8e, 0x00004ba0, 0x00004baf, 0x00004bd1,
+	0x00004bf5, 0x00004c20, 0x00004c54, 0x00004c62,
+	0x00004c8d, 0x00004c9f, 0x00004ca3, 0x00004cb9,
+	0x00004ce3, 0x00004d2c, 0x00004d4c, 0x00004d55,
+	0x00004d67, 0x00004d8a, 0x00004d98, 0x00004da7,
+	0x00004db4, 0x00004dec, 0x00004e55, 0x00004e71,
+	0x00004e7b, 0x00004e84, 0x00004e8d, 0x00004e97,
+	0x00004e9e, 0x00004ea8, 0x00004eb0, 0x00004eb5,
 	// Entry 1C0 - 1DF
-	0x00004eb0, 0x00004eb9, 0x00004ec6, 0x00004ecb,
-	0x00004ed3, 0x00004eda, 0x00004ee2, 0x00004ee7,
-	0x00004ef5, 0x00004efc, 0x00004f03, 0x00004f08,
-	0x00004f0f, 0x00004f19, 0x00004f20, 0x00004f33,
-	0x00004f43, 0x00004f5e, 0x00004f7e, 0x00004f8c,
-	0x00004f95, 0x00004f9e, 0x00004fa7, 0x00004fab,
-	0x00004fae, 0x00004fba, 0x00004fc8, 0x00004fd5,
-	0x00004fe6, 0x00004ff5, 0x0000500c, 0x0000501f,
+	0x00004ebd, 0x00004ec6, 0x00004ecf, 0x00004edc,
+	0x00004ee1, 0x00004ee9, 0x00004ef0, 0x00004ef8,
+	0x00004efd, 0x00004f0b, 0x00004f12, 0x00004f19,
+	0x00004f1e, 0x00004f25, 0x00004f2f, 0x00004f36,
+	0x00004f49, 0x00004f59, 0x00004f74, 0x00004f94,
+	0x00004fa2, 0x00004fab, 0x00004fb4, 0x00004fbd,
+	0x00004fc1, 0x00004fc4, 0x00004fd0, 0x00004fde,
+	0x00004feb, 0x00004ffc, 0x0000500b, 0x00005022,
 	// Entry 1E0 - 1FF
-	0x0000502f, 0x0000503e, 0x0000504d, 0x00005055,
-	0x0000505c, 0x00005064, 0x0000506c, 0x0000507a,
-	0x00005088, 0x0000509e, 0x000050b3, 0x000050c4,
-	0x000050ca, 0x000050d1, 0x000050da, 0x000050f6,
-	0x000050ff, 0x00005109, 0x00005112, 0x0000511b,
-	0x00005124, 0x0000513b, 0x00005143, 0x00005151,
-	0x0000517d, 0x00005189, 0x00005197, 0x000051dd,
-	0x000051e9, 0x000051f1, 0x0000521c, 0x00005267,
+	0x00005035, 0x00005045, 0x00005054, 0x00005063,
+	0x0000506b, 0x00005072, 0x0000507a, 0x00005082,
+	0x00005090, 0x0000509e, 0x000050b4, 0x000050c9,
+	0x000050da, 0x000050e0, 0x000050e7, 0x000050f0,
+	0x0000510c, 0x00005115, 0x0000511f, 0x00005128,
+	0x00005131, 0x0000513a, 0x00005151, 0x00005159,
+	0x00005167, 0x00005193, 0x0000519f, 0x000051ad,
+	0x000051f3, 0x000051ff, 0x00005207, 0x00005232,
 	// Entry 200 - 21F
-	0x00005329, 0x0000532d, 0x00005353, 0x0000537b,
-	0x000053de, 0x000053fd, 0x00005402, 0x0000541d,
-	0x0000542e, 0x0000543a, 0x00005442, 0x00005474,
-	0x0000547d, 0x00005486, 0x000054a2, 0x00005503,
-	0x00005510, 0x00005547, 0x00005576, 0x000055c6,
-	0x00005601, 0x0000560f, 0x0000563b, 0x00005661,
-	0x00005682, 0x0000568d, 0x000056bb, 0x000056d8,
-	0x00005707, 0x00005739, 0x00005757, 0x0000578c,
+	0x0000527d, 0x0000533f, 0x00005343, 0x00005369,
+	0x00005391, 0x000053f4, 0x00005413, 0x00005418,
+	0x00005433, 0x00005444, 0x00005450, 0x00005458,
+	0x0000548a, 0x00005493, 0x0000549c, 0x000054b8,
+	0x00005519, 0x00005526, 0x0000555d, 0x0000558c,
+	0x000055dc, 0x00005617, 0x00005625, 0x00005651,
+	0x00005677, 0x00005698, 0x000056a3, 0x000056d1,
+	0x000056ee, 0x0000571d, 0x0000574f, 0x0000576d,
 	// Entry 220 - 23F
-	0x000057a8, 0x000057c7, 0x00005822, 0x00005831,
-	0x0000583e, 0x0000584c, 0x00005859, 0x00005862,
-	0x0000587d, 0x000058ad, 0x000058c8, 0x000058d2,
-	0x00005924, 0x000059e4, 0x00005a40, 0x00005abe,
-	0x00005b34, 0x00005c07, 0x00005cca, 0x00005d02,
-	0x00005d62, 0x00005d8f, 0x00005dc9, 0x00005ed6,
-	0x00005ef6, 0x00005f1c, 0x00005f46, 0x00005fb7,
-	0x00005ff4, 0x00006018, 0x000060bc, 0x000060e1,
+	0x000057a2, 0x000057be, 0x000057dd, 0x00005838,
+	0x00005847, 0x00005854, 0x00005862, 0x0000586f,
+	0x00005878, 0x00005893, 0x000058c3, 0x000058de,
+	0x000058e8, 0x0000593a, 0x000059fa, 0x00005a56,
+	0x00005ad4, 0x00005b4a, 0x00005c1d, 0x00005ce0,
+	0x00005d18, 0x00005d78, 0x00005da5, 0x00005ddf,
+	0x00005eec, 0x00005f0c, 0x00005f32, 0x00005f5c,
+	0x00005fcd, 0x0000600a, 0x0000602e, 0x000060d2,
 	// Entry 240 - 25F
-	0x00006110, 0x00006170, 0x000061c9, 0x00006223,
-	0x0000623d, 0x0000625b, 0x0000628f, 0x000062cf,
-	0x000062f9, 0x00006308, 0x000063d3, 0x00006404,
-	0x00006433, 0x00006446, 0x000064bb, 0x000064ce,
-	0x00006502, 0x00006553, 0x00006587, 0x00006597,
-	0x000065de, 0x0000660b, 0x00006618, 0x00006628,
-	0x00006658, 0x00006692, 0x000066b5, 0x0000672c,
-	0x000067ae, 0x00006833, 0x00006842, 0x00006892,
+	0x000060f7, 0x00006126, 0x00006186, 0x000061df,
+	0x00006239, 0x00006253, 0x00006271, 0x000062a5,
+	0x000062e5, 0x0000630f, 0x0000631e, 0x000063e9,
+	0x0000641a, 0x00006449, 0x0000645c, 0x000064d1,
+	0x000064e4, 0x00006518, 0x00006569, 0x0000659d,
+	0x000065ad, 0x000065f4, 0x00006621, 0x0000662e,
+	0x0000663e, 0x0000666e, 0x000066a8, 0x000066cb,
+	0x00006742, 0x000067c4, 0x00006849, 0x00006858,
 	// Entry 260 - 27F
-	0x000068f2, 0x0000695e, 0x000069d5, 0x000069dd,
-	0x000069f5, 0x00006a12, 0x00006a20, 0x00006a31,
-	0x00006a39, 0x00006a44, 0x00006a85, 0x00006abd,
-	0x00006ad1, 0x00006b01, 0x00006b3c, 0x00006b4c,
-	0x00006b8b, 0x00006b9c, 0x00006bae, 0x00006bba,
-	0x00006bcb, 0x00006be5, 0x00006bed, 0x00006bfe,
-	0x00006c04, 0x00006c18, 0x00006c30, 0x00006c55,
-	0x00006c63, 0x00006c76, 0x00006cb4, 0x00006cf1,
+	0x000068a8, 0x00006908, 0x00006974, 0x000069eb,
+	0x000069f3, 0x00006a0b, 0x00006a28, 0x00006a36,
+	0x00006a47, 0x00006a4f, 0x00006a5a, 0x00006a9b,
+	0x00006ad3, 0x00006ae7, 0x00006b17, 0x00006b52,
+	0x00006b62, 0x00006ba1, 0x00006bb2, 0x00006bc4,
+	0x00006bd0, 0x00006be1, 0x00006bfb, 0x00006c03,
+	0x00006c14, 0x00006c1a, 0x00006c2e, 0x00006c46,
+	0x00006c6b, 0x00006c79, 0x00006c8c, 0x00006cca,
 	// Entry 280 - 29F
-	0x00006d1d, 0x00006d5a, 0x00006d69, 0x00006d7a,
-	0x00006d82, 0x00006d8f, 0x00006d9f, 0x00006db6,
-	0x00006dc1, 0x00006dd0, 0x00006dd6, 0x00006de4,
-	0x00006dee, 0x00006df9, 0x00006e03, 0x00006e16,
-	0x00006e3b, 0x00006e66, 0x00006ef7, 0x00006f32,
-	0x00006f51, 0x00006f8f, 0x00006fc6, 0x00006ff4,
-	0x00007002, 0x000070a1, 0x000070bf, 0x00007216,
-	0x00007224, 0x00007238, 0x00007259, 0x0000726d,
+	0x00006d07, 0x00006d33, 0x00006d70, 0x00006d7f,
+	0x00006d90, 0x00006d98, 0x00006da5, 0x00006db5,
+	0x00006dcc, 0x00006dd7, 0x00006de6, 0x00006dec,
+	0x00006dfa, 0x00006e04, 0x00006e0f, 0x00006e19,
+	0x00006e2c, 0x00006e51, 0x00006e7c, 0x00006f0d,
+	0x00006f48, 0x00006f67, 0x00006fa5, 0x00006fdc,
+	0x0000700a, 0x00007018, 0x000070b7, 0x000070d5,
+	0x0000722c, 0x0000723a, 0x0000724e, 0x0000726f,
 	// Entry 2A0 - 2BF
-	0x0000729d, 0x000072a3, 0x000072b7, 0x000072cf,
-	0x000072e2, 0x0000731f, 0x00007392, 0x000073df,
-	0x000073f0, 0x00007407, 0x00007424, 0x00007432,
-	0x00007471, 0x0000747f, 0x0000748a, 0x00007490,
-	0x00007582, 0x00007588, 0x000075ba, 0x000075bf,
-	0x000075cf, 0x000075da, 0x000075e3, 0x000075f3,
-	0x000075ff, 0x00007633, 0x00007666, 0x00007680,
-	0x00007687, 0x000076b8, 0x000076d8, 0x000076ea,
+	0x00007283, 0x000072b3, 0x000072b9, 0x000072cd,
+	0x000072e5, 0x000072f8, 0x00007335, 0x000073a8,
+	0x000073f5, 0x00007406, 0x0000741d, 0x0000743a,
+	0x00007448, 0x00007487, 0x00007495, 0x000074a0,
+	0x000074a6, 0x00007598, 0x0000759e, 0x000075d0,
+	0x000075d5, 0x000075e5, 0x000075f0, 0x000075f9,
+	0x00007609, 0x00007615, 0x00007649, 0x0000767c,
+	0x00007696, 0x0000769d, 0x000076ce, 0x000076ee,
 	// Entry 2C0 - 2DF
-	0x000076fc, 0x000077a1, 0x000077b7, 0x0000783c,
-	0x000078b6, 0x000078c5, 0x0000797f, 0x000079d0,
-	0x000079d5, 0x000079e3, 0x000079f3, 0x000079ff,
-	0x00007a0f, 0x00007a1d, 0x00007a2d, 0x00007a37,
-	0x00007a5a, 0x00007a73, 0x00007a86, 0x00007af2,
-	0x00007b18, 0x00007b27, 0x00007b79, 0x00007b87,
-	0x00007ba3, 0x00007bf1, 0x00007c00, 0x00007c16,
-	0x00007c4f, 0x00007c81, 0x00007cd9, 0x00007cef,
+	0x00007700, 0x00007712, 0x000077b7, 0x000077cd,
+	0x00007852, 0x000078cc, 0x000078db, 0x00007995,
+	0x000079e6, 0x000079eb, 0x000079f9, 0x00007a09,
+	0x00007a15, 0x00007a25, 0x00007a33, 0x00007a43,
+	0x00007a4d, 0x00007a70, 0x00007a89, 0x00007a9c,
+	0x00007b08, 0x00007b2e, 0x00007b3d, 0x00007b8f,
+	0x00007b9d, 0x00007bb9, 0x00007c07, 0x00007c16,
+	0x00007c2c, 0x00007c65, 0x00007c97, 0x00007cef,
 	// Entry 2E0 - 2FF
-	0x00007dbd, 0x00007dd4, 0x00007e0b, 0x00007e19,
-	0x00007e5d, 0x00007e82, 0x00007ef9, 0x00007f0f,
-	0x00007f26, 0x00007f54, 0x00007f67, 0x00007f8f,
-	0x00008013, 0x0000801a, 0x00008082, 0x000080ac,
-	0x000080dc, 0x00008231, 0x0000836b, 0x0000840b,
-	0x000084e2, 0x000085bb, 0x000085cf, 0x0000862a,
-	0x000086d5, 0x00008757, 0x0000875f, 0x0000879a,
-	0x000087a0, 0x00008832, 0x000088ca, 0x000088f6,
+	0x00007d05, 0x00007dd3, 0x00007dea, 0x00007e21,
+	0x00007e2f, 0x00007e73, 0x00007e98, 0x00007f0f,
+	0x00007f25, 0x00007f3c, 0x00007f6a, 0x00007f7d,
+	0x00007fa5, 0x00008029, 0x00008030, 0x00008098,
+	0x000080c2, 0x000080f2, 0x00008247, 0x00008381,
+	0x00008421, 0x000084f8, 0x000085d1, 0x000085e5,
+	0x00008640, 0x000086eb, 0x0000876d, 0x00008775,
+	0x000087b0, 0x000087b6, 0x00008848, 0x000088e0,
 	// Entry 300 - 31F
-	0x00008921, 0x0000896f, 0x000089db, 0x00008a82,
-	0x00008a9d, 0x00008aa7, 0x00008aac, 0x00008ab6,
-	0x00008abe, 0x00008ac4, 0x00008acc, 0x00008ada,
-	0x00008ae4, 0x00008af1, 0x00008b04, 0x00008b28,
-	0x00008ba8, 0x00008bb9, 0x00008bc1, 0x00008c36,
-	0x00008c8a, 0x00008cd2, 0x00008ce1, 0x00008cf4,
-	0x00008d00, 0x00008d3c, 0x00008d76, 0x00008d84,
-	0x00008d91, 0x00008d9f, 0x00008dad, 0x00008dbb,
+	0x0000890c, 0x00008937, 0x00008985, 0x000089f1,
+	0x00008a98, 0x00008ab3, 0x00008abd, 0x00008ac2,
+	0x00008acc, 0x00008ad4, 0x00008ada, 0x00008ae2,
+	0x00008af0, 0x00008afa, 0x00008b07, 0x00008b1a,
+	0x00008b3e, 0x00008bbe, 0x00008bcf, 0x00008bd7,
+	0x00008c4c, 0x00008ca0, 0x00008ce8, 0x00008cf7,
+	0x00008d0a, 0x00008d16, 0x00008d52, 0x00008d8c,
+	0x00008d9a, 0x00008da7, 0x00008db5, 0x00008dc3,
 	// Entry 320 - 33F
-	0x00008ded, 0x00008e1d, 0x00008e79, 0x00008e86,
-	0x00008ea6, 0x00008eb1, 0x00008ecb, 0x00008ed0,
-	0x00008ee1, 0x00008f67, 0x00008f8c, 0x00008f93,
-	0x00008f9c, 0x00008faf, 0x00008fb9, 0x00008fc3,
-	0x00008fcd, 0x00008fe5, 0x00008ffb, 0x00009007,
-	0x00009029, 0x00009057, 0x0000905e, 0x0000906b,
-	0x0000907c, 0x000090a3, 0x000090b3, 0x000090d2,
-	0x000090f2, 0x000091ca, 0x000092ab, 0x000092ff,
+	0x00008dd1, 0x00008e03, 0x00008e33, 0x00008e8f,
+	0x00008e9c, 0x00008ebc, 0x00008ec7, 0x00008ee1,
+	0x00008ee6, 0x00008ef7, 0x00008f7d, 0x00008fa2,
+	0x00008fa9, 0x00008fb2, 0x00008fc5, 0x00008fcf,
+	0x00008fd9, 0x00008fe3, 0x00008ffb, 0x00009011,
+	0x0000901d, 0x0000903f, 0x0000906d, 0x00009074,
+	0x00009081, 0x00009092, 0x000090b9, 0x000090c9,
+	0x000090e8, 0x00009108, 0x000091e0, 0x000092c1,
 	// Entry 340 - 35F
-	0x0000934f, 0x000093af, 0x00009402, 0x0000943a,
-	0x00009472, 0x000094a3, 0x000094f3, 0x00009527,
-	0x00009545, 0x00009564, 0x00009583, 0x000095a3,
-} // Size: 3400 bytes
+	0x00009315, 0x00009365, 0x000093c5, 0x00009418,
+	0x00009450, 0x00009488, 0x000094b9, 0x00009509,
+	0x0000953d, 0x0000955b, 0x0000957a, 0x00009599,
+	0x000095b9,
+} // Size: 3404 bytes
 
-const enData string = "" + // Size: 38307 bytes
+const enData string = "" + // Size: 38329 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1271,441 +1273,442 @@ const enData string = "" + // Size: 38307 bytes
 	" running: %[4]d of the %[5]d instances counted done so far (%[6]d skippe" +
 	"d). Each reload shows how far it got.\x02No progress since %[1]s: the re" +
 	"plica running it may have stopped. What it applied stays; act on the fil" +
-	"ter again for the rest.\x02Relais console\x02Language\x02Skip to content" +
-	"\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find an " +
-	"instance or occurrence\x02id or business key\x02Find\x02Definitions\x02W" +
-	"orkers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as" +
-	" %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Displ" +
-	"ay settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · re" +
-	"load every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading pause" +
-	"d\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause reloading" +
-	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
-	"ternal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this" +
-	" address, or it is not visible to you.\x02Nothing exists at this address" +
-	", or it is not visible to you. An ended instance is deleted, with its oc" +
-	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
-	" passed, or at once when an administrator erases it; the audit log keeps" +
-	" the operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID)" +
-	": the lists show the end of each id; open the row, or copy its link, for" +
-	" the whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]" +
-	"s, for this reason: “%[3]s”. Its inputs, occurrences and attempts were d" +
-	"eleted with it; the audit log keeps the operator actions taken on it." +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired: nothing was done. Open the form again and send it anew." +
-	"\x02Back to the form\x02Form too large\x02This form is larger than %[1]d" +
-	" KiB: nothing was done. Shorten what you typed and send it again.\x02For" +
-	"m not received\x02This form did not arrive in time: nothing was done. Se" +
-	"nd it again.\x02This form could not be read: nothing was done. Send it a" +
-	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
-	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
-	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
-	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
-	"heir Working copy, immutable revisions and named releases.\x02Definition" +
-	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create and change destinations with re" +
-	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
-	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
-	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
-	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
-	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
-	"racters. It is kept after the erasure, whatever the retention: write the" +
-	" request’s reference, not the person’s name.\x02Erase process instance %" +
-	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
-	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
-	"siness key and the workers’ messages go with it; this cannot be undone. " +
-	"The audit records naming it stay (who did what, and why), and so do back" +
-	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
-	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
-	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
-	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
-	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
-	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
-	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
-	"ow, and what its workers finished in the last hour: occurrences that end" +
-	"ed completed or failed. An occurrence retried since counts where it ends" +
-	" next; a failed attempt with attempts left is not counted, its occurrenc" +
-	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
-	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
-	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
-	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
-	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02long wa" +
-	"it\x02no worker\x02Show all definitions\x02No definition %[1]s has occur" +
-	"rences: check the key, or show all definitions.\x02All definitions\x02Co" +
-	"mpletions and failures per 5 minutes, last hour: %[1]s\x02In the last ho" +
-	"ur: %[1]s, %[2]s. The table after the chart gives each 5-minute slot." +
-	"\x02Completed\x02The chart’s numbers\x02Completions and failures per 5-m" +
-	"inute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Rete" +
-	"ntion: ended instances are kept forever, another replica’s RELAIS_RETENT" +
-	"ION.\x02Retention: ended instances are kept forever (RELAIS_RETENTION)." +
-	"\x02Retention: ended instances are deleted with their occurrences %[1]s " +
-	"after they end, another replica’s longer RELAIS_RETENTION.\x02Retention:" +
-	" ended instances are deleted with their occurrences %[1]s after they end" +
-	" (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
-	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
-	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
-	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
-	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
-	"\x02The nodes this instance reached, in order, each with its occurrence." +
-	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
-	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
-	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
-	"perator actions on this instance, newest first\x02Value\x02Process input" +
-	"s\x02Inputs the instance was started with, labelled by process version %" +
-	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
-	"\x02This instance has ended. As an administrator you may erase it now ra" +
-	"ther than wait for retention (a data subject’s request): it is deleted w" +
-	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
-	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
-	"led before any attempt (its inputs could not be built), so it would fail" +
-	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
-	"led node: an incident. Retry offers the failed occurrence again; abandon" +
-	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
-	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
-	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
-	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
-	"Held for\x02never: retention keeps ended instances forever (RELAIS_RETEN" +
-	"TION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances" +
-	" forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELA" +
-	"IS_RETENTION)\x02ended instances are kept %[1]s, another replica’s longe" +
-	"r RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node" +
-	"\x02held, then stopped by an operator\x02held, then abandoned by an oper" +
-	"ator\x02The version must be a whole number from 1.\x02A version is a pro" +
-	"cess’s: choose the process too.\x02Creation date\x02The page size must b" +
-	"e between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensit" +
-	"ive\x02Act on every instance this filter matches\x02The next page counts" +
-	" them and asks for a reason before anything changes.\x02Process instance" +
-	"s, newest first\x02Instance\x02End node or error\x02No instance matches " +
-	"these filters.\x02All processes\x02Any definition\x02All statuses\x02Unk" +
-	"nown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of" +
-	" an instance, not of a task: the Instances page lists the instances with" +
-	" it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02deferred\x02" +
-	"completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02reject" +
-	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
-	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
-	"tive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worke" +
-	"r fetches it)\x02push (Relais calls the service)\x02administrator\x02ope" +
-	"rator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field remov" +
-	"ed\x02type changed\x02required changed\x02values changed\x02classificati" +
-	"on changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
-	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
-	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
-	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
-	"ever called the destination: the occurrence ended before any call.\x02Re" +
-	"lais keeps the destination’s status code only when it refused the call (" +
-	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
-	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
-	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
-	"/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason" +
-	" given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02no" +
-	"ne: a failed call takes the node’s error path\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a des" +
-	"tination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeou" +
-	"t\x02%[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut " +
-	"to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after " +
-	"each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2" +
-	"]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d sin" +
-	"ce the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
-	"\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d " +
-	"left\x02Inputs, labelled by revision %[1]d's contract\x02This contract h" +
-	"as no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No ou" +
-	"tputs yet: the occurrence has not completed.\x02This contract has no out" +
-	"puts.\x02No outputs: the occurrence ended without completing.\x02Reveal " +
-	"— this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
-	"ads it, and it is kept whatever the retention: write no customer data in" +
-	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
-	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
-	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
-	"the worker marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination’s answer could not be used: it must be one JSON" +
-	" object whose outputs member matches the revision’s outputs contract, an" +
-	"d nothing after it. Its message says what was wrong.\x02The destination " +
-	"did not answer within the call’s timeout: it may have acted all the same" +
-	".\x02The destination did not answer within the call’s timeout (%[1]s): i" +
-	"t may have acted all the same, so check before retrying.\x02The destinat" +
-	"ion did not answer within the call’s timeout: it may have acted all the " +
-	"same, so check before retrying.\x02The last attempt’s lock expired with " +
-	"no attempt left, after Relais refused its worker’s report (%[1]s; see th" +
-	"e failed occurrence’s attempts): the worker answered, and its answer mus" +
-	"t change, not its lock.\x02The last attempt’s lock expired with no attem" +
-	"pt left, after Relais refused its worker’s report (%[1]s; see the attemp" +
-	"ts below): the worker answered, and its answer must change, not its lock" +
-	".\x02The last attempt’s lock expired with no attempt left.\x02The last a" +
-	"ttempt’s worker stream ended (its worker left or was dropped) with no at" +
-	"tempt left.\x02The deadline passed before a result arrived.\x02The resul" +
-	"t did not match the revision's outputs contract.\x02The answer to the ca" +
-	"ll was lost (the connection broke after the request was sent, or Relais " +
-	"stopped or could not reach its database before recording it): whether th" +
-	"e destination acted is unknown, so Relais does not call it again by itse" +
-	"lf (an operator’s retry does).\x02The call could not be prepared.\x02The" +
-	" destination could not be reached.\x02The destination’s answer was too l" +
-	"arge.\x02The last attempt ended without a result (its lock expired, or i" +
-	"ts worker’s stream ended) with no attempt left.\x02The inputs could not " +
-	"be built from the process’s bindings.\x02An operator abandoned the insta" +
-	"nce.\x02A Camunda 7 worker reported a failure with no retries left (retr" +
-	"ies: 0, no retries sent, which Camunda reads as 0, or a budget already s" +
-	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
-	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s declare inputs it does not have." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
-	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
-	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
-	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
-	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
-	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
-	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
-	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
-	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
-	"er of the same consumer, or a front end with a settle token, completes i" +
-	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
-	" an operator.\x02Its instance went on along the node’s error path, and i" +
-	"s held at a later node.\x02Its instance went on along the node’s error p" +
-	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
-	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
-	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
-	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02The instance was stopped while" +
-	" the worker held the task: its report is refused, but it may already hav" +
-	"e done the work.\x02The instance was stopped during the call, which was " +
-	"aborted: the destination may already have acted on the request (check th" +
-	"ere).\x02The instance was stopped while the task was deferred: a settlem" +
-	"ent by id is refused, but the work it waited for may already be done." +
-	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
-	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
-	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
-	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from the worker (its own words, protected values masked)\x02Message fr" +
-	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
-	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
-	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
-	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
-	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
-	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02instance held here\x02Totals of definition %[1]s, not na" +
-	"rrowed by the other filters\x02Totals of all definitions, not narrowed b" +
-	"y the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed e" +
-	"very few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02ne" +
-	"xt attempt\x02claimable since\x02call in progress since\x02lock until" +
-	"\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First page" +
-	"\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01" +
-	".\x02%[1]s: the first day comes after the last.\x02This address holds a " +
-	"parameter that cannot be read (a percent sign not followed by two hexade" +
-	"cimal digits, or a semicolon): correct the address.\x02Unknown parameter" +
-	" “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The p" +
-	"arameter “%[1]s” is given %[2]d times: give it once.\x02The page cursor " +
-	"is invalid: go back to the first page.\x02These settings are kept in thi" +
-	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
-	"nnot read your computer’s time zone: choose a place, whose daylight savi" +
-	"ng time is followed, or a fixed offset from UTC.\x02Reload lists and det" +
-	"ail pages\x02A reload empties what you typed but did not apply (filters," +
-	" the search box) and moves the focus back to the top of the page: “Pause" +
-	" reloading”, on every page that reloads, stops it until you resume. Page" +
-	"s where you type a reason (confirmations, and occurrences with a value t" +
-	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
-	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
-	"ocal time in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)" +
-	"\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading" +
-	" resumed.\x02Reloading paused: this page stays as it is until you resume" +
-	".\x02Published process versions: their nodes, routes and pinned revision" +
-	"s, drawn, with where their occurrences are now.\x02Published process ver" +
-	"sions: their nodes, routes and pinned revisions, drawn.\x02Processes by " +
-	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
-	" %[1]d\x02older versions, from version %[1]d (each links the one before)" +
-	"\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the longest p" +
-	"ath from the start node. Solid arrows are successes (labelled with their" +
-	" route), dashed ones failures (labelled with their error codes). Each bo" +
-	"x says how many of this version’s occurrences are at that node now.\x02N" +
-	"odes\x02Nodes of this version, with their occurrences now\x02Kind\x02Pin" +
-	"ned revision\x02On success\x02On error\x02Occurrences now\x02Inputs from" +
-	"\x02No inputs: an instance starts with an empty object.\x02Inputs an ins" +
-	"tance of this version is started with\x02Instances of this version\x02La" +
-	"test\x02yes: a start that names no version runs this one\x02no: the late" +
-	"st is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes).\x02Nodes of this version\x02This version has %[1]d nodes: too " +
-	"many to draw legibly (at most %[2]d). The table below lists every node w" +
-	"ith its routes and counts.\x02This version has %[1]d nodes: too many to " +
-	"draw legibly (at most %[2]d). The table below lists every node with its " +
-	"routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same " +
-	"nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table b" +
-	"elow lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (c" +
-	"ompletes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[" +
-	"2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code →" +
-	" %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, " +
-	"retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[" +
-	"2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline" +
-	" %[1]s\x02No retry can run: the deadline ends the occurrence before its " +
-	"retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02T" +
-	"he call may last past the deadline, which cuts it short (deadline_exceed" +
-	"ed).\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%" +
-	"[2]s); refreshed every few seconds.\x02Only administrators may reveal a " +
-	"sensitive value.\x02Say why you reveal this value: the reason is recorde" +
-	"d with the reveal in the audit log.\x02Cannot reveal it here\x02This rep" +
-	"lica lacks the data key the value was sealed with, so it cannot open it " +
-	"(nothing was recorded). Another replica may reveal it; ask your administ" +
-	"rator to start every replica with the same data keys.\x02Back to the occ" +
-	"urrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Can" +
-	"not reveal\x02Only a value this page shows as hidden (sensitive) can be " +
-	"revealed.\x02Secret values can never be revealed.\x02Every sensitive val" +
-	"ue an administrator revealed: who, when, which field and why. The values" +
-	" themselves are never kept.\x02Reveals, newest first\x02No value was rev" +
-	"ealed.\x02none (revealed before reasons were asked for)\x02Method not al" +
-	"lowed\x02This page does not accept that request.\x02This form was sent f" +
-	"rom another site: the console takes its forms from its own pages only. O" +
-	"pen the console and send it from there.\x02Search\x02Type an instance or" +
-	" occurrence id (a whole UUID, as the title of its page shows it), or a b" +
-	"usiness key.\x02Nothing to find: the search box is empty.\x02That is too" +
-	" long to be an id or a business key.\x02No instance has “%[1]s” as its b" +
-	"usiness key. A business key is found only whole and exactly as given, ca" +
-	"pitals and accents included: a list shows a long one shortened, so copy " +
-	"it from its instance’s page. An ended instance is deleted once the reten" +
-	"tion period (RELAIS_RETENTION) has passed, or at once when an administra" +
-	"tor erases it.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key. An ended instance is deleted, with i" +
-	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
-	") has passed, or at once when an administrator erases it; the audit log " +
-	"keeps the operator actions taken on it.\x02No instance has “%[1]s” as it" +
-	"s business key, and it is not a whole id: the lists show the end of each" +
-	" id. Open the row, or copy its link, for the whole id.\x02A token in the" +
-	" address is not used: you are signed in already. The address has put it " +
-	"in your browser’s history, and perhaps in a proxy’s logs: if others may " +
-	"read them, have the token revoked and use a new one.\x02A token in the a" +
-	"ddress is not used: paste it in the field below. The address has put it " +
-	"in your browser’s history, and perhaps in a proxy’s logs: if others may " +
-	"read them, have the token revoked and use a new one.\x02You are signed o" +
-	"ut.\x02The token you signed in with is revoked, and you are signed out: " +
-	"sign in with another one.\x02Your session had ended (inactivity, a sign-" +
-	"out elsewhere, a revoked token or a restart of the server), so your last" +
-	" action was not applied. Sign in again, then repeat it.\x02Your session " +
-	"has ended (inactivity, a sign-out elsewhere, a token revoked or expired," +
-	" or a restart of the server). Sign in again.\x02Sign in\x02Sign in with " +
-	"an operator, designer or administrator token.\x02Token\x02The token is c" +
-	"hecked once and never stored in your browser; a session cookie stands fo" +
-	"r it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81" +
-	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
-	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
-	"again in %[1]d seconds.\x02Paste your token in the field: it is empty." +
-	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
-	"pen the console: it is a worker’s token, for the API.\x02Only administra" +
-	"tors see this page: tokens, consumers, destinations, the reveal log and " +
-	"erasures are theirs.\x02Staff tokens (administrators, designers, operato" +
-	"rs) that are not revoked. Consumer tokens are managed with their consume" +
-	"rs. Revoking a token refuses its next request.\x02Staff tokens, oldest f" +
-	"irst\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
-	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
-	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
-	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
-	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
-	" signed in with: revoking it signs you out. Its next request is refused." +
-	" This cannot be undone.\x02This is the last usable administrator token: " +
-	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
-	"revoked: its next request is refused.\x02routing output\x02each item of " +
-	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
-	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02every r" +
-	"evision its consumer is granted: %[1]s\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
-	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
-	"scribe workers to it, with their consumers granted it (a worker naming n" +
-	"o revision takes those its consumer is granted; a process version pins i" +
-	"t).\x02Occurrences of revisions %[1]s wait, and no live worker takes the" +
-	"m: subscribe workers to them, with their consumers granted them (a worke" +
-	"r naming no revision takes those its consumer is granted; a process vers" +
-	"ion pins them).\x02No worker serves this definition: its occurrences wai" +
-	"t until one connects or polls.\x02No process uses this definition yet: i" +
-	"t needs a worker once a process pulls it.\x02No process pulls this defin" +
-	"ition: Relais calls its destinations (push), and it needs no worker.\x02" +
-	"No worker is connected for this definition; none of its occurrences wait" +
-	"s for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
-	"\x02Served by %[1]d workers\x02It takes every revision its consumer is g" +
-	"ranted: %[1]s.\x02It takes every revision its consumer is granted.\x02Re" +
-	"visions they take: %[1]s; some take every revision their consumer is gra" +
-	"nted.\x02They take every revision their consumer is granted.\x02It takes" +
-	" revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revi" +
-	"sions %[1]s only.\x02They take revisions %[1]s only."
+	"ter again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console\x02Lan" +
+	"guage\x02Skip to content\x02Main navigation\x02Health\x02External tasks" +
+	"\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
+	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
+	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading p" +
+	"aused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
+	"to-reload\x02Reloading paused\x02Resume\x02This page reloads every %[1]d" +
+	" seconds.\x02Pause reloading\x02Not allowed\x02Your role can read defini" +
+	"tions and processes only: external tasks and process instances are for o" +
+	"perators and administrators.\x02Invalid request\x02The field “%[1]s” hol" +
+	"ds a NUL character or bytes that are not UTF-8 text: correct it and try " +
+	"again.\x02Back to external tasks\x02Back to sign-in\x02Back to definitio" +
+	"ns\x02Nothing exists at this address, or it is not visible to you.\x02No" +
+	"thing exists at this address, or it is not visible to you. An ended inst" +
+	"ance is deleted, with its occurrences and attempts, once the retention p" +
+	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
+	"ases it; the audit log keeps the operator actions taken on it.\x02“%[1]s" +
+	"” is not a whole id (a UUID): the lists show the end of each id; open " +
+	"the row, or copy its link, for the whole id.\x02Not found\x02This instan" +
+	"ce was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, o" +
+	"ccurrences and attempts were deleted with it; the audit log keeps the op" +
+	"erator actions taken on it.\x02Form refused\x02This form was not sent fr" +
+	"om this console session, or it has expired: nothing was done. Open the f" +
+	"orm again and send it anew.\x02Back to the form\x02Form too large\x02Thi" +
+	"s form is larger than %[1]d KiB: nothing was done. Shorten what you type" +
+	"d and send it again.\x02Form not received\x02This form did not arrive in" +
+	" time: nothing was done. Send it again.\x02This form could not be read: " +
+	"nothing was done. Send it again.\x02Temporarily unavailable\x02The datab" +
+	"ase cannot be reached right now. Try again in a few seconds.\x02Somethin" +
+	"g went wrong\x02The console could not show this page. Try again; if it p" +
+	"ersists, give your administrator the request id %[1]s.\x02No consumer ye" +
+	"t.\x02No more consumers.\x02The external services that take tasks, and t" +
+	"he definitions each may take. Create consumers, change their grants and " +
+	"rotate their tokens through the API (/api/v1/consumers); tokens are neve" +
+	"r shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created o" +
+	"n\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
+	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
+	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
+	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
+	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
+	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
+	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
+	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
+	"re the same (the name or a description changed).\x02Changes of the Worki" +
+	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
+	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
+	" Under the newer contract these fields’ values are less protected than u" +
+	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
+	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
+	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
+	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
+	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
+	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
+	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
+	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
+	"\x02Task contracts: their Working copy, immutable revisions and named re" +
+	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
+	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
+	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
+	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
+	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
+	"ge destinations with relais apply (kind: Destination documents) or throu" +
+	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
+	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
+	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
+	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
+	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
+	"r the retention: write the request’s reference, not the person’s name." +
+	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
+	"ed with its occurrences and their attempts, as retention would delete it" +
+	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
+	" it; this cannot be undone. The audit records naming it stay (who did wh" +
+	"at, and why), and so do backups until they expire.\x02Erase the instance" +
+	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
+	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
+	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
+	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" is not counted, its occurrence’s page lists it.\x02A held instance’s fa" +
+	"iled occurrence counts in both Held instances and Failed.\x02Completions" +
+	" and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
+	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
+	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
+	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
+	"\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever, ano" +
+	"ther replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept " +
+	"forever (RELAIS_RETENTION).\x02Retention: ended instances are deleted wi" +
+	"th their occurrences %[1]s after they end, another replica’s longer RELA" +
+	"IS_RETENTION.\x02Retention: ended instances are deleted with their occur" +
+	"rences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s" +
+	" %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02never: retention keeps ended ins" +
+	"tances forever (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RET" +
+	"ENTION keeps ended instances forever\x02Deleted by retention\x02ended in" +
+	"stances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[" +
+	"1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned " +
+	"at node\x02Failed at node\x02held, then stopped by an operator\x02held, " +
+	"then abandoned by an operator\x02The version must be a whole number from" +
+	" 1.\x02A version is a process’s: choose the process too.\x02Creation dat" +
+	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
+	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
+	"s\x02The next page counts them and asks for a reason before anything cha" +
+	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
+	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
+	"on\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
+	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
+	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
+	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
+	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
+	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
+	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
+	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
+	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
+	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
+	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
+	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
+	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
+	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
+	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
+	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
+	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
+	"used: it must be one JSON object whose outputs member matches the revisi" +
+	"on’s outputs contract, and nothing after it. Its message says what was w" +
+	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
+	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
+	"ock expired with no attempt left, after Relais refused its worker’s repo" +
+	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
+	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
+	"r was dropped) with no attempt left.\x02The deadline passed before a res" +
+	"ult arrived.\x02The result did not match the revision's outputs contract" +
+	".\x02The answer to the call was lost (the connection broke after the req" +
+	"uest was sent, or Relais stopped or could not reach its database before " +
+	"recording it): whether the destination acted is unknown, so Relais does " +
+	"not call it again by itself (an operator’s retry does).\x02The call coul" +
+	"d not be prepared.\x02The destination could not be reached.\x02The desti" +
+	"nation’s answer was too large.\x02The last attempt ended without a resul" +
+	"t (its lock expired, or its worker’s stream ended) with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path, and is held at a later node.\x02Its instance went " +
+	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
+	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
+	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
+	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
+	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
+	"nstance was stopped while the worker held the task: its report is refuse" +
+	"d, but it may already have done the work.\x02The instance was stopped du" +
+	"ring the call, which was aborted: the destination may already have acted" +
+	" on the request (check there).\x02The instance was stopped while the tas" +
+	"k was deferred: a settlement by id is refused, but the work it waited fo" +
+	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
+	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
+	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
+	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
+	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
+	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
+	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
+	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
+	"redacted]\x02Message from the worker (its own words, protected values ma" +
+	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
+	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
+	"vision is a definition’s: choose the definition too.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
+	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
+	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
+	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
+	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
+	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
+	"t is until you resume.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
+	"Published process versions: their nodes, routes and pinned revisions, dr" +
+	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
+	"ished yet.\x02version %[1]d\x02older versions, from version %[1]d (each " +
+	"links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns" +
+	" follow the longest path from the start node. Solid arrows are successes" +
+	" (labelled with their route), dashed ones failures (labelled with their " +
+	"error codes). Each box says how many of this version’s occurrences are a" +
+	"t that node now.\x02Nodes\x02Nodes of this version, with their occurrenc" +
+	"es now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrenc" +
+	"es now\x02Inputs from\x02No inputs: an instance starts with an empty obj" +
+	"ect.\x02Inputs an instance of this version is started with\x02Instances " +
+	"of this version\x02Latest\x02yes: a start that names no version runs thi" +
+	"s one\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %" +
+	"[1]d →\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = " +
+	"%[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
+	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
+	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
+	"mpts, retry after %[2]s, priority %[3]d\x02one attempt, no retry, priori" +
+	"ty %[1]d\x02deadline %[1]s\x02No retry can run: the deadline ends the oc" +
+	"currence before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]" +
+	"s (the default)\x02The call may last past the deadline, which cuts it sh" +
+	"ort (deadline_exceeded).\x02instances held\x02instances held: %[1]s\x02C" +
+	"ounts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administ" +
+	"rators may reveal a sensitive value.\x02Say why you reveal this value: t" +
+	"he reason is recorded with the reveal in the audit log.\x02Cannot reveal" +
+	" it here\x02This replica lacks the data key the value was sealed with, s" +
+	"o it cannot open it (nothing was recorded). Another replica may reveal i" +
+	"t; ask your administrator to start every replica with the same data keys" +
+	".\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
+	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02Every sensitive value an administrator revealed: who, when, which fi" +
+	"eld and why. The values themselves are never kept.\x02Reveals, newest fi" +
+	"rst\x02No value was revealed.\x02none (revealed before reasons were aske" +
+	"d for)\x02Method not allowed\x02This page does not accept that request." +
+	"\x02This form was sent from another site: the console takes its forms fr" +
+	"om its own pages only. Open the console and send it from there.\x02Searc" +
+	"h\x02Type an instance or occurrence id (a whole UUID, as the title of it" +
+	"s page shows it), or a business key.\x02Nothing to find: the search box " +
+	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
+	"nce has “%[1]s” as its business key. A business key is found only whole " +
+	"and exactly as given, capitals and accents included: a list shows a long" +
+	" one shortened, so copy it from its instance’s page. An ended instance i" +
+	"s deleted once the retention period (RELAIS_RETENTION) has passed, or at" +
+	" once when an administrator erases it.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key. An ended ins" +
+	"tance is deleted, with its occurrences and attempts, once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it; the audit log keeps the operator actions taken on it.\x02No in" +
+	"stance has “%[1]s” as its business key, and it is not a whole id: the li" +
+	"sts show the end of each id. Open the row, or copy its link, for the who" +
+	"le id.\x02A token in the address is not used: you are signed in already." +
+	" The address has put it in your browser’s history, and perhaps in a prox" +
+	"y’s logs: if others may read them, have the token revoked and use a new " +
+	"one.\x02A token in the address is not used: paste it in the field below." +
+	" The address has put it in your browser’s history, and perhaps in a prox" +
+	"y’s logs: if others may read them, have the token revoked and use a new " +
+	"one.\x02You are signed out.\x02The token you signed in with is revoked, " +
+	"and you are signed out: sign in with another one.\x02Your session had en" +
+	"ded (inactivity, a sign-out elsewhere, a revoked token or a restart of t" +
+	"he server), so your last action was not applied. Sign in again, then rep" +
+	"eat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a t" +
+	"oken revoked or expired, or a restart of the server). Sign in again.\x02" +
+	"Sign in\x02Sign in with an operator, designer or administrator token." +
+	"\x02Token\x02The token is checked once and never stored in your browser;" +
+	" a session cookie stands for it for up to 8 hours of inactivity, and 12 " +
+	"hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from" +
+	" your address. Try again in %[1]d second.\x00H\x02Too many failed sign-i" +
+	"ns from your address. Try again in %[1]d seconds.\x02Paste your token in" +
+	" the field: it is empty.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
+	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
+	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
+	"rators, designers, operators) that are not revoked. Consumer tokens are " +
+	"managed with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 844 elements
+var frIndex = []uint32{ // 845 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1745,208 +1748,209 @@ var frIndex = []uint32{ // 844 elements
 	// Entry 80 - 9F
 	0x00002b70, 0x00002c43, 0x00002c8c, 0x00002cc2,
 	0x00002d3e, 0x00002e5f, 0x00002f23, 0x0000301e,
-	0x000030e4, 0x0000319b, 0x000031aa, 0x000031b1,
-	0x000031c2, 0x000031d8, 0x000031de, 0x000031ef,
-	0x000031f9, 0x00003220, 0x0000323c, 0x00003244,
-	0x00003251, 0x0000325d, 0x0000326b, 0x00003278,
-	0x0000327f, 0x0000328d, 0x000032b1, 0x000032c1,
-	0x000032d9, 0x000032fa, 0x0000332c, 0x00003368,
+	0x000030e4, 0x0000319b, 0x000031b5, 0x000031c4,
+	0x000031cb, 0x000031dc, 0x000031f2, 0x000031f8,
+	0x00003209, 0x00003213, 0x0000323a, 0x00003256,
+	0x0000325e, 0x0000326b, 0x00003277, 0x00003285,
+	0x00003292, 0x00003299, 0x000032a7, 0x000032cb,
+	0x000032db, 0x000032f3, 0x00003314, 0x00003346,
 	// Entry A0 - BF
-	0x000033a2, 0x000033b8, 0x000033d2, 0x00003404,
-	0x0000341e, 0x0000342d, 0x000034e1, 0x000034f3,
-	0x00003573, 0x0000358f, 0x000035a6, 0x000035be,
-	0x00003601, 0x0000374f, 0x00003808, 0x00003814,
-	0x000038ff, 0x00003912, 0x000039b7, 0x000039cc,
-	0x000039e7, 0x00003a63, 0x00003a78, 0x00003ad5,
-	0x00003b2b, 0x00003b47, 0x00003b9e, 0x00003bb6,
-	0x00003c4e, 0x00003c73, 0x00003c8d, 0x00003d7e,
+	0x00003382, 0x000033bc, 0x000033d2, 0x000033ec,
+	0x0000341e, 0x00003438, 0x00003447, 0x000034fb,
+	0x0000350d, 0x0000358d, 0x000035a9, 0x000035c0,
+	0x000035d8, 0x0000361b, 0x00003769, 0x00003822,
+	0x0000382e, 0x00003919, 0x0000392c, 0x000039d1,
+	0x000039e6, 0x00003a01, 0x00003a7d, 0x00003a92,
+	0x00003aef, 0x00003b45, 0x00003b61, 0x00003bb8,
+	0x00003bd0, 0x00003c68, 0x00003c8d, 0x00003ca7,
 	// Entry C0 - DF
-	0x00003dac, 0x00003daf, 0x00003db3, 0x00003dba,
-	0x00003dc4, 0x00003dca, 0x00003dd2, 0x00003dd8,
-	0x00003de2, 0x00003e03, 0x00003e1c, 0x00003e2f,
-	0x00003e67, 0x00003e81, 0x00003e9c, 0x00003f02,
-	0x00003f34, 0x00003f3a, 0x00003f3f, 0x00003f4b,
-	0x00003f5a, 0x00003f66, 0x00003f72, 0x00003f84,
-	0x00003f95, 0x00004019, 0x0000402b, 0x00004042,
-	0x0000404d, 0x000040a2, 0x000040af, 0x000040d4,
+	0x00003d98, 0x00003dc6, 0x00003dc9, 0x00003dcd,
+	0x00003dd4, 0x00003dde, 0x00003de4, 0x00003dec,
+	0x00003df2, 0x00003dfc, 0x00003e1d, 0x00003e36,
+	0x00003e49, 0x00003e81, 0x00003e9b, 0x00003eb6,
+	0x00003f1c, 0x00003f4e, 0x00003f54, 0x00003f59,
+	0x00003f65, 0x00003f74, 0x00003f80, 0x00003f8c,
+	0x00003f9e, 0x00003faf, 0x00004033, 0x00004045,
+	0x0000405c, 0x00004067, 0x000040bc, 0x000040c9,
 	// Entry E0 - FF
-	0x000040e0, 0x000040ea, 0x000040f0, 0x000040fc,
-	0x00004114, 0x00004166, 0x00004176, 0x00004186,
-	0x0000418f, 0x0000419a, 0x000041a2, 0x000041c2,
-	0x000041e4, 0x0000420c, 0x00004215, 0x00004225,
-	0x00004245, 0x0000424d, 0x0000425c, 0x0000427b,
-	0x000042a6, 0x000042cc, 0x000042dc, 0x000042e6,
-	0x000042f0, 0x0000430f, 0x0000432d, 0x00004405,
-	0x00004423, 0x00004467, 0x000044a4, 0x000044d7,
+	0x000040ee, 0x000040fa, 0x00004104, 0x0000410a,
+	0x00004116, 0x0000412e, 0x00004180, 0x00004190,
+	0x000041a0, 0x000041a9, 0x000041b4, 0x000041bc,
+	0x000041dc, 0x000041fe, 0x00004226, 0x0000422f,
+	0x0000423f, 0x0000425f, 0x00004267, 0x00004276,
+	0x00004295, 0x000042c0, 0x000042e6, 0x000042f6,
+	0x00004300, 0x0000430a, 0x00004329, 0x00004347,
+	0x0000441f, 0x0000443d, 0x00004481, 0x000044be,
 	// Entry 100 - 11F
-	0x00004507, 0x00004590, 0x000045bc, 0x000045ec,
-	0x0000460e, 0x00004629, 0x00004644, 0x00004660,
-	0x0000467c, 0x00004692, 0x000046ac, 0x000046e3,
-	0x00004719, 0x00004739, 0x00004758, 0x0000475f,
-	0x00004766, 0x00004775, 0x00004791, 0x000047a5,
-	0x000047ba, 0x00004824, 0x0000483a, 0x0000483f,
-	0x00004853, 0x0000486b, 0x00004890, 0x000048be,
-	0x000048e3, 0x000048fd, 0x00004a46, 0x00004a5b,
+	0x000044f1, 0x00004521, 0x000045aa, 0x000045d6,
+	0x00004606, 0x00004628, 0x00004643, 0x0000465e,
+	0x0000467a, 0x00004696, 0x000046ac, 0x000046c6,
+	0x000046fd, 0x00004733, 0x00004753, 0x00004772,
+	0x00004779, 0x00004780, 0x0000478f, 0x000047ab,
+	0x000047bf, 0x000047d4, 0x0000483e, 0x00004854,
+	0x00004859, 0x0000486d, 0x00004885, 0x000048aa,
+	0x000048d8, 0x000048fd, 0x00004917, 0x00004a60,
 	// Entry 120 - 13F
-	0x00004a6b, 0x00004a6f, 0x00004a82, 0x00004a91,
-	0x00004aa8, 0x00004ab7, 0x00004abe, 0x00004ac9,
-	0x00004aeb, 0x00004aff, 0x00004bdd, 0x00004c05,
-	0x00004c8e, 0x00004d94, 0x00004da9, 0x00004e0f,
-	0x00004e94, 0x00004f09, 0x00004f1b, 0x00004f2e,
-	0x00004f4a, 0x00004f77, 0x00004f94, 0x00004fb7,
-	0x00004fc2, 0x00004fcd, 0x00004fe4, 0x0000514b,
-	0x000051bc, 0x000051e3, 0x00005221, 0x0000522d,
+	0x00004a75, 0x00004a85, 0x00004a89, 0x00004a9c,
+	0x00004aab, 0x00004ac2, 0x00004ad1, 0x00004ad8,
+	0x00004ae3, 0x00004b05, 0x00004b19, 0x00004bf7,
+	0x00004c1f, 0x00004ca8, 0x00004dae, 0x00004dc3,
+	0x00004e29, 0x00004eae, 0x00004f23, 0x00004f35,
+	0x00004f48, 0x00004f64, 0x00004f91, 0x00004fae,
+	0x00004fd1, 0x00004fdc, 0x00004fe7, 0x00004ffe,
+	0x00005165, 0x000051d6, 0x000051fd, 0x0000523b,
 	// Entry 140 - 15F
-	0x00005236, 0x0000524a, 0x00005254, 0x0000527b,
-	0x00005297, 0x000052b2, 0x000052e2, 0x00005327,
-	0x00005342, 0x00005351, 0x00005362, 0x00005383,
-	0x000053ee, 0x00005406, 0x0000544d, 0x000054b8,
-	0x000054c3, 0x000054dd, 0x00005527, 0x0000552f,
-	0x0000553d, 0x0000554d, 0x00005577, 0x000055a0,
-	0x00005619, 0x00005672, 0x00005710, 0x0000578a,
-	0x0000579a, 0x000057b9, 0x000057c5, 0x000057de,
+	0x00005247, 0x00005250, 0x00005264, 0x0000526e,
+	0x00005295, 0x000052b1, 0x000052cc, 0x000052fc,
+	0x00005341, 0x0000535c, 0x0000536b, 0x0000537c,
+	0x0000539d, 0x00005408, 0x00005420, 0x00005467,
+	0x000054d2, 0x000054dd, 0x000054f7, 0x00005541,
+	0x00005549, 0x00005557, 0x00005567, 0x00005591,
+	0x000055ba, 0x00005633, 0x0000568c, 0x0000572a,
+	0x000057a4, 0x000057b4, 0x000057d3, 0x000057df,
 	// Entry 160 - 17F
-	0x000057e9, 0x000057f6, 0x00005805, 0x0000580d,
-	0x00005817, 0x0000581f, 0x00005827, 0x0000582d,
-	0x00005834, 0x00005839, 0x0000583e, 0x00005842,
-	0x00005847, 0x0000584d, 0x00005853, 0x00005859,
-	0x0000585e, 0x00005863, 0x00005869, 0x00005873,
-	0x00005893, 0x000058b5, 0x000058d9, 0x000058ff,
-	0x00005908, 0x00005924, 0x0000592d, 0x00005945,
-	0x0000594e, 0x000059a2, 0x000059c2, 0x000059c8,
+	0x000057f8, 0x00005803, 0x00005810, 0x0000581f,
+	0x00005827, 0x00005831, 0x00005839, 0x00005841,
+	0x00005847, 0x0000584e, 0x00005853, 0x00005858,
+	0x0000585c, 0x00005861, 0x00005867, 0x0000586d,
+	0x00005873, 0x00005878, 0x0000587d, 0x00005883,
+	0x0000588d, 0x000058ad, 0x000058cf, 0x000058f3,
+	0x00005919, 0x00005922, 0x0000593e, 0x00005947,
+	0x0000595f, 0x00005968, 0x000059bc, 0x000059dc,
 	// Entry 180 - 19F
-	0x000059d3, 0x000059d9, 0x000059e7, 0x000059f2,
-	0x00005a00, 0x00005a33, 0x00005a57, 0x00005a86,
-	0x00005acf, 0x00005ad6, 0x00005aec, 0x00005b5f,
-	0x00005b85, 0x00005b9f, 0x00005c87, 0x00005e16,
-	0x00005f1d, 0x00005f6d, 0x00005f9e, 0x00005fd1,
-	0x00006000, 0x0000600b, 0x0000600f, 0x00006021,
-	0x00006036, 0x00006044, 0x0000609e, 0x00006103,
-	0x00006120, 0x00006163, 0x000061ca, 0x000061d7,
+	0x000059e2, 0x000059ed, 0x000059f3, 0x00005a01,
+	0x00005a0c, 0x00005a1a, 0x00005a4d, 0x00005a71,
+	0x00005aa0, 0x00005ae9, 0x00005af0, 0x00005b06,
+	0x00005b79, 0x00005b9f, 0x00005bb9, 0x00005ca1,
+	0x00005e30, 0x00005f37, 0x00005f87, 0x00005fb8,
+	0x00005feb, 0x0000601a, 0x00006025, 0x00006029,
+	0x0000603b, 0x00006050, 0x0000605e, 0x000060b8,
+	0x0000611d, 0x0000613a, 0x0000617d, 0x000061e4,
 	// Entry 1A0 - 1BF
-	0x000061ec, 0x000061ff, 0x0000622a, 0x00006257,
-	0x0000628e, 0x000062d8, 0x000062ea, 0x00006322,
-	0x00006339, 0x00006345, 0x0000635c, 0x00006390,
-	0x000063da, 0x0000640f, 0x00006418, 0x0000642f,
-	0x0000645d, 0x00006470, 0x00006482, 0x00006493,
-	0x000064df, 0x00006559, 0x0000657d, 0x00006588,
-	0x00006593, 0x0000659e, 0x000065a8, 0x000065b2,
-	0x000065bb, 0x000065c4, 0x000065cd, 0x000065d6,
+	0x000061f1, 0x00006206, 0x00006219, 0x00006244,
+	0x00006271, 0x000062a8, 0x000062f2, 0x00006304,
+	0x0000633c, 0x00006353, 0x0000635f, 0x00006376,
+	0x000063aa, 0x000063f4, 0x00006429, 0x00006432,
+	0x00006449, 0x00006477, 0x0000648a, 0x0000649c,
+	0x000064ad, 0x000064f9, 0x00006573, 0x00006597,
+	0x000065a2, 0x000065ad, 0x000065b8, 0x000065c2,
+	0x000065cc, 0x000065d5, 0x000065de, 0x000065e7,
 	// Entry 1C0 - 1DF
-	0x000065df, 0x000065e6, 0x000065f4, 0x000065fa,
-	0x00006601, 0x00006608, 0x00006611, 0x00006616,
-	0x00006624, 0x0000662a, 0x00006630, 0x00006636,
-	0x0000663e, 0x00006647, 0x00006650, 0x00006663,
-	0x00006674, 0x00006697, 0x000066b8, 0x000066c7,
-	0x000066d2, 0x000066dd, 0x000066ea, 0x000066ee,
-	0x000066f2, 0x00006700, 0x0000670e, 0x0000671c,
-	0x0000673c, 0x0000674f, 0x00006768, 0x0000677d,
+	0x000065f0, 0x000065f9, 0x00006600, 0x0000660e,
+	0x00006614, 0x0000661b, 0x00006622, 0x0000662b,
+	0x00006630, 0x0000663e, 0x00006644, 0x0000664a,
+	0x00006650, 0x00006658, 0x00006661, 0x0000666a,
+	0x0000667d, 0x0000668e, 0x000066b1, 0x000066d2,
+	0x000066e1, 0x000066ec, 0x000066f7, 0x00006704,
+	0x00006708, 0x0000670c, 0x0000671a, 0x00006728,
+	0x00006736, 0x00006756, 0x00006769, 0x00006782,
 	// Entry 1E0 - 1FF
-	0x0000678e, 0x000067a0, 0x000067b2, 0x000067b8,
-	0x000067bf, 0x000067c7, 0x000067cf, 0x000067ed,
-	0x0000680b, 0x00006822, 0x00006837, 0x00006848,
-	0x0000684e, 0x00006867, 0x00006872, 0x000068a6,
-	0x000068b3, 0x000068d1, 0x000068df, 0x000068e8,
-	0x000068ef, 0x0000690a, 0x00006914, 0x00006927,
-	0x00006961, 0x0000696a, 0x00006979, 0x000069dd,
-	0x000069e9, 0x000069f3, 0x00006a23, 0x00006a7e,
+	0x00006797, 0x000067a8, 0x000067ba, 0x000067cc,
+	0x000067d2, 0x000067d9, 0x000067e1, 0x000067e9,
+	0x00006807, 0x00006825, 0x0000683c, 0x00006851,
+	0x00006862, 0x00006868, 0x00006881, 0x0000688c,
+	0x000068c0, 0x000068cd, 0x000068eb, 0x000068f9,
+	0x00006902, 0x00006909, 0x00006924, 0x0000692e,
+	0x00006941, 0x0000697b, 0x00006984, 0x00006993,
+	0x000069f7, 0x00006a03, 0x00006a0d, 0x00006a3d,
 	// Entry 200 - 21F
-	0x00006b65, 0x00006b70, 0x00006ba3, 0x00006be1,
-	0x00006c5a, 0x00006c7f, 0x00006c84, 0x00006ca4,
-	0x00006cc1, 0x00006ce1, 0x00006cf6, 0x00006d37,
-	0x00006d42, 0x00006d4c, 0x00006d75, 0x00006dea,
-	0x00006dfb, 0x00006e38, 0x00006e6c, 0x00006ecd,
-	0x00006f17, 0x00006f25, 0x00006f61, 0x00006f8b,
-	0x00006fd0, 0x00006ff8, 0x00007037, 0x00007058,
-	0x00007096, 0x000070d6, 0x000070f6, 0x00007137,
+	0x00006a98, 0x00006b7f, 0x00006b8a, 0x00006bbd,
+	0x00006bfb, 0x00006c74, 0x00006c99, 0x00006c9e,
+	0x00006cbe, 0x00006cdb, 0x00006cfb, 0x00006d10,
+	0x00006d51, 0x00006d5c, 0x00006d66, 0x00006d8f,
+	0x00006e04, 0x00006e15, 0x00006e52, 0x00006e86,
+	0x00006ee7, 0x00006f31, 0x00006f3f, 0x00006f7b,
+	0x00006fa5, 0x00006fea, 0x00007012, 0x00007051,
+	0x00007072, 0x000070b0, 0x000070f0, 0x00007110,
 	// Entry 220 - 23F
-	0x00007161, 0x00007188, 0x0000720b, 0x00007223,
-	0x00007237, 0x0000724e, 0x0000725c, 0x00007267,
-	0x0000728a, 0x000072c8, 0x000072e7, 0x00007303,
-	0x00007371, 0x00007443, 0x000074a2, 0x00007527,
-	0x000075a4, 0x000076b8, 0x000077bb, 0x00007802,
-	0x0000788f, 0x000078cf, 0x00007915, 0x00007a62,
-	0x00007a8a, 0x00007aad, 0x00007ae4, 0x00007b75,
-	0x00007bc8, 0x00007bf1, 0x00007cd3, 0x00007cf9,
+	0x00007151, 0x0000717b, 0x000071a2, 0x00007225,
+	0x0000723d, 0x00007251, 0x00007268, 0x00007276,
+	0x00007281, 0x000072a4, 0x000072e2, 0x00007301,
+	0x0000731d, 0x0000738b, 0x0000745d, 0x000074bc,
+	0x00007541, 0x000075be, 0x000076d2, 0x000077d5,
+	0x0000781c, 0x000078a9, 0x000078e9, 0x0000792f,
+	0x00007a7c, 0x00007aa4, 0x00007ac7, 0x00007afe,
+	0x00007b8f, 0x00007be2, 0x00007c0b, 0x00007ced,
 	// Entry 240 - 25F
-	0x00007d40, 0x00007dc4, 0x00007e3f, 0x00007ebc,
-	0x00007ee4, 0x00007f0c, 0x00007f53, 0x00007f9d,
-	0x00007fd0, 0x00007fe3, 0x000080eb, 0x00008119,
-	0x00008155, 0x0000816b, 0x000081ff, 0x00008212,
-	0x0000824f, 0x000082a8, 0x000082e4, 0x000082f7,
-	0x0000834b, 0x00008380, 0x00008392, 0x000083a9,
-	0x000083e8, 0x0000843a, 0x00008466, 0x00008503,
-	0x000085a9, 0x00008656, 0x00008666, 0x000086c6,
+	0x00007d13, 0x00007d5a, 0x00007dde, 0x00007e59,
+	0x00007ed6, 0x00007efe, 0x00007f26, 0x00007f6d,
+	0x00007fb7, 0x00007fea, 0x00007ffd, 0x00008105,
+	0x00008133, 0x0000816f, 0x00008185, 0x00008219,
+	0x0000822c, 0x00008269, 0x000082c2, 0x000082fe,
+	0x00008311, 0x00008365, 0x0000839a, 0x000083ac,
+	0x000083c3, 0x00008402, 0x00008454, 0x00008480,
+	0x0000851d, 0x000085c3, 0x00008670, 0x00008680,
 	// Entry 260 - 27F
-	0x00008737, 0x000087bc, 0x00008851, 0x0000885c,
-	0x00008879, 0x00008898, 0x000088a9, 0x000088c3,
-	0x000088cc, 0x000088d6, 0x00008924, 0x00008969,
-	0x00008988, 0x000089bd, 0x00008a0e, 0x00008a1f,
-	0x00008a69, 0x00008a7f, 0x00008a93, 0x00008aac,
-	0x00008ac2, 0x00008aec, 0x00008af4, 0x00008b07,
-	0x00008b0e, 0x00008b29, 0x00008b49, 0x00008b79,
-	0x00008b90, 0x00008ba6, 0x00008bde, 0x00008c19,
+	0x000086e0, 0x00008751, 0x000087d6, 0x0000886b,
+	0x00008876, 0x00008893, 0x000088b2, 0x000088c3,
+	0x000088dd, 0x000088e6, 0x000088f0, 0x0000893e,
+	0x00008983, 0x000089a2, 0x000089d7, 0x00008a28,
+	0x00008a39, 0x00008a83, 0x00008a99, 0x00008aad,
+	0x00008ac6, 0x00008adc, 0x00008b06, 0x00008b0e,
+	0x00008b21, 0x00008b28, 0x00008b43, 0x00008b63,
+	0x00008b93, 0x00008baa, 0x00008bc0, 0x00008bf8,
 	// Entry 280 - 29F
-	0x00008c45, 0x00008c9f, 0x00008cb0, 0x00008cca,
-	0x00008cd5, 0x00008ce9, 0x00008cfb, 0x00008d11,
-	0x00008d23, 0x00008d35, 0x00008d3b, 0x00008d4d,
-	0x00008d5b, 0x00008d6a, 0x00008d76, 0x00008d8c,
-	0x00008db6, 0x00008de9, 0x00008e91, 0x00008ee1,
-	0x00008f09, 0x00008f5b, 0x00008f9d, 0x00008fd9,
-	0x00008ff0, 0x000090ba, 0x000090e7, 0x000092a1,
-	0x000092bb, 0x000092d4, 0x000092f5, 0x0000930c,
+	0x00008c33, 0x00008c5f, 0x00008cb9, 0x00008cca,
+	0x00008ce4, 0x00008cef, 0x00008d03, 0x00008d15,
+	0x00008d2b, 0x00008d3d, 0x00008d4f, 0x00008d55,
+	0x00008d67, 0x00008d75, 0x00008d84, 0x00008d90,
+	0x00008da6, 0x00008dd0, 0x00008e03, 0x00008eab,
+	0x00008efb, 0x00008f23, 0x00008f75, 0x00008fb7,
+	0x00008ff3, 0x0000900a, 0x000090d4, 0x00009101,
+	0x000092bb, 0x000092d5, 0x000092ee, 0x0000930f,
 	// Entry 2A0 - 2BF
-	0x00009339, 0x00009340, 0x0000935a, 0x00009380,
-	0x00009395, 0x000093ef, 0x00009484, 0x000094e7,
-	0x000094fa, 0x00009521, 0x00009549, 0x00009557,
-	0x000095ab, 0x000095bb, 0x000095cc, 0x000095d3,
-	0x00009709, 0x00009710, 0x0000974a, 0x0000974f,
-	0x00009764, 0x00009778, 0x0000978a, 0x000097a0,
-	0x000097b0, 0x000097ed, 0x0000982d, 0x00009848,
-	0x00009859, 0x0000989d, 0x000098be, 0x000098d0,
+	0x00009326, 0x00009353, 0x0000935a, 0x00009374,
+	0x0000939a, 0x000093af, 0x00009409, 0x0000949e,
+	0x00009501, 0x00009514, 0x0000953b, 0x00009563,
+	0x00009571, 0x000095c5, 0x000095d5, 0x000095e6,
+	0x000095ed, 0x00009723, 0x0000972a, 0x00009764,
+	0x00009769, 0x0000977e, 0x00009792, 0x000097a4,
+	0x000097ba, 0x000097ca, 0x00009807, 0x00009847,
+	0x00009862, 0x00009873, 0x000098b7, 0x000098d8,
 	// Entry 2C0 - 2DF
-	0x000098e2, 0x000099b7, 0x000099cf, 0x00009a70,
-	0x00009aff, 0x00009b0f, 0x00009be9, 0x00009cab,
-	0x00009cb0, 0x00009cc0, 0x00009cce, 0x00009cde,
-	0x00009cee, 0x00009cfc, 0x00009d0c, 0x00009d16,
-	0x00009d3f, 0x00009d59, 0x00009d74, 0x00009e02,
-	0x00009e40, 0x00009e51, 0x00009ee8, 0x00009ef5,
-	0x00009f10, 0x00009f69, 0x00009f7d, 0x00009f9b,
-	0x00009fec, 0x0000a02d, 0x0000a0a3, 0x0000a0c2,
+	0x000098ea, 0x000098fc, 0x000099d1, 0x000099e9,
+	0x00009a8a, 0x00009b19, 0x00009b29, 0x00009c03,
+	0x00009cc5, 0x00009cca, 0x00009cda, 0x00009ce8,
+	0x00009cf8, 0x00009d08, 0x00009d16, 0x00009d26,
+	0x00009d30, 0x00009d59, 0x00009d73, 0x00009d8e,
+	0x00009e1c, 0x00009e5a, 0x00009e6b, 0x00009f02,
+	0x00009f0f, 0x00009f2a, 0x00009f83, 0x00009f97,
+	0x00009fb5, 0x0000a006, 0x0000a047, 0x0000a0bd,
 	// Entry 2E0 - 2FF
-	0x0000a1d8, 0x0000a1f1, 0x0000a237, 0x0000a24f,
-	0x0000a2a2, 0x0000a2dd, 0x0000a375, 0x0000a3a1,
-	0x0000a3c7, 0x0000a3fb, 0x0000a413, 0x0000a43e,
-	0x0000a4e7, 0x0000a4f1, 0x0000a579, 0x0000a5ae,
-	0x0000a5ef, 0x0000a76b, 0x0000a8ea, 0x0000a9c3,
-	0x0000aad8, 0x0000abf4, 0x0000ac0d, 0x0000ac89,
-	0x0000ad52, 0x0000addb, 0x0000ade8, 0x0000ae3a,
-	0x0000ae40, 0x0000aef4, 0x0000afa4, 0x0000afd6,
+	0x0000a0dc, 0x0000a1f2, 0x0000a20b, 0x0000a251,
+	0x0000a269, 0x0000a2bc, 0x0000a2f7, 0x0000a38f,
+	0x0000a3bb, 0x0000a3e1, 0x0000a415, 0x0000a42d,
+	0x0000a458, 0x0000a501, 0x0000a50b, 0x0000a593,
+	0x0000a5c8, 0x0000a609, 0x0000a785, 0x0000a904,
+	0x0000a9dd, 0x0000aaf2, 0x0000ac0e, 0x0000ac27,
+	0x0000aca3, 0x0000ad6c, 0x0000adf5, 0x0000ae02,
+	0x0000ae54, 0x0000ae5a, 0x0000af0e, 0x0000afbe,
 	// Entry 300 - 31F
-	0x0000b002, 0x0000b06b, 0x0000b112, 0x0000b1d4,
-	0x0000b204, 0x0000b211, 0x0000b217, 0x0000b22d,
-	0x0000b238, 0x0000b23f, 0x0000b24a, 0x0000b258,
-	0x0000b265, 0x0000b273, 0x0000b28c, 0x0000b2b9,
-	0x0000b362, 0x0000b375, 0x0000b37f, 0x0000b40e,
-	0x0000b46f, 0x0000b4cb, 0x0000b4dd, 0x0000b4f7,
-	0x0000b50a, 0x0000b548, 0x0000b584, 0x0000b5a1,
-	0x0000b5ae, 0x0000b5bc, 0x0000b5ca, 0x0000b5da,
+	0x0000aff0, 0x0000b01c, 0x0000b085, 0x0000b12c,
+	0x0000b1ee, 0x0000b21e, 0x0000b22b, 0x0000b231,
+	0x0000b247, 0x0000b252, 0x0000b259, 0x0000b264,
+	0x0000b272, 0x0000b27f, 0x0000b28d, 0x0000b2a6,
+	0x0000b2d3, 0x0000b37c, 0x0000b38f, 0x0000b399,
+	0x0000b428, 0x0000b489, 0x0000b4e5, 0x0000b4f7,
+	0x0000b511, 0x0000b524, 0x0000b562, 0x0000b59e,
+	0x0000b5bb, 0x0000b5c8, 0x0000b5d6, 0x0000b5e4,
 	// Entry 320 - 33F
-	0x0000b616, 0x0000b650, 0x0000b6cd, 0x0000b6d8,
-	0x0000b702, 0x0000b70f, 0x0000b72b, 0x0000b72f,
-	0x0000b741, 0x0000b803, 0x0000b836, 0x0000b841,
-	0x0000b84b, 0x0000b860, 0x0000b869, 0x0000b873,
-	0x0000b888, 0x0000b8ac, 0x0000b8c6, 0x0000b8db,
-	0x0000b907, 0x0000b946, 0x0000b94b, 0x0000b960,
-	0x0000b972, 0x0000b9a7, 0x0000b9b8, 0x0000b9e5,
-	0x0000ba14, 0x0000bb36, 0x0000bc58, 0x0000bcce,
+	0x0000b5f4, 0x0000b630, 0x0000b66a, 0x0000b6e7,
+	0x0000b6f2, 0x0000b71c, 0x0000b729, 0x0000b745,
+	0x0000b749, 0x0000b75b, 0x0000b81d, 0x0000b850,
+	0x0000b85b, 0x0000b865, 0x0000b87a, 0x0000b883,
+	0x0000b88d, 0x0000b8a2, 0x0000b8c6, 0x0000b8e0,
+	0x0000b8f5, 0x0000b921, 0x0000b960, 0x0000b965,
+	0x0000b97a, 0x0000b98c, 0x0000b9c1, 0x0000b9d2,
+	0x0000b9ff, 0x0000ba2e, 0x0000bb50, 0x0000bc72,
 	// Entry 340 - 35F
-	0x0000bd59, 0x0000bde8, 0x0000be4f, 0x0000be91,
-	0x0000bee3, 0x0000bf2b, 0x0000bf9e, 0x0000bfe6,
-	0x0000c014, 0x0000c042, 0x0000c075, 0x0000c0a8,
-} // Size: 3400 bytes
+	0x0000bce8, 0x0000bd73, 0x0000be02, 0x0000be69,
+	0x0000beab, 0x0000befd, 0x0000bf45, 0x0000bfb8,
+	0x0000c000, 0x0000c02e, 0x0000c05c, 0x0000c08f,
+	0x0000c0c2,
+} // Size: 3404 bytes
 
-const frData string = "" + // Size: 49320 bytes
+const frData string = "" + // Size: 49346 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2127,432 +2131,432 @@ const frData string = "" + // Size: 49320 bytes
 	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
 	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
 	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
-	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
-	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
-	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
-	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
-	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
-	"chage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02F" +
-	"useau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau h" +
-	"oraire\u202f: %[1]s · sans rechargement automatique\x02Rechargement susp" +
-	"endu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %" +
-	"[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôl" +
-	"e ne permet de lire que les définitions et les processus\u202f: les tâch" +
-	"es externes et les instances de processus sont réservées aux opérateurs " +
-	"et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
-	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
-	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
-	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
-	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
-	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
-	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
-	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
-	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
-	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
-	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
-	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
-	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
-	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
-	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
-	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
-	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
-	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
-	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
-	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
-	"eur copie de travail, leurs révisions immuables et leurs publications no" +
-	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
-	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
-	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
-	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
-	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
-	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
-	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
-	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
-	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
-	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
-	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
-	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
-	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
-	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
-	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
-	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
-	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
-	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
-	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
-	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
-	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
-	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
-	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
-	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
-	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
-	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
-	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
-	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
-	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
-	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
-	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
-	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
-	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé à q" +
-	"uelques secondes d’intervalle.\x02disponible depuis le %[1]s\x02attente " +
-	"longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune d" +
-	"éfinition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
-	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
-	"par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la derniè" +
-	"re heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne cha" +
-	"que tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02" +
-	"Réussites et échecs par tranche de 5\u00a0min, les plus anciennes d’abor" +
-	"d\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention" +
-	"\u202f: les instances terminées sont conservées sans limite, selon le RE" +
-	"LAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les instances t" +
-	"erminées sont conservées sans limite (RELAIS_RETENTION).\x02Rétention" +
-	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
-	"[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre réplique." +
-	"\x02Rétention\u202f: les instances terminées sont supprimées avec leurs " +
-	"occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2" +
-	"]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]" +
-	"s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d" +
-	" min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02j" +
-	"uin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01" +
-	"\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
-	"\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms" +
-	"\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Par" +
-	"cours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun ave" +
-	"c son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence" +
-	"\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n" +
-	"’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
-	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
-	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
-	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
-	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
-	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
-	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
-	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
-	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
-	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
-	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
-	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
-	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
-	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
-	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
-	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
-	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
-	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
-	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
-	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
-	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
-	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
-	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
-	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
-	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
-	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
-	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
-	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
-	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
-	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
-	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
-	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
-	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
-	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
-	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
-	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
-	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
-	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
-	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"uveau sur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Con" +
+	"sole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Ét" +
+	"at\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurr" +
+	"ence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutant" +
+	"s\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté " +
+	"en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
+	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
+	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
+	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
+	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
+	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
+	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
+	"et les processus\u202f: les tâches externes et les instances de processu" +
+	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
+	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
+	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
+	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
+	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
+	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
+	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
+	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
+	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
+	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
+	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
+	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
+	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
+	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
+	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
+	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
+	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
+	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
+	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
+	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
+	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
+	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
+	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
+	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
+	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
+	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
+	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
+	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
+	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
+	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
+	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
+	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
+	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
+	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
+	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
+	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
+	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
+	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
+	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
+	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
+	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
+	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
+	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
+	" nom ou une description a changé).\x02Changements de la copie de travail" +
+	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
+	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
+	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
+	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
+	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
+	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
+	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
+	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
+	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
+	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
+	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
+	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
+	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
+	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
+	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
+	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
+	"nations avec relais apply (documents de type Destination) ou par l’API (" +
+	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
+	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
+	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
+	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
+	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
+	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
+	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
+	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
+	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
+	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
+	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
+	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
+	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
+	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
+	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
+	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
+	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
+	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
+	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
+	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
+	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
+	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
+	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
+	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
+	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
+	" un échec qui laisse des tentatives n’est pas compté, la page de son occ" +
+	"urrence le montre.\x02L’occurrence en échec d’une instance bloquée compt" +
+	"e à la fois dans Instances bloquées et dans En échec.\x02Réussites et éc" +
+	"hecs, dernière heure\x02Définitions, celles qui demandent de l’attention" +
+	" d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
+	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
+	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
+	"\x02Au %[1]s (%[2]s)\u202f; actualisé à quelques secondes d’intervalle." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
+	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
+	"s les définitions\x02Réussites et échecs par tranche de 5\u00a0min, dern" +
+	"ière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
+	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02T" +
+	"erminées\x02Les chiffres du graphique\x02Réussites et échecs par tranche" +
+	" de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02" +
+	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02Rétention\u202f: les instances terminées sont " +
+	"conservées sans limite, selon le RELAIS_RETENTION d’une autre réplique." +
+	"\x02Rétention\u202f: les instances terminées sont conservées sans limite" +
+	" (RELAIS_RETENTION).\x02Rétention\u202f: les instances terminées sont su" +
+	"pprimées avec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTIO" +
+	"N plus long d’une autre réplique.\x02Rétention\u202f: les instances term" +
+	"inées sont supprimées avec leurs occurrences %[1]s après leur fin (RELAI" +
+	"S_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
+	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
+	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
+	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
+	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
+	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
+	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
+	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
+	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
+	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
+	"\x02Bloquée pour\x02jamais\u202f: la rétention conserve les instances te" +
+	"rminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENT" +
+	"ION d’une autre réplique conserve les instances terminées sans limite" +
+	"\x02Supprimée par la rétention\x02les instances terminées sont conservée" +
+	"s %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[" +
+	"1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin" +
+	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
+	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La version " +
+	"doit être un nombre entier à partir de 1.\x02Une version est celle d’un " +
+	"processus\u202f: choisissez aussi le processus.\x02Date de création\x02L" +
+	"a taille de page doit être comprise entre 1 et %[1]d.\x02Instances de pr" +
+	"ocessus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
+	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
+	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
+	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
+	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
+	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
+	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
+	"T /api/v1/occurrences/%[3]s les liste toutes.\x02après la reprise par %[" +
+	"1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
+	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
+	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
+	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
+	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
+	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
+	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
+	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
+	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
+	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
+	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
+	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
+	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
+	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
+	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
+	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
+	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
+	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
+	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
+	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
+	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
+	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
+	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
+	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
+	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
+	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
+	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
+	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
+	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
+	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
+	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
 	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
-	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
-	".\x02La destination était injoignable.\x02La réponse de la destination é" +
-	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
-	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
-	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
-	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
-	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
-	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
-	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
-	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
-	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
-	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
-	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
-	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
-	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
-	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
-	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
-	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
-	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
-	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
-	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
-	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
-	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
-	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
-	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
-	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
-	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
-	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
-	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
-	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés à quelques secondes d’int" +
-	"ervalle.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôtur" +
-	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
-	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
-	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
-	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
-	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
-	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
-	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
-	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
-	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
-	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
-	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
-	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
-	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
-	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
-	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
-	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
-	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
-	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
-	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
-	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
-	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
-	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
-	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
-	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
-	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
-	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
-	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
-	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
-	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
-	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
-	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
-	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
-	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
-	"s au %[1]s (%[2]s)\u202f; actualisés à quelques secondes d’intervalle." +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Di" +
-	"tes pourquoi vous révélez cette valeur\u202f: le motif est consigné avec" +
-	" la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
+	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
+	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
+	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
+	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
+	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
+	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
+	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
+	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
+	"on ignore si la destination a agi, donc Relais ne l’appelle pas de nouve" +
+	"au de lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas" +
+	" pu être préparé.\x02La destination était injoignable.\x02La réponse de " +
+	"la destination était trop volumineuse.\x02La dernière tentative a pris f" +
+	"in sans résultat (son verrou a expiré, ou le flux de son exécutant s’est" +
+	" terminé), sans tentative restante.\x02Les entrées n’ont pas pu être con" +
+	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
+	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, aucun retries envoyé, que Camunda " +
+	"lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exé" +
+	"cutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécu" +
+	"tant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécu" +
+	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
+	"2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne p" +
+	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
+	" que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisions " +
+	"%[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir " +
+	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
+	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
+	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
+	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
+	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
+	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés à quel" +
+	"ques secondes d’intervalle.\x02révision\u00a0%[1]d\x02Tentative antérieu" +
+	"re\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02app" +
+	"el en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page" +
+	" précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %" +
+	"[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f" +
+	": le premier jour vient après le dernier.\x02Cette adresse contient un p" +
+	"aramètre illisible (un signe pour cent qui n’est pas suivi de deux chiff" +
+	"res hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Par" +
+	"amètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]" +
+	"s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le" +
+	" paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une" +
+	" seule fois.\x02Le curseur de page est invalide\u202f: revenez à la prem" +
+	"ière page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02versions plus an" +
+	"ciennes, depuis la version %[1]d (chacune mène à la précédente)\x02Proce" +
+	"ssus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus l" +
+	"ong chemin depuis le nœud de départ. Les flèches pleines sont les réussi" +
+	"tes (étiquetées par leur route), les pointillées les échecs (étiquetées " +
+	"par leurs codes d’erreur). Chaque case indique combien d’occurrences de " +
+	"cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cet" +
+	"te version, avec leurs occurrences actuelles\x02Type\x02Révision épinglé" +
+	"e\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02E" +
+	"ntrées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet" +
+	" vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
+	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
+	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
+	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
+	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
+	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
+	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
+	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
+	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
+	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
+	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
+	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
+	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
+	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
+	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
+	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
+	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
+	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
+	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés à quelques secondes d’inter" +
+	"valle.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
+	"é avec la révélation dans le journal d’audit.\x02Impossible de la révél" +
+	"er ici\x02Cette réplique n’a pas la clé de données qui a scellé la valeu" +
+	"r et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une autre répl" +
+	"ique peut la révéler\u202f; demandez à votre administrateur de démarrer " +
+	"toutes les répliques avec les mêmes clés de données.\x02Retour à l’occur" +
+	"rence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
+	"it.\x02Révélation impossible\x02Seule une valeur que cette page affiche " +
+	"masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent" +
+	" jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a " +
+	"révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
+	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
 	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
 	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
 	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
@@ -2662,4 +2666,4 @@ const frData string = "" + // Size: 49320 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 94427 bytes (92KiB); checksum: 54088199
+	// Total table size 94483 bytes (92KiB); checksum: C5E720E4
