@@ -459,6 +459,14 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 			t.Errorf("apply %v of a breaking update: %q, %v; want %q", c.args, out, err, c.want)
 		}
 	}
+	// Breaking and compatible changes together: both said (a dry run,
+	// which leaves revision 3 the latest).
+	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n    - {name: channel, type: text}\n    - {name: region, type: text, required: true}\n")
+	mixed := "revision 4; 1 breaking change(s) against revision 3, listed by GET /api/v1/definitions/assess_claim/revisions/3/diff/4 once applied: /inputs/region (added required text field; may break processes)" +
+		"; 1 other change(s), breaking nobody: /inputs/channel (added optional text field))"
+	if out, _, err := applyRun(t, r.base, "-f", doc, "--dry-run"); err != nil || !strings.Contains(out, mixed) {
+		t.Errorf("breaking and compatible changes: %q, %v; want %q", out, err, mixed)
+	}
 	// A lowered classification breaks nobody, and is named all the same.
 	write("    - {name: note, type: text, classification: sensitive}\n    - {name: policy, type: text, required: true}\n")
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 4;") || strings.Contains(out, "LOWERS") {

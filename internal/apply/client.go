@@ -466,7 +466,7 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	// run, whose revision does not exist yet to be diffed, says what a
 	// designer must decide on; past a few, the diff has the rest.
 	const named = 5
-	var breaking []string
+	var breaking, others []string
 	all := 0
 	for _, ch := range changes {
 		var who string
@@ -478,6 +478,9 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 		case ch.BreaksWorkers:
 			who = "workers"
 		default:
+			if len(others) < named {
+				others = append(others, ch.Path+" ("+ch.Detail+")")
+			}
 			continue
 		}
 		if all++; all <= named {
@@ -497,25 +500,26 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 		// the latest do not take the new one).
 		return fmt.Sprintf("; the contracts are revision %d's: only names or descriptions changed (a worker or process pinned to revision %d stays on it)", latest, latest) + protection, nil
 	}
+	if n := len(changes) - all; n > named {
+		others = append(others, fmt.Sprintf("and %d more", n-named))
+	}
 	if all == 0 {
 		// What changes, none of it breaking (evolution QA: an added
 		// optional input read as a bare "updated").
-		var named5 []string
-		for i, ch := range changes {
-			if i == named {
-				named5 = append(named5, fmt.Sprintf("and %d more", len(changes)-named))
-				break
-			}
-			named5 = append(named5, ch.Path+" ("+ch.Detail+")")
-		}
-		return fmt.Sprintf("; %d change(s) against revision %d, none breaking: %s", len(changes), latest, strings.Join(named5, ", ")) + protection, nil
+		return fmt.Sprintf("; %d change(s) against revision %d, none breaking: %s", len(changes), latest, strings.Join(others, ", ")) + protection, nil
 	}
 	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d", base, latest, latest+1)
 	if dryRun {
 		where += " once applied" // the revision it would become does not exist yet
 	}
+	rest := ""
+	if len(others) > 0 {
+		// The changes that break nobody too (evolution QA: a field added
+		// beside a breaking one went unsaid).
+		rest = fmt.Sprintf("; %d other change(s), breaking nobody: %s", len(changes)-all, strings.Join(others, ", "))
+	}
 	return fmt.Sprintf("; %d breaking change(s) against revision %d, listed by %s: %s",
-		all, latest, where, strings.Join(breaking, ", ")) + protection, nil
+		all, latest, where, strings.Join(breaking, ", ")) + rest + protection, nil
 }
 
 // serverChecksWorking reports whether the server takes PUT
