@@ -553,6 +553,13 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, lowered) {
 		t.Errorf("a version lowering an input: %q, %v; want %q", out, err, lowered)
 	}
+	// An input's description alone still makes a version: said so
+	// (evolution QA: it read as any publication).
+	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text, description: A free note}\n")
+	same := "published (version 7; the same process as version 6: only descriptions changed)"
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, same) {
+		t.Errorf("a description's edit: %q, %v; want %q", out, err, same)
+	}
 }
 
 // A process naming a definition or a destination this apply creates, with
