@@ -515,7 +515,7 @@ func explainLapse(ctx context.Context, q *queries.Queries, o queries.Occurrence,
 		return refusal
 	}
 	return fault.New(fault.Conflict, "lock_expired",
-		"the lock on occurrence %s ended at %s, when the worker stream holding it ended (closed, or dropped after three heartbeats went unacknowledged), and the occurrence was handed back: keep reading the stream and acknowledging its heartbeats while a task runs",
+		"the lock on occurrence %s ended at %s, when the worker stream holding it ended (closed, its connection lost, or dropped after three heartbeats went unacknowledged), and the occurrence was handed back, as a stream's end does: on a network that drops connections, long polling keeps tasks through a drop; a client of its own must keep reading the stream and acknowledging its heartbeats while a task runs",
 		o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 }
 

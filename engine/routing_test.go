@@ -237,6 +237,38 @@ func TestTimerCodeRoutesByCode(t *testing.T) {
 	}
 }
 
+// TestDeadlineSaysTheRetryItCut: an occurrence whose retry was due after
+// its deadline fails deadline_exceeded at the deadline, its message naming
+// the worker's own code, which the routing code replaces.
+func TestDeadlineSaysTheRetryItCut(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := New(dbtest.Pool(t), clock.options(t))
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	doc := strings.Replace(routingProcess(`{"deadline_exceeded":"notify","*":"failed"}`),
+		`"routes":{"created":"done"`, `"policy":{"deadline":"PT1H"},"routes":{"created":"done"`, 1)
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	c := consumer(t, e)
+	res := claimOne(t, e, c, "w")
+	later := 2 * time.Hour
+	if _, err := e.Fail(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID},
+		Failure{ErrorCode: "GATEWAY_DOWN", Message: "the gateway is down", Retryable: true, RetryDelay: &later}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	if n, err := e.RunTimers(context.Background()); err != nil || n != 1 {
+		t.Fatalf("timers settled %d, %v; want 1", n, err)
+	}
+	in := inputsOf(t, e, inst.ID, "notify")
+	if in["code"] != "deadline_exceeded" || !strings.HasSuffix(in["message"].(string), "; its last attempt had failed GATEWAY_DOWN, its retry due only after the deadline") {
+		t.Errorf("notify's inputs: got %v, want deadline_exceeded and the worker's code in the message", in)
+	}
+}
+
 // publishBornFailing publishes as key a process whose first node (strict)
 // fails from birth on any name longer than 3 characters, its error path
 // entering notify with the error's code and message.

@@ -123,8 +123,17 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 			if o.DeadlineAt != nil && o.Deadline != nil && o.DeadlineAt.Sub(o.CreatedAt) > derefDuration(o.Deadline)+time.Second {
 				from = "the operator's retry at " + o.DeadlineAt.Add(-derefDuration(o.Deadline)).UTC().Format(time.RFC3339)
 			}
-			return r.fail(o, OutcomeExpired, code,
-				fmt.Sprintf("the deadline (%s after %s) passed", formatDuration(derefDuration(o.Deadline)), from))
+			msg := fmt.Sprintf("the deadline (%s after %s) passed", formatDuration(derefDuration(o.Deadline)), from)
+			if o.Status == StatusAvailable && deref(o.ErrorCode) != "" {
+				// A retry was waiting: the worker's own code is said, which
+				// deadline_exceeded replaces (Temporal QA: GATEWAY_DOWN
+				// was left in the attempts alone).
+				msg += "; its last attempt had failed " + *o.ErrorCode
+				if o.DeadlineAt != nil && o.AvailableAt.After(*o.DeadlineAt) {
+					msg += ", its retry due only after the deadline"
+				}
+			}
+			return r.fail(o, OutcomeExpired, code, msg)
 		case lockGone && o.Mode == ModePush:
 			code = CodeOutcomeUnknown
 			orphaned = deref(o.Destination)

@@ -662,7 +662,10 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 			// Its handler may have returned long before, its outcome still
 			// being reported (chaos QA: "cancelling the handler" read
 			// as a handler still running).
-			log.Warn("the stream ended and the task's lock could not be kept: the task is no longer this worker's (its handler is cancelled if it still runs, its outcome not reported if it returned)", "cause", err)
+			// The way out named for an SDK user (Temporal QA: the server's
+			// advice, to keep acknowledging heartbeats, is for a client
+			// of one's own, and this worker did).
+			log.Warn("the stream ended and the task's lock could not be kept: the task is no longer this worker's (its handler is cancelled if it still runs, its outcome not reported if it returned); Relais hands a stream's tasks back when it ends, and Config.Protocol ProtocolLongPoll keeps them through a dropped connection", "cause", err)
 			t.cancel(fmt.Errorf("%w: %w", errStreamEnded, err))
 			return
 		}
