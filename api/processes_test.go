@@ -91,6 +91,11 @@ func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
 			t.Errorf("%s: %d %s; want 422 saying %q", c.name, res.Status, res.Body, c.want)
 		}
 	}
+	// A dotted key, as definitions take, is told what a process's is.
+	res := env.Do("POST", "/api/v1/processes/shop.order/versions?dry_run=true", env.Designer, relaistest.CRMProcess(nil))
+	if res.Status != 400 || res.Code() != "invalid_key" || !strings.Contains(res.JSON(t)["detail"].(string), "(a process key has no dots, unlike a definition's: shop_order, say)") {
+		t.Errorf("a dotted process key: %d %s", res.Status, res.Body)
+	}
 }
 
 // A process version that protects an input less than the version before

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -191,7 +192,13 @@ func (e *Engine) hintRevision(ctx context.Context, r resolver, key string, n int
 // again with the destinations it locks.
 func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) (*process.Process, resolver, error) {
 	if !keyPattern.MatchString(key) {
-		return nil, resolver{}, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
+		detail := fmt.Sprintf("process key %q must match %s", key, keyPattern)
+		if definitionKeyRule.MatchString(key) {
+			// Definitions take dotted keys; processes do not (Temporal
+			// QA: shop.order was refused with the pattern alone).
+			detail += fmt.Sprintf(" (a process key has no dots, unlike a definition's: %s, say)", strings.ReplaceAll(key, ".", "_"))
+		}
+		return nil, resolver{}, fault.New(fault.BadRequest, "invalid_key", "%s", detail)
 	}
 	p, vs := process.ParseLenient(document)
 	if len(vs) > 0 {
