@@ -130,7 +130,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	if !countsAt.IsZero() && countsAt.Before(healthAt) {
 		asOf = formatTime(ctx, countsAt)
 	}
-	v.AsOf = T(ctx, "As of %s (%s); refreshed every few seconds.", asOf.Text, asOf.Rel)
+	v.AsOf = T(ctx, "As of %s (%s); recounted every few seconds, shown anew at each reload.", asOf.Text, asOf.Rel)
 
 	keys := map[string]bool{}
 	for k := range snap {

@@ -413,7 +413,7 @@ func (c *Console) occurrenceCounts(r *http.Request, f occurrenceFilter, v *occur
 	}
 	v.CountsTotal = T(ctx, "%d occurrences", total)
 	when := formatTime(ctx, at)
-	v.CountsNote = T(ctx, "as of %s (%s); counts are refreshed every few seconds.", when.Text, when.Rel)
+	v.CountsNote = T(ctx, "as of %s (%s); counts are recounted every few seconds, shown anew at each reload.", when.Text, when.Rel)
 }
 
 // menuOptions is a filter's <select>: every choice, and the current value

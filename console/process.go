@@ -422,7 +422,7 @@ func (c *Console) versionCountsByNode(ctx context.Context, key string, n int, v 
 		byNode[nc.Node][nc.Status] = nc.Count
 	}
 	when := formatTime(ctx, at)
-	v.CountsNote = T(ctx, "Counts as of %s (%s); refreshed every few seconds.", when.Text, when.Rel)
+	v.CountsNote = T(ctx, "Counts as of %s (%s); recounted every few seconds, shown anew at each reload.", when.Text, when.Rel)
 	return byNode
 }
 

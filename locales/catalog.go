@@ -140,22 +140,22 @@ var messageKeyToIndex = map[string]int{
 	"Any definition":                                       434,
 	"Apply filters":                                        124,
 	"Apr":                                                  362,
-	"As of %s (%s); refreshed every few seconds.":          327,
-	"Attempts":                                             494,
-	"Audit log":                                            118,
-	"Aug":                                                  366,
-	"Available from":                                       547,
-	"Back to definitions":                                  171,
-	"Back to external tasks":                               169,
-	"Back to sign-in":                                      170,
-	"Back to the form":                                     179,
-	"Back to the instance":                                 33,
-	"Back to the list":                                     59,
-	"Back to the occurrence":                               737,
-	"Back without saving":                                  669,
-	"Breaks processes":                                     235,
-	"Breaks workers":                                       236,
-	"Bulk %s applied to %d instances.":                     107,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 327,
+	"Attempts":                         494,
+	"Audit log":                        118,
+	"Aug":                              366,
+	"Available from":                   547,
+	"Back to definitions":              171,
+	"Back to external tasks":           169,
+	"Back to sign-in":                  170,
+	"Back to the form":                 179,
+	"Back to the instance":             33,
+	"Back to the list":                 59,
+	"Back to the occurrence":           737,
+	"Back without saving":              669,
+	"Breaks processes":                 235,
+	"Breaks workers":                   236,
+	"Bulk %s applied to %d instances.": 107,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  135,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 134,
 	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      133,
@@ -194,9 +194,9 @@ var messageKeyToIndex = map[string]int{
 	"Consumer and worker":                                      633,
 	"Consumers":                                                150,
 	"Consumers, oldest first":                                  192,
-	"Counting the occurrences; the counts appear when you reload the page.": 207,
-	"Counts are unavailable right now.":                                     208,
-	"Counts as of %s (%s); refreshed every few seconds.":                    732,
+	"Counting the occurrences; the counts appear when you reload the page.":         207,
+	"Counts are unavailable right now.":                                             208,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 732,
 	"Counts by status": 628,
 	"Created":          387,
 	"Created from":     85,
@@ -722,38 +722,38 @@ var messageKeyToIndex = map[string]int{
 	"any":                                 425,
 	"any other code → %s":                 721,
 	"any other error":                     307,
-	"as of %s (%s); counts are refreshed every few seconds.": 641,
-	"at least %d characters":                                 793,
-	"at least %d items":                                      800,
-	"at most %d":                                             533,
-	"at most %d characters":                                  794,
-	"at most %d items":                                       801,
-	"at most %d since the last operator retry":               534,
-	"available":                                              439,
-	"boolean":                                                454,
-	"call in progress since":                                 647,
-	"cancelled":                                              444,
-	"choice":                                                 457,
-	"claimable since":                                        646,
-	"claimable since %s":                                     328,
-	"classification changed":                                 478,
-	"completed":                                              442,
-	"constraint changed":                                     479,
-	"consumer":                                               470,
-	"consumer #%s":                                           599,
-	"date":                                                   455,
-	"date and time":                                          456,
-	"deadline %s":                                            725,
-	"deferred":                                               441,
-	"deferred since":                                         649,
-	"deleted":                                                117,
-	"designer":                                               469,
-	"disconnected":                                           450,
-	"each item of %s":                                        791,
-	"end (completes)":                                        714,
-	"end (fails)":                                            715,
-	"end: completes the instance":                            310,
-	"end: fails the instance":                                311,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 641,
+	"at least %d characters":                   793,
+	"at least %d items":                        800,
+	"at most %d":                               533,
+	"at most %d characters":                    794,
+	"at most %d items":                         801,
+	"at most %d since the last operator retry": 534,
+	"available":                                439,
+	"boolean":                                  454,
+	"call in progress since":                   647,
+	"cancelled":                                444,
+	"choice":                                   457,
+	"claimable since":                          646,
+	"claimable since %s":                       328,
+	"classification changed":                   478,
+	"completed":                                442,
+	"constraint changed":                       479,
+	"consumer":                                 470,
+	"consumer #%s":                             599,
+	"date":                                     455,
+	"date and time":                            456,
+	"deadline %s":                              725,
+	"deferred":                                 441,
+	"deferred since":                           649,
+	"deleted":                                  117,
+	"designer":                                 469,
+	"disconnected":                             450,
+	"each item of %s":                          791,
+	"end (completes)":                          714,
+	"end (fails)":                              715,
+	"end: completes the instance":              310,
+	"end: fails the instance":                  311,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         413,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 414,
 	"erase":                                  6,
@@ -979,155 +979,155 @@ var enIndex = []uint32{ // 845 elements
 	// Entry 140 - 15F
 	0x00003f5d, 0x00003f62, 0x00003f71, 0x00003f78,
 	0x00003f8f, 0x00003fa4, 0x00003fb6, 0x00003fd9,
-	0x0000400b, 0x00004021, 0x0000402b, 0x00004035,
-	0x0000404a, 0x00004097, 0x000040a7, 0x000040e0,
-	0x00004134, 0x0000413e, 0x00004154, 0x0000418d,
-	0x00004192, 0x000041a0, 0x000041ad, 0x000041d6,
-	0x000041f9, 0x0000424c, 0x0000428c, 0x0000430d,
-	0x00004374, 0x00004381, 0x000043a1, 0x000043ad,
+	0x00004026, 0x0000403c, 0x00004046, 0x00004050,
+	0x00004065, 0x000040b2, 0x000040c2, 0x000040fb,
+	0x0000414f, 0x00004159, 0x0000416f, 0x000041a8,
+	0x000041ad, 0x000041bb, 0x000041c8, 0x000041f1,
+	0x00004214, 0x00004267, 0x000042a7, 0x00004328,
+	0x0000438f, 0x0000439c, 0x000043bc, 0x000043c8,
 	// Entry 160 - 17F
-	0x000043c6, 0x000043cf, 0x000043d9, 0x000043e2,
-	0x000043ea, 0x000043f4, 0x000043fc, 0x00004404,
-	0x00004408, 0x0000440c, 0x00004410, 0x00004414,
-	0x00004418, 0x0000441c, 0x00004420, 0x00004424,
-	0x00004428, 0x0000442c, 0x00004430, 0x00004434,
-	0x0000443e, 0x0000445c, 0x0000447c, 0x000044a0,
-	0x000044c4, 0x000044cd, 0x000044e4, 0x000044ec,
-	0x000044fd, 0x00004502, 0x00004547, 0x0000455f,
+	0x000043e1, 0x000043ea, 0x000043f4, 0x000043fd,
+	0x00004405, 0x0000440f, 0x00004417, 0x0000441f,
+	0x00004423, 0x00004427, 0x0000442b, 0x0000442f,
+	0x00004433, 0x00004437, 0x0000443b, 0x0000443f,
+	0x00004443, 0x00004447, 0x0000444b, 0x0000444f,
+	0x00004459, 0x00004477, 0x00004497, 0x000044bb,
+	0x000044df, 0x000044e8, 0x000044ff, 0x00004507,
+	0x00004518, 0x0000451d, 0x00004562, 0x0000457a,
 	// Entry 180 - 19F
-	0x00004564, 0x0000456f, 0x00004575, 0x0000457f,
-	0x00004587, 0x0000458f, 0x000045b9, 0x000045d3,
-	0x000045fb, 0x0000462b, 0x00004631, 0x00004640,
-	0x00004693, 0x000046b1, 0x000046c8, 0x00004778,
-	0x0000489a, 0x00004959, 0x000049b0, 0x000049da,
-	0x00004a06, 0x00004a30, 0x00004a38, 0x00004a3e,
-	0x00004a4b, 0x00004a5d, 0x00004a66, 0x00004aa8,
-	0x00004af2, 0x00004b07, 0x00004b39, 0x00004b85,
+	0x0000457f, 0x0000458a, 0x00004590, 0x0000459a,
+	0x000045a2, 0x000045aa, 0x000045d4, 0x000045ee,
+	0x00004616, 0x00004646, 0x0000464c, 0x0000465b,
+	0x000046ae, 0x000046cc, 0x000046e3, 0x00004793,
+	0x000048b5, 0x00004974, 0x000049cb, 0x000049f5,
+	0x00004a21, 0x00004a4b, 0x00004a53, 0x00004a59,
+	0x00004a66, 0x00004a78, 0x00004a81, 0x00004ac3,
+	0x00004b0d, 0x00004b22, 0x00004b54, 0x00004ba0,
 	// Entry 1A0 - 1BF
-	0x00004b8e, 0x00004ba0, 0x00004baf, 0x00004bd1,
-	0x00004bf5, 0x00004c20, 0x00004c54, 0x00004c62,
-	0x00004c8d, 0x00004c9f, 0x00004ca3, 0x00004cb9,
-	0x00004ce3, 0x00004d2c, 0x00004d4c, 0x00004d55,
-	0x00004d67, 0x00004d8a, 0x00004d98, 0x00004da7,
-	0x00004db4, 0x00004dec, 0x00004e55, 0x00004e71,
-	0x00004e7b, 0x00004e84, 0x00004e8d, 0x00004e97,
-	0x00004e9e, 0x00004ea8, 0x00004eb0, 0x00004eb5,
+	0x00004ba9, 0x00004bbb, 0x00004bca, 0x00004bec,
+	0x00004c10, 0x00004c3b, 0x00004c6f, 0x00004c7d,
+	0x00004ca8, 0x00004cba, 0x00004cbe, 0x00004cd4,
+	0x00004cfe, 0x00004d47, 0x00004d67, 0x00004d70,
+	0x00004d82, 0x00004da5, 0x00004db3, 0x00004dc2,
+	0x00004dcf, 0x00004e07, 0x00004e70, 0x00004e8c,
+	0x00004e96, 0x00004e9f, 0x00004ea8, 0x00004eb2,
+	0x00004eb9, 0x00004ec3, 0x00004ecb, 0x00004ed0,
 	// Entry 1C0 - 1DF
-	0x00004ebd, 0x00004ec6, 0x00004ecf, 0x00004edc,
-	0x00004ee1, 0x00004ee9, 0x00004ef0, 0x00004ef8,
-	0x00004efd, 0x00004f0b, 0x00004f12, 0x00004f19,
-	0x00004f1e, 0x00004f25, 0x00004f2f, 0x00004f36,
-	0x00004f49, 0x00004f59, 0x00004f74, 0x00004f94,
-	0x00004fa2, 0x00004fab, 0x00004fb4, 0x00004fbd,
-	0x00004fc1, 0x00004fc4, 0x00004fd0, 0x00004fde,
-	0x00004feb, 0x00004ffc, 0x0000500b, 0x00005022,
+	0x00004ed8, 0x00004ee1, 0x00004eea, 0x00004ef7,
+	0x00004efc, 0x00004f04, 0x00004f0b, 0x00004f13,
+	0x00004f18, 0x00004f26, 0x00004f2d, 0x00004f34,
+	0x00004f39, 0x00004f40, 0x00004f4a, 0x00004f51,
+	0x00004f64, 0x00004f74, 0x00004f8f, 0x00004faf,
+	0x00004fbd, 0x00004fc6, 0x00004fcf, 0x00004fd8,
+	0x00004fdc, 0x00004fdf, 0x00004feb, 0x00004ff9,
+	0x00005006, 0x00005017, 0x00005026, 0x0000503d,
 	// Entry 1E0 - 1FF
-	0x00005035, 0x00005045, 0x00005054, 0x00005063,
-	0x0000506b, 0x00005072, 0x0000507a, 0x00005082,
-	0x00005090, 0x0000509e, 0x000050b4, 0x000050c9,
-	0x000050da, 0x000050e0, 0x000050e7, 0x000050f0,
-	0x0000510c, 0x00005115, 0x0000511f, 0x00005128,
-	0x00005131, 0x0000513a, 0x00005151, 0x00005159,
-	0x00005167, 0x00005193, 0x0000519f, 0x000051ad,
-	0x000051f3, 0x000051ff, 0x00005207, 0x00005232,
+	0x00005050, 0x00005060, 0x0000506f, 0x0000507e,
+	0x00005086, 0x0000508d, 0x00005095, 0x0000509d,
+	0x000050ab, 0x000050b9, 0x000050cf, 0x000050e4,
+	0x000050f5, 0x000050fb, 0x00005102, 0x0000510b,
+	0x00005127, 0x00005130, 0x0000513a, 0x00005143,
+	0x0000514c, 0x00005155, 0x0000516c, 0x00005174,
+	0x00005182, 0x000051ae, 0x000051ba, 0x000051c8,
+	0x0000520e, 0x0000521a, 0x00005222, 0x0000524d,
 	// Entry 200 - 21F
-	0x0000527d, 0x0000533f, 0x00005343, 0x00005369,
-	0x00005391, 0x000053f4, 0x00005413, 0x00005418,
-	0x00005433, 0x00005444, 0x00005450, 0x00005458,
-	0x0000548a, 0x00005493, 0x0000549c, 0x000054b8,
-	0x00005519, 0x00005526, 0x0000555d, 0x0000558c,
-	0x000055dc, 0x00005617, 0x00005625, 0x00005651,
-	0x00005677, 0x00005698, 0x000056a3, 0x000056d1,
-	0x000056ee, 0x0000571d, 0x0000574f, 0x0000576d,
+	0x00005298, 0x0000535a, 0x0000535e, 0x00005384,
+	0x000053ac, 0x0000540f, 0x0000542e, 0x00005433,
+	0x0000544e, 0x0000545f, 0x0000546b, 0x00005473,
+	0x000054a5, 0x000054ae, 0x000054b7, 0x000054d3,
+	0x00005534, 0x00005541, 0x00005578, 0x000055a7,
+	0x000055f7, 0x00005632, 0x00005640, 0x0000566c,
+	0x00005692, 0x000056b3, 0x000056be, 0x000056ec,
+	0x00005709, 0x00005738, 0x0000576a, 0x00005788,
 	// Entry 220 - 23F
-	0x000057a2, 0x000057be, 0x000057dd, 0x00005838,
-	0x00005847, 0x00005854, 0x00005862, 0x0000586f,
-	0x00005878, 0x00005893, 0x000058c3, 0x000058de,
-	0x000058e8, 0x0000593a, 0x000059fa, 0x00005a56,
-	0x00005ad4, 0x00005b4a, 0x00005c1d, 0x00005ce0,
-	0x00005d18, 0x00005d78, 0x00005da5, 0x00005ddf,
-	0x00005eec, 0x00005f0c, 0x00005f32, 0x00005f5c,
-	0x00005fcd, 0x0000600a, 0x0000602e, 0x000060d2,
+	0x000057bd, 0x000057d9, 0x000057f8, 0x00005853,
+	0x00005862, 0x0000586f, 0x0000587d, 0x0000588a,
+	0x00005893, 0x000058ae, 0x000058de, 0x000058f9,
+	0x00005903, 0x00005955, 0x00005a15, 0x00005a71,
+	0x00005aef, 0x00005b65, 0x00005c38, 0x00005cfb,
+	0x00005d33, 0x00005d93, 0x00005dc0, 0x00005dfa,
+	0x00005f07, 0x00005f27, 0x00005f4d, 0x00005f77,
+	0x00005fe8, 0x00006025, 0x00006049, 0x000060ed,
 	// Entry 240 - 25F
-	0x000060f7, 0x00006126, 0x00006186, 0x000061df,
-	0x00006239, 0x00006253, 0x00006271, 0x000062a5,
-	0x000062e5, 0x0000630f, 0x0000631e, 0x000063e9,
-	0x0000641a, 0x00006449, 0x0000645c, 0x000064d1,
-	0x000064e4, 0x00006518, 0x00006569, 0x0000659d,
-	0x000065ad, 0x000065f4, 0x00006621, 0x0000662e,
-	0x0000663e, 0x0000666e, 0x000066a8, 0x000066cb,
-	0x00006742, 0x000067c4, 0x00006849, 0x00006858,
+	0x00006112, 0x00006141, 0x000061a1, 0x000061fa,
+	0x00006254, 0x0000626e, 0x0000628c, 0x000062c0,
+	0x00006300, 0x0000632a, 0x00006339, 0x00006404,
+	0x00006435, 0x00006464, 0x00006477, 0x000064ec,
+	0x000064ff, 0x00006533, 0x00006584, 0x000065b8,
+	0x000065c8, 0x0000660f, 0x0000663c, 0x00006649,
+	0x00006659, 0x00006689, 0x000066c3, 0x000066e6,
+	0x0000675d, 0x000067df, 0x00006864, 0x00006873,
 	// Entry 260 - 27F
-	0x000068a8, 0x00006908, 0x00006974, 0x000069eb,
-	0x000069f3, 0x00006a0b, 0x00006a28, 0x00006a36,
-	0x00006a47, 0x00006a4f, 0x00006a5a, 0x00006a9b,
-	0x00006ad3, 0x00006ae7, 0x00006b17, 0x00006b52,
-	0x00006b62, 0x00006ba1, 0x00006bb2, 0x00006bc4,
-	0x00006bd0, 0x00006be1, 0x00006bfb, 0x00006c03,
-	0x00006c14, 0x00006c1a, 0x00006c2e, 0x00006c46,
-	0x00006c6b, 0x00006c79, 0x00006c8c, 0x00006cca,
+	0x000068c3, 0x00006923, 0x0000698f, 0x00006a06,
+	0x00006a0e, 0x00006a26, 0x00006a43, 0x00006a51,
+	0x00006a62, 0x00006a6a, 0x00006a75, 0x00006ab6,
+	0x00006aee, 0x00006b02, 0x00006b32, 0x00006b6d,
+	0x00006b7d, 0x00006bbc, 0x00006bcd, 0x00006bdf,
+	0x00006beb, 0x00006bfc, 0x00006c16, 0x00006c1e,
+	0x00006c2f, 0x00006c35, 0x00006c49, 0x00006c61,
+	0x00006c86, 0x00006c94, 0x00006ca7, 0x00006ce5,
 	// Entry 280 - 29F
-	0x00006d07, 0x00006d33, 0x00006d70, 0x00006d7f,
-	0x00006d90, 0x00006d98, 0x00006da5, 0x00006db5,
-	0x00006dcc, 0x00006dd7, 0x00006de6, 0x00006dec,
-	0x00006dfa, 0x00006e04, 0x00006e0f, 0x00006e19,
-	0x00006e2c, 0x00006e51, 0x00006e7c, 0x00006f0d,
-	0x00006f48, 0x00006f67, 0x00006fa5, 0x00006fdc,
-	0x0000700a, 0x00007018, 0x000070b7, 0x000070d5,
-	0x0000722c, 0x0000723a, 0x0000724e, 0x0000726f,
+	0x00006d22, 0x00006d4e, 0x00006da6, 0x00006db5,
+	0x00006dc6, 0x00006dce, 0x00006ddb, 0x00006deb,
+	0x00006e02, 0x00006e0d, 0x00006e1c, 0x00006e22,
+	0x00006e30, 0x00006e3a, 0x00006e45, 0x00006e4f,
+	0x00006e62, 0x00006e87, 0x00006eb2, 0x00006f43,
+	0x00006f7e, 0x00006f9d, 0x00006fdb, 0x00007012,
+	0x00007040, 0x0000704e, 0x000070ed, 0x0000710b,
+	0x00007262, 0x00007270, 0x00007284, 0x000072a5,
 	// Entry 2A0 - 2BF
-	0x00007283, 0x000072b3, 0x000072b9, 0x000072cd,
-	0x000072e5, 0x000072f8, 0x00007335, 0x000073a8,
-	0x000073f5, 0x00007406, 0x0000741d, 0x0000743a,
-	0x00007448, 0x00007487, 0x00007495, 0x000074a0,
-	0x000074a6, 0x00007598, 0x0000759e, 0x000075d0,
-	0x000075d5, 0x000075e5, 0x000075f0, 0x000075f9,
-	0x00007609, 0x00007615, 0x00007649, 0x0000767c,
-	0x00007696, 0x0000769d, 0x000076ce, 0x000076ee,
+	0x000072b9, 0x000072e9, 0x000072ef, 0x00007303,
+	0x0000731b, 0x0000732e, 0x0000736b, 0x000073de,
+	0x0000742b, 0x0000743c, 0x00007453, 0x00007470,
+	0x0000747e, 0x000074bd, 0x000074cb, 0x000074d6,
+	0x000074dc, 0x000075ce, 0x000075d4, 0x00007606,
+	0x0000760b, 0x0000761b, 0x00007626, 0x0000762f,
+	0x0000763f, 0x0000764b, 0x0000767f, 0x000076b2,
+	0x000076cc, 0x000076d3, 0x00007704, 0x00007724,
 	// Entry 2C0 - 2DF
-	0x00007700, 0x00007712, 0x000077b7, 0x000077cd,
-	0x00007852, 0x000078cc, 0x000078db, 0x00007995,
-	0x000079e6, 0x000079eb, 0x000079f9, 0x00007a09,
-	0x00007a15, 0x00007a25, 0x00007a33, 0x00007a43,
-	0x00007a4d, 0x00007a70, 0x00007a89, 0x00007a9c,
-	0x00007b08, 0x00007b2e, 0x00007b3d, 0x00007b8f,
-	0x00007b9d, 0x00007bb9, 0x00007c07, 0x00007c16,
-	0x00007c2c, 0x00007c65, 0x00007c97, 0x00007cef,
+	0x00007736, 0x00007748, 0x000077ed, 0x00007803,
+	0x00007888, 0x00007902, 0x00007911, 0x000079cb,
+	0x00007a1c, 0x00007a21, 0x00007a2f, 0x00007a3f,
+	0x00007a4b, 0x00007a5b, 0x00007a69, 0x00007a79,
+	0x00007a83, 0x00007aa6, 0x00007abf, 0x00007ad2,
+	0x00007b3e, 0x00007b64, 0x00007b73, 0x00007bc5,
+	0x00007bd3, 0x00007bef, 0x00007c3d, 0x00007c4c,
+	0x00007c62, 0x00007cb6, 0x00007ce8, 0x00007d40,
 	// Entry 2E0 - 2FF
-	0x00007d05, 0x00007dd3, 0x00007dea, 0x00007e21,
-	0x00007e2f, 0x00007e73, 0x00007e98, 0x00007f0f,
-	0x00007f25, 0x00007f3c, 0x00007f6a, 0x00007f7d,
-	0x00007fa5, 0x00008029, 0x00008030, 0x00008098,
-	0x000080c2, 0x000080f2, 0x00008247, 0x00008381,
-	0x00008421, 0x000084f8, 0x000085d1, 0x000085e5,
-	0x00008640, 0x000086eb, 0x0000876d, 0x00008775,
-	0x000087b0, 0x000087b6, 0x00008848, 0x000088e0,
+	0x00007d56, 0x00007e24, 0x00007e3b, 0x00007e72,
+	0x00007e80, 0x00007ec4, 0x00007ee9, 0x00007f60,
+	0x00007f76, 0x00007f8d, 0x00007fbb, 0x00007fce,
+	0x00007ff6, 0x0000807a, 0x00008081, 0x000080e9,
+	0x00008113, 0x00008143, 0x00008298, 0x000083d2,
+	0x00008472, 0x00008549, 0x00008622, 0x00008636,
+	0x00008691, 0x0000873c, 0x000087be, 0x000087c6,
+	0x00008801, 0x00008807, 0x00008899, 0x00008931,
 	// Entry 300 - 31F
-	0x0000890c, 0x00008937, 0x00008985, 0x000089f1,
-	0x00008a98, 0x00008ab3, 0x00008abd, 0x00008ac2,
-	0x00008acc, 0x00008ad4, 0x00008ada, 0x00008ae2,
-	0x00008af0, 0x00008afa, 0x00008b07, 0x00008b1a,
-	0x00008b3e, 0x00008bbe, 0x00008bcf, 0x00008bd7,
-	0x00008c4c, 0x00008ca0, 0x00008ce8, 0x00008cf7,
-	0x00008d0a, 0x00008d16, 0x00008d52, 0x00008d8c,
-	0x00008d9a, 0x00008da7, 0x00008db5, 0x00008dc3,
+	0x0000895d, 0x00008988, 0x000089d6, 0x00008a42,
+	0x00008ae9, 0x00008b04, 0x00008b0e, 0x00008b13,
+	0x00008b1d, 0x00008b25, 0x00008b2b, 0x00008b33,
+	0x00008b41, 0x00008b4b, 0x00008b58, 0x00008b6b,
+	0x00008b8f, 0x00008c0f, 0x00008c20, 0x00008c28,
+	0x00008c9d, 0x00008cf1, 0x00008d39, 0x00008d48,
+	0x00008d5b, 0x00008d67, 0x00008da3, 0x00008ddd,
+	0x00008deb, 0x00008df8, 0x00008e06, 0x00008e14,
 	// Entry 320 - 33F
-	0x00008dd1, 0x00008e03, 0x00008e33, 0x00008e8f,
-	0x00008e9c, 0x00008ebc, 0x00008ec7, 0x00008ee1,
-	0x00008ee6, 0x00008ef7, 0x00008f7d, 0x00008fa2,
-	0x00008fa9, 0x00008fb2, 0x00008fc5, 0x00008fcf,
-	0x00008fd9, 0x00008fe3, 0x00008ffb, 0x00009011,
-	0x0000901d, 0x0000903f, 0x0000906d, 0x00009074,
-	0x00009081, 0x00009092, 0x000090b9, 0x000090c9,
-	0x000090e8, 0x00009108, 0x000091e0, 0x000092c1,
+	0x00008e22, 0x00008e54, 0x00008e84, 0x00008ee0,
+	0x00008eed, 0x00008f0d, 0x00008f18, 0x00008f32,
+	0x00008f37, 0x00008f48, 0x00008fce, 0x00008ff3,
+	0x00008ffa, 0x00009003, 0x00009016, 0x00009020,
+	0x0000902a, 0x00009034, 0x0000904c, 0x00009062,
+	0x0000906e, 0x00009090, 0x000090be, 0x000090c5,
+	0x000090d2, 0x000090e3, 0x0000910a, 0x0000911a,
+	0x00009139, 0x00009159, 0x00009231, 0x00009312,
 	// Entry 340 - 35F
-	0x00009315, 0x00009365, 0x000093c5, 0x00009418,
-	0x00009450, 0x00009488, 0x000094b9, 0x00009509,
-	0x0000953d, 0x0000955b, 0x0000957a, 0x00009599,
-	0x000095b9,
+	0x00009366, 0x000093b6, 0x00009416, 0x00009469,
+	0x000094a1, 0x000094d9, 0x0000950a, 0x0000955a,
+	0x0000958e, 0x000095ac, 0x000095cb, 0x000095ea,
+	0x0000960a,
 } // Size: 3404 bytes
 
-const enData string = "" + // Size: 38329 bytes
+const enData string = "" + // Size: 38410 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1374,308 +1374,309 @@ const enData string = "" + // Size: 38329 bytes
 	" and failures, last hour\x02Definitions, those needing attention first" +
 	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
 	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
-	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
-	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
-	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
-	"\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever, ano" +
-	"ther replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept " +
-	"forever (RELAIS_RETENTION).\x02Retention: ended instances are deleted wi" +
-	"th their occurrences %[1]s after they end, another replica’s longer RELA" +
-	"IS_RETENTION.\x02Retention: ended instances are deleted with their occur" +
-	"rences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s" +
-	" %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02never: retention keeps ended ins" +
-	"tances forever (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RET" +
-	"ENTION keeps ended instances forever\x02Deleted by retention\x02ended in" +
-	"stances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[" +
-	"1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned " +
-	"at node\x02Failed at node\x02held, then stopped by an operator\x02held, " +
-	"then abandoned by an operator\x02The version must be a whole number from" +
-	" 1.\x02A version is a process’s: choose the process too.\x02Creation dat" +
-	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
-	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
-	"s\x02The next page counts them and asks for a reason before anything cha" +
-	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
-	"on\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
-	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before a res" +
-	"ult arrived.\x02The result did not match the revision's outputs contract" +
-	".\x02The answer to the call was lost (the connection broke after the req" +
-	"uest was sent, or Relais stopped or could not reach its database before " +
-	"recording it): whether the destination acted is unknown, so Relais does " +
-	"not call it again by itself (an operator’s retry does).\x02The call coul" +
-	"d not be prepared.\x02The destination could not be reached.\x02The desti" +
-	"nation’s answer was too large.\x02The last attempt ended without a resul" +
-	"t (its lock expired, or its worker’s stream ended) with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
-	"vision is a definition’s: choose the definition too.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
-	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
-	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
-	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
-	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
-	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
-	"t is until you resume.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
-	"Published process versions: their nodes, routes and pinned revisions, dr" +
-	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02older versions, from version %[1]d (each " +
-	"links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns" +
-	" follow the longest path from the start node. Solid arrows are successes" +
-	" (labelled with their route), dashed ones failures (labelled with their " +
-	"error codes). Each box says how many of this version’s occurrences are a" +
-	"t that node now.\x02Nodes\x02Nodes of this version, with their occurrenc" +
-	"es now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrenc" +
-	"es now\x02Inputs from\x02No inputs: an instance starts with an empty obj" +
-	"ect.\x02Inputs an instance of this version is started with\x02Instances " +
-	"of this version\x02Latest\x02yes: a start that names no version runs thi" +
-	"s one\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %" +
-	"[1]d →\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = " +
-	"%[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
-	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
-	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
-	"mpts, retry after %[2]s, priority %[3]d\x02one attempt, no retry, priori" +
-	"ty %[1]d\x02deadline %[1]s\x02No retry can run: the deadline ends the oc" +
-	"currence before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02The call may last past the deadline, which cuts it sh" +
-	"ort (deadline_exceeded).\x02instances held\x02instances held: %[1]s\x02C" +
-	"ounts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administ" +
-	"rators may reveal a sensitive value.\x02Say why you reveal this value: t" +
-	"he reason is recorded with the reveal in the audit log.\x02Cannot reveal" +
-	" it here\x02This replica lacks the data key the value was sealed with, s" +
-	"o it cannot open it (nothing was recorded). Another replica may reveal i" +
-	"t; ask your administrator to start every replica with the same data keys" +
-	".\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
-	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02Every sensitive value an administrator revealed: who, when, which fi" +
-	"eld and why. The values themselves are never kept.\x02Reveals, newest fi" +
-	"rst\x02No value was revealed.\x02none (revealed before reasons were aske" +
-	"d for)\x02Method not allowed\x02This page does not accept that request." +
-	"\x02This form was sent from another site: the console takes its forms fr" +
-	"om its own pages only. Open the console and send it from there.\x02Searc" +
-	"h\x02Type an instance or occurrence id (a whole UUID, as the title of it" +
-	"s page shows it), or a business key.\x02Nothing to find: the search box " +
-	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
-	"nce has “%[1]s” as its business key. A business key is found only whole " +
-	"and exactly as given, capitals and accents included: a list shows a long" +
-	" one shortened, so copy it from its instance’s page. An ended instance i" +
-	"s deleted once the retention period (RELAIS_RETENTION) has passed, or at" +
-	" once when an administrator erases it.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key. An ended ins" +
-	"tance is deleted, with its occurrences and attempts, once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it; the audit log keeps the operator actions taken on it.\x02No in" +
-	"stance has “%[1]s” as its business key, and it is not a whole id: the li" +
-	"sts show the end of each id. Open the row, or copy its link, for the who" +
-	"le id.\x02A token in the address is not used: you are signed in already." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02A token in the address is not used: paste it in the field below." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02You are signed out.\x02The token you signed in with is revoked, " +
-	"and you are signed out: sign in with another one.\x02Your session had en" +
-	"ded (inactivity, a sign-out elsewhere, a revoked token or a restart of t" +
-	"he server), so your last action was not applied. Sign in again, then rep" +
-	"eat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a t" +
-	"oken revoked or expired, or a restart of the server). Sign in again.\x02" +
-	"Sign in\x02Sign in with an operator, designer or administrator token." +
-	"\x02Token\x02The token is checked once and never stored in your browser;" +
-	" a session cookie stands for it for up to 8 hours of inactivity, and 12 " +
-	"hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from" +
-	" your address. Try again in %[1]d second.\x00H\x02Too many failed sign-i" +
-	"ns from your address. Try again in %[1]d seconds.\x02Paste your token in" +
-	" the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, sho" +
+	"wn anew at each reload.\x02claimable since %[1]s\x02long wait\x02no work" +
+	"er\x02Show all definitions\x02No definition %[1]s has occurrences: check" +
+	" the key, or show all definitions.\x02All definitions\x02Completions and" +
+	" failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[" +
+	"2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
+	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
+	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
+	": ended instances are deleted with their occurrences %[1]s after they en" +
+	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
+	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
+	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
+	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
+	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
+	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
+	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
+	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
+	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
+	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
+	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
+	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
+	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
+	"ce has ended. As an administrator you may erase it now rather than wait " +
+	"for retention (a data subject’s request): it is deleted with its occurre" +
+	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
+	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
+	"attempt (its inputs could not be built), so it would fail the same way. " +
+	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02This instance is held at a failed node: an in" +
+	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
+	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
+	".\x02Stopping cancels the instance and its open occurrences. It does not" +
+	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
+	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
+	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never" +
+	": retention keeps ended instances forever (RELAIS_RETENTION)\x02never: a" +
+	"nother replica’s RELAIS_RETENTION keeps ended instances forever\x02Delet" +
+	"ed by retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02" +
+	"ended instances are kept %[1]s, another replica’s longer RELAIS_RETENTIO" +
+	"N\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stopp" +
+	"ed by an operator\x02held, then abandoned by an operator\x02The version " +
+	"must be a whole number from 1.\x02A version is a process’s: choose the p" +
+	"rocess too.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every " +
+	"instance this filter matches\x02The next page counts them and asks for a" +
+	" reason before anything changes.\x02Process instances, newest first\x02I" +
+	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
+	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
+	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
+	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
+	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
+	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
+	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
+	"elais has not called the destination yet.\x02Relais never called the des" +
+	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
+	"ination’s status code only when it refused the call (destination_http_NN" +
+	"N); a completed call answered 2xx. The duration runs from the claim of t" +
+	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
+	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
+	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
+	"ll.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
+	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
+	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
+	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
+	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
+	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
+	"atever the retention: write no customer data in it.\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
+	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
+	"ion’s answer could not be used: it must be one JSON object whose outputs" +
+	" member matches the revision’s outputs contract, and nothing after it. I" +
+	"ts message says what was wrong.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same.\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
+	"the same, so check before retrying.\x02The destination did not answer wi" +
+	"thin the call’s timeout: it may have acted all the same, so check before" +
+	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
+	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
+	" attempts): the worker answered, and its answer must change, not its loc" +
+	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
+	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
+	" answered, and its answer must change, not its lock.\x02The last attempt" +
+	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
+	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
+	"deadline passed before a result arrived.\x02The result did not match the" +
+	" revision's outputs contract.\x02The answer to the call was lost (the co" +
+	"nnection broke after the request was sent, or Relais stopped or could no" +
+	"t reach its database before recording it): whether the destination acted" +
+	" is unknown, so Relais does not call it again by itself (an operator’s r" +
+	"etry does).\x02The call could not be prepared.\x02The destination could " +
+	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
+	"ttempt ended without a result (its lock expired, or its worker’s stream " +
+	"ended) with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, no retries " +
+	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
+	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
+	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
+	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
+	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
+	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
+	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
+	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
+	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
+	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
+	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
+	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
+	"e destination whether it took effect.\x02Relais is calling the destinati" +
+	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
+	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
+	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
+	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
+	"Its instance went on along the node’s error path, and is held at a later" +
+	" node.\x02Its instance went on along the node’s error path.\x02Failed (%" +
+	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
+	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
+	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
+	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
+	"ed; settled by %[2]s)\x02The instance was stopped while the worker held " +
+	"the task: its report is refused, but it may already have done the work." +
+	"\x02The instance was stopped during the call, which was aborted: the des" +
+	"tination may already have acted on the request (check there).\x02The ins" +
+	"tance was stopped while the task was deferred: a settlement by id is ref" +
+	"used, but the work it waited for may already be done.\x02%[1]s at %[2]s" +
+	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
+	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
+	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
+	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
+	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
+	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
+	"s own words, protected values masked)\x02Message from Relais, quoting th" +
+	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
+	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
+	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
+	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02inst" +
+	"ance held here\x02Totals of definition %[1]s, not narrowed by the other " +
+	"filters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are recounted every few seconds, sh" +
+	"own anew at each reload.\x02revision %[1]d\x02Earlier attempt:\x02settle" +
+	"d\x02next attempt\x02claimable since\x02call in progress since\x02lock u" +
+	"ntil\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First p" +
+	"age\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
+	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
+	" a parameter that cannot be read (a percent sign not followed by two hex" +
+	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
+	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
+	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
+	"or is invalid: go back to the first page.\x02These settings are kept in " +
+	"this browser only.\x02Show times in\x02The console runs no script, so it" +
+	" cannot read your computer’s time zone: choose a place, whose daylight s" +
+	"aving time is followed, or a fixed offset from UTC.\x02Reload lists and " +
+	"detail pages\x02A reload empties what you typed but did not apply (filte" +
+	"rs, the search box) and moves the focus back to the top of the page: “Pa" +
+	"use reloading”, on every page that reloads, stops it until you resume. P" +
+	"ages where you type a reason (confirmations, and occurrences with a valu" +
+	"e to reveal) never reload on their own, nor does a revealed value.\x02Sa" +
+	"ve settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
+	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
+	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
+	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
+	"ons, drawn, with where their occurrences are now.\x02Published process v" +
+	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
+	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
+	"on %[1]d\x02older versions, from version %[1]d (each links the one befor" +
+	"e)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the longest" +
+	" path from the start node. Solid arrows are successes (labelled with the" +
+	"ir route), dashed ones failures (labelled with their error codes). Each " +
+	"box says how many of this version’s occurrences are at that node now." +
+	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
+	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
+	" an instance of this version is started with\x02Instances of this versio" +
+	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: t" +
+	"he latest is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Colu" +
+	"mns follow the longest path from the start node. Solid arrows are succes" +
+	"ses (labelled with their route), dashed ones failures (labelled with the" +
+	"ir error codes).\x02Nodes of this version\x02This version has %[1]d node" +
+	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
+	" node with its routes and counts.\x02This version has %[1]d nodes: too m" +
+	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
+	"th its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
+	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
+	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
+	"ame nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02en" +
+	"d (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02de" +
+	"adline %[1]s\x02No retry can run: the deadline ends the occurrence befor" +
+	"e its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default" +
+	")\x02The call may last past the deadline, which cuts it short (deadline_" +
+	"exceeded).\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); recounted every few seconds, shown anew at each reload.\x02" +
+	"Only administrators may reveal a sensitive value.\x02Say why you reveal " +
+	"this value: the reason is recorded with the reveal in the audit log.\x02" +
+	"Cannot reveal it here\x02This replica lacks the data key the value was s" +
+	"ealed with, so it cannot open it (nothing was recorded). Another replica" +
+	" may reveal it; ask your administrator to start every replica with the s" +
+	"ame data keys.\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; " +
+	"recorded in the audit log.\x02Cannot reveal\x02Only a value this page sh" +
+	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
+	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
+	", which field and why. The values themselves are never kept.\x02Reveals," +
+	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
+	" were asked for)\x02Method not allowed\x02This page does not accept that" +
+	" request.\x02This form was sent from another site: the console takes its" +
+	" forms from its own pages only. Open the console and send it from there." +
+	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
+	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance has “%[1]s” as its business key. A business key is found" +
+	" only whole and exactly as given, capitals and accents included: a list " +
+	"shows a long one shortened, so copy it from its instance’s page. An ende" +
+	"d instance is deleted once the retention period (RELAIS_RETENTION) has p" +
+	"assed, or at once when an administrator erases it.\x02No instance or occ" +
+	"urrence has the id “%[1]s”, and no instance has it as its business key. " +
+	"An ended instance is deleted, with its occurrences and attempts, once th" +
+	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
+	"inistrator erases it; the audit log keeps the operator actions taken on " +
+	"it.\x02No instance has “%[1]s” as its business key, and it is not a whol" +
+	"e id: the lists show the end of each id. Open the row, or copy its link," +
+	" for the whole id.\x02A token in the address is not used: you are signed" +
+	" in already. The address has put it in your browser’s history, and perha" +
+	"ps in a proxy’s logs: if others may read them, have the token revoked an" +
+	"d use a new one.\x02A token in the address is not used: paste it in the " +
+	"field below. The address has put it in your browser’s history, and perha" +
+	"ps in a proxy’s logs: if others may read them, have the token revoked an" +
+	"d use a new one.\x02You are signed out.\x02The token you signed in with " +
+	"is revoked, and you are signed out: sign in with another one.\x02Your se" +
+	"ssion had ended (inactivity, a sign-out elsewhere, a revoked token or a " +
+	"restart of the server), so your last action was not applied. Sign in aga" +
+	"in, then repeat it.\x02Your session has ended (inactivity, a sign-out el" +
+	"sewhere, a token revoked or expired, or a restart of the server). Sign i" +
+	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
+	"or token.\x02Token\x02The token is checked once and never stored in your" +
+	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
+	", and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign" +
+	"-ins from your address. Try again in %[1]d second.\x00H\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02Paste your" +
+	" token in the field: it is empty.\x02This token is unknown, revoked or e" +
+	"xpired.\x02A %[1]s token cannot open the console: it is a worker’s token" +
+	", for the API.\x02Only administrators see this page: tokens, consumers, " +
+	"destinations, the reveal log and erasures are theirs.\x02Staff tokens (a" +
+	"dministrators, designers, operators) that are not revoked. Consumer toke" +
+	"ns are managed with their consumers. Revoking a token refuses its next r" +
+	"equest.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used" +
+	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
+	"ion\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next" +
+	" request is refused, and console sessions opened with it end. This canno" +
+	"t be undone: whoever uses it needs a new token.\x02Revoke the token\x02K" +
+	"eep it\x02This is the token you signed in with: revoking it signs you ou" +
+	"t. Its next request is refused. This cannot be undone.\x02This is the la" +
+	"st usable administrator token: create another one before revoking it." +
+	"\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused." +
+	"\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
 	"values not shown: the page shows the first %[2]d, the API's detail has t" +
 	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
@@ -1802,155 +1803,155 @@ var frIndex = []uint32{ // 845 elements
 	// Entry 140 - 15F
 	0x00005247, 0x00005250, 0x00005264, 0x0000526e,
 	0x00005295, 0x000052b1, 0x000052cc, 0x000052fc,
-	0x00005341, 0x0000535c, 0x0000536b, 0x0000537c,
-	0x0000539d, 0x00005408, 0x00005420, 0x00005467,
-	0x000054d2, 0x000054dd, 0x000054f7, 0x00005541,
-	0x00005549, 0x00005557, 0x00005567, 0x00005591,
-	0x000055ba, 0x00005633, 0x0000568c, 0x0000572a,
-	0x000057a4, 0x000057b4, 0x000057d3, 0x000057df,
+	0x0000536c, 0x00005387, 0x00005396, 0x000053a7,
+	0x000053c8, 0x00005433, 0x0000544b, 0x00005492,
+	0x000054fd, 0x00005508, 0x00005522, 0x0000556c,
+	0x00005574, 0x00005582, 0x00005592, 0x000055bc,
+	0x000055e5, 0x0000565e, 0x000056b7, 0x00005755,
+	0x000057cf, 0x000057df, 0x000057fe, 0x0000580a,
 	// Entry 160 - 17F
-	0x000057f8, 0x00005803, 0x00005810, 0x0000581f,
-	0x00005827, 0x00005831, 0x00005839, 0x00005841,
-	0x00005847, 0x0000584e, 0x00005853, 0x00005858,
-	0x0000585c, 0x00005861, 0x00005867, 0x0000586d,
-	0x00005873, 0x00005878, 0x0000587d, 0x00005883,
-	0x0000588d, 0x000058ad, 0x000058cf, 0x000058f3,
-	0x00005919, 0x00005922, 0x0000593e, 0x00005947,
-	0x0000595f, 0x00005968, 0x000059bc, 0x000059dc,
+	0x00005823, 0x0000582e, 0x0000583b, 0x0000584a,
+	0x00005852, 0x0000585c, 0x00005864, 0x0000586c,
+	0x00005872, 0x00005879, 0x0000587e, 0x00005883,
+	0x00005887, 0x0000588c, 0x00005892, 0x00005898,
+	0x0000589e, 0x000058a3, 0x000058a8, 0x000058ae,
+	0x000058b8, 0x000058d8, 0x000058fa, 0x0000591e,
+	0x00005944, 0x0000594d, 0x00005969, 0x00005972,
+	0x0000598a, 0x00005993, 0x000059e7, 0x00005a07,
 	// Entry 180 - 19F
-	0x000059e2, 0x000059ed, 0x000059f3, 0x00005a01,
-	0x00005a0c, 0x00005a1a, 0x00005a4d, 0x00005a71,
-	0x00005aa0, 0x00005ae9, 0x00005af0, 0x00005b06,
-	0x00005b79, 0x00005b9f, 0x00005bb9, 0x00005ca1,
-	0x00005e30, 0x00005f37, 0x00005f87, 0x00005fb8,
-	0x00005feb, 0x0000601a, 0x00006025, 0x00006029,
-	0x0000603b, 0x00006050, 0x0000605e, 0x000060b8,
-	0x0000611d, 0x0000613a, 0x0000617d, 0x000061e4,
+	0x00005a0d, 0x00005a18, 0x00005a1e, 0x00005a2c,
+	0x00005a37, 0x00005a45, 0x00005a78, 0x00005a9c,
+	0x00005acb, 0x00005b14, 0x00005b1b, 0x00005b31,
+	0x00005ba4, 0x00005bca, 0x00005be4, 0x00005ccc,
+	0x00005e5b, 0x00005f62, 0x00005fb2, 0x00005fe3,
+	0x00006016, 0x00006045, 0x00006050, 0x00006054,
+	0x00006066, 0x0000607b, 0x00006089, 0x000060e3,
+	0x00006148, 0x00006165, 0x000061a8, 0x0000620f,
 	// Entry 1A0 - 1BF
-	0x000061f1, 0x00006206, 0x00006219, 0x00006244,
-	0x00006271, 0x000062a8, 0x000062f2, 0x00006304,
-	0x0000633c, 0x00006353, 0x0000635f, 0x00006376,
-	0x000063aa, 0x000063f4, 0x00006429, 0x00006432,
-	0x00006449, 0x00006477, 0x0000648a, 0x0000649c,
-	0x000064ad, 0x000064f9, 0x00006573, 0x00006597,
-	0x000065a2, 0x000065ad, 0x000065b8, 0x000065c2,
-	0x000065cc, 0x000065d5, 0x000065de, 0x000065e7,
+	0x0000621c, 0x00006231, 0x00006244, 0x0000626f,
+	0x0000629c, 0x000062d3, 0x0000631d, 0x0000632f,
+	0x00006367, 0x0000637e, 0x0000638a, 0x000063a1,
+	0x000063d5, 0x0000641f, 0x00006454, 0x0000645d,
+	0x00006474, 0x000064a2, 0x000064b5, 0x000064c7,
+	0x000064d8, 0x00006524, 0x0000659e, 0x000065c2,
+	0x000065cd, 0x000065d8, 0x000065e3, 0x000065ed,
+	0x000065f7, 0x00006600, 0x00006609, 0x00006612,
 	// Entry 1C0 - 1DF
-	0x000065f0, 0x000065f9, 0x00006600, 0x0000660e,
-	0x00006614, 0x0000661b, 0x00006622, 0x0000662b,
-	0x00006630, 0x0000663e, 0x00006644, 0x0000664a,
-	0x00006650, 0x00006658, 0x00006661, 0x0000666a,
-	0x0000667d, 0x0000668e, 0x000066b1, 0x000066d2,
-	0x000066e1, 0x000066ec, 0x000066f7, 0x00006704,
-	0x00006708, 0x0000670c, 0x0000671a, 0x00006728,
-	0x00006736, 0x00006756, 0x00006769, 0x00006782,
+	0x0000661b, 0x00006624, 0x0000662b, 0x00006639,
+	0x0000663f, 0x00006646, 0x0000664d, 0x00006656,
+	0x0000665b, 0x00006669, 0x0000666f, 0x00006675,
+	0x0000667b, 0x00006683, 0x0000668c, 0x00006695,
+	0x000066a8, 0x000066b9, 0x000066dc, 0x000066fd,
+	0x0000670c, 0x00006717, 0x00006722, 0x0000672f,
+	0x00006733, 0x00006737, 0x00006745, 0x00006753,
+	0x00006761, 0x00006781, 0x00006794, 0x000067ad,
 	// Entry 1E0 - 1FF
-	0x00006797, 0x000067a8, 0x000067ba, 0x000067cc,
-	0x000067d2, 0x000067d9, 0x000067e1, 0x000067e9,
-	0x00006807, 0x00006825, 0x0000683c, 0x00006851,
-	0x00006862, 0x00006868, 0x00006881, 0x0000688c,
-	0x000068c0, 0x000068cd, 0x000068eb, 0x000068f9,
-	0x00006902, 0x00006909, 0x00006924, 0x0000692e,
-	0x00006941, 0x0000697b, 0x00006984, 0x00006993,
-	0x000069f7, 0x00006a03, 0x00006a0d, 0x00006a3d,
+	0x000067c2, 0x000067d3, 0x000067e5, 0x000067f7,
+	0x000067fd, 0x00006804, 0x0000680c, 0x00006814,
+	0x00006832, 0x00006850, 0x00006867, 0x0000687c,
+	0x0000688d, 0x00006893, 0x000068ac, 0x000068b7,
+	0x000068eb, 0x000068f8, 0x00006916, 0x00006924,
+	0x0000692d, 0x00006934, 0x0000694f, 0x00006959,
+	0x0000696c, 0x000069a6, 0x000069af, 0x000069be,
+	0x00006a22, 0x00006a2e, 0x00006a38, 0x00006a68,
 	// Entry 200 - 21F
-	0x00006a98, 0x00006b7f, 0x00006b8a, 0x00006bbd,
-	0x00006bfb, 0x00006c74, 0x00006c99, 0x00006c9e,
-	0x00006cbe, 0x00006cdb, 0x00006cfb, 0x00006d10,
-	0x00006d51, 0x00006d5c, 0x00006d66, 0x00006d8f,
-	0x00006e04, 0x00006e15, 0x00006e52, 0x00006e86,
-	0x00006ee7, 0x00006f31, 0x00006f3f, 0x00006f7b,
-	0x00006fa5, 0x00006fea, 0x00007012, 0x00007051,
-	0x00007072, 0x000070b0, 0x000070f0, 0x00007110,
+	0x00006ac3, 0x00006baa, 0x00006bb5, 0x00006be8,
+	0x00006c26, 0x00006c9f, 0x00006cc4, 0x00006cc9,
+	0x00006ce9, 0x00006d06, 0x00006d26, 0x00006d3b,
+	0x00006d7c, 0x00006d87, 0x00006d91, 0x00006dba,
+	0x00006e2f, 0x00006e40, 0x00006e7d, 0x00006eb1,
+	0x00006f12, 0x00006f5c, 0x00006f6a, 0x00006fa6,
+	0x00006fd0, 0x00007015, 0x0000703d, 0x0000707c,
+	0x0000709d, 0x000070db, 0x0000711b, 0x0000713b,
 	// Entry 220 - 23F
-	0x00007151, 0x0000717b, 0x000071a2, 0x00007225,
-	0x0000723d, 0x00007251, 0x00007268, 0x00007276,
-	0x00007281, 0x000072a4, 0x000072e2, 0x00007301,
-	0x0000731d, 0x0000738b, 0x0000745d, 0x000074bc,
-	0x00007541, 0x000075be, 0x000076d2, 0x000077d5,
-	0x0000781c, 0x000078a9, 0x000078e9, 0x0000792f,
-	0x00007a7c, 0x00007aa4, 0x00007ac7, 0x00007afe,
-	0x00007b8f, 0x00007be2, 0x00007c0b, 0x00007ced,
+	0x0000717c, 0x000071a6, 0x000071cd, 0x00007250,
+	0x00007268, 0x0000727c, 0x00007293, 0x000072a1,
+	0x000072ac, 0x000072cf, 0x0000730d, 0x0000732c,
+	0x00007348, 0x000073b6, 0x00007488, 0x000074e7,
+	0x0000756c, 0x000075e9, 0x000076fd, 0x00007800,
+	0x00007847, 0x000078d4, 0x00007914, 0x0000795a,
+	0x00007aa7, 0x00007acf, 0x00007af2, 0x00007b29,
+	0x00007bba, 0x00007c0d, 0x00007c36, 0x00007d18,
 	// Entry 240 - 25F
-	0x00007d13, 0x00007d5a, 0x00007dde, 0x00007e59,
-	0x00007ed6, 0x00007efe, 0x00007f26, 0x00007f6d,
-	0x00007fb7, 0x00007fea, 0x00007ffd, 0x00008105,
-	0x00008133, 0x0000816f, 0x00008185, 0x00008219,
-	0x0000822c, 0x00008269, 0x000082c2, 0x000082fe,
-	0x00008311, 0x00008365, 0x0000839a, 0x000083ac,
-	0x000083c3, 0x00008402, 0x00008454, 0x00008480,
-	0x0000851d, 0x000085c3, 0x00008670, 0x00008680,
+	0x00007d3e, 0x00007d85, 0x00007e09, 0x00007e84,
+	0x00007f01, 0x00007f29, 0x00007f51, 0x00007f98,
+	0x00007fe2, 0x00008015, 0x00008028, 0x00008130,
+	0x0000815e, 0x0000819a, 0x000081b0, 0x00008244,
+	0x00008257, 0x00008294, 0x000082ed, 0x00008329,
+	0x0000833c, 0x00008390, 0x000083c5, 0x000083d7,
+	0x000083ee, 0x0000842d, 0x0000847f, 0x000084ab,
+	0x00008548, 0x000085ee, 0x0000869b, 0x000086ab,
 	// Entry 260 - 27F
-	0x000086e0, 0x00008751, 0x000087d6, 0x0000886b,
-	0x00008876, 0x00008893, 0x000088b2, 0x000088c3,
-	0x000088dd, 0x000088e6, 0x000088f0, 0x0000893e,
-	0x00008983, 0x000089a2, 0x000089d7, 0x00008a28,
-	0x00008a39, 0x00008a83, 0x00008a99, 0x00008aad,
-	0x00008ac6, 0x00008adc, 0x00008b06, 0x00008b0e,
-	0x00008b21, 0x00008b28, 0x00008b43, 0x00008b63,
-	0x00008b93, 0x00008baa, 0x00008bc0, 0x00008bf8,
+	0x0000870b, 0x0000877c, 0x00008801, 0x00008896,
+	0x000088a1, 0x000088be, 0x000088dd, 0x000088ee,
+	0x00008908, 0x00008911, 0x0000891b, 0x00008969,
+	0x000089ae, 0x000089cd, 0x00008a02, 0x00008a53,
+	0x00008a64, 0x00008aae, 0x00008ac4, 0x00008ad8,
+	0x00008af1, 0x00008b07, 0x00008b31, 0x00008b39,
+	0x00008b4c, 0x00008b53, 0x00008b6e, 0x00008b8e,
+	0x00008bbe, 0x00008bd5, 0x00008beb, 0x00008c23,
 	// Entry 280 - 29F
-	0x00008c33, 0x00008c5f, 0x00008cb9, 0x00008cca,
-	0x00008ce4, 0x00008cef, 0x00008d03, 0x00008d15,
-	0x00008d2b, 0x00008d3d, 0x00008d4f, 0x00008d55,
-	0x00008d67, 0x00008d75, 0x00008d84, 0x00008d90,
-	0x00008da6, 0x00008dd0, 0x00008e03, 0x00008eab,
-	0x00008efb, 0x00008f23, 0x00008f75, 0x00008fb7,
-	0x00008ff3, 0x0000900a, 0x000090d4, 0x00009101,
-	0x000092bb, 0x000092d5, 0x000092ee, 0x0000930f,
+	0x00008c5e, 0x00008c8a, 0x00008d0d, 0x00008d1e,
+	0x00008d38, 0x00008d43, 0x00008d57, 0x00008d69,
+	0x00008d7f, 0x00008d91, 0x00008da3, 0x00008da9,
+	0x00008dbb, 0x00008dc9, 0x00008dd8, 0x00008de4,
+	0x00008dfa, 0x00008e24, 0x00008e57, 0x00008eff,
+	0x00008f4f, 0x00008f77, 0x00008fc9, 0x0000900b,
+	0x00009047, 0x0000905e, 0x00009128, 0x00009155,
+	0x0000930f, 0x00009329, 0x00009342, 0x00009363,
 	// Entry 2A0 - 2BF
-	0x00009326, 0x00009353, 0x0000935a, 0x00009374,
-	0x0000939a, 0x000093af, 0x00009409, 0x0000949e,
-	0x00009501, 0x00009514, 0x0000953b, 0x00009563,
-	0x00009571, 0x000095c5, 0x000095d5, 0x000095e6,
-	0x000095ed, 0x00009723, 0x0000972a, 0x00009764,
-	0x00009769, 0x0000977e, 0x00009792, 0x000097a4,
-	0x000097ba, 0x000097ca, 0x00009807, 0x00009847,
-	0x00009862, 0x00009873, 0x000098b7, 0x000098d8,
+	0x0000937a, 0x000093a7, 0x000093ae, 0x000093c8,
+	0x000093ee, 0x00009403, 0x0000945d, 0x000094f2,
+	0x00009555, 0x00009568, 0x0000958f, 0x000095b7,
+	0x000095c5, 0x00009619, 0x00009629, 0x0000963a,
+	0x00009641, 0x00009777, 0x0000977e, 0x000097b8,
+	0x000097bd, 0x000097d2, 0x000097e6, 0x000097f8,
+	0x0000980e, 0x0000981e, 0x0000985b, 0x0000989b,
+	0x000098b6, 0x000098c7, 0x0000990b, 0x0000992c,
 	// Entry 2C0 - 2DF
-	0x000098ea, 0x000098fc, 0x000099d1, 0x000099e9,
-	0x00009a8a, 0x00009b19, 0x00009b29, 0x00009c03,
-	0x00009cc5, 0x00009cca, 0x00009cda, 0x00009ce8,
-	0x00009cf8, 0x00009d08, 0x00009d16, 0x00009d26,
-	0x00009d30, 0x00009d59, 0x00009d73, 0x00009d8e,
-	0x00009e1c, 0x00009e5a, 0x00009e6b, 0x00009f02,
-	0x00009f0f, 0x00009f2a, 0x00009f83, 0x00009f97,
-	0x00009fb5, 0x0000a006, 0x0000a047, 0x0000a0bd,
+	0x0000993e, 0x00009950, 0x00009a25, 0x00009a3d,
+	0x00009ade, 0x00009b6d, 0x00009b7d, 0x00009c57,
+	0x00009d19, 0x00009d1e, 0x00009d2e, 0x00009d3c,
+	0x00009d4c, 0x00009d5c, 0x00009d6a, 0x00009d7a,
+	0x00009d84, 0x00009dad, 0x00009dc7, 0x00009de2,
+	0x00009e70, 0x00009eae, 0x00009ebf, 0x00009f56,
+	0x00009f63, 0x00009f7e, 0x00009fd7, 0x00009feb,
+	0x0000a009, 0x0000a083, 0x0000a0c4, 0x0000a13a,
 	// Entry 2E0 - 2FF
-	0x0000a0dc, 0x0000a1f2, 0x0000a20b, 0x0000a251,
-	0x0000a269, 0x0000a2bc, 0x0000a2f7, 0x0000a38f,
-	0x0000a3bb, 0x0000a3e1, 0x0000a415, 0x0000a42d,
-	0x0000a458, 0x0000a501, 0x0000a50b, 0x0000a593,
-	0x0000a5c8, 0x0000a609, 0x0000a785, 0x0000a904,
-	0x0000a9dd, 0x0000aaf2, 0x0000ac0e, 0x0000ac27,
-	0x0000aca3, 0x0000ad6c, 0x0000adf5, 0x0000ae02,
-	0x0000ae54, 0x0000ae5a, 0x0000af0e, 0x0000afbe,
+	0x0000a159, 0x0000a26f, 0x0000a288, 0x0000a2ce,
+	0x0000a2e6, 0x0000a339, 0x0000a374, 0x0000a40c,
+	0x0000a438, 0x0000a45e, 0x0000a492, 0x0000a4aa,
+	0x0000a4d5, 0x0000a57e, 0x0000a588, 0x0000a610,
+	0x0000a645, 0x0000a686, 0x0000a802, 0x0000a981,
+	0x0000aa5a, 0x0000ab6f, 0x0000ac8b, 0x0000aca4,
+	0x0000ad20, 0x0000ade9, 0x0000ae72, 0x0000ae7f,
+	0x0000aed1, 0x0000aed7, 0x0000af8b, 0x0000b03b,
 	// Entry 300 - 31F
-	0x0000aff0, 0x0000b01c, 0x0000b085, 0x0000b12c,
-	0x0000b1ee, 0x0000b21e, 0x0000b22b, 0x0000b231,
-	0x0000b247, 0x0000b252, 0x0000b259, 0x0000b264,
-	0x0000b272, 0x0000b27f, 0x0000b28d, 0x0000b2a6,
-	0x0000b2d3, 0x0000b37c, 0x0000b38f, 0x0000b399,
-	0x0000b428, 0x0000b489, 0x0000b4e5, 0x0000b4f7,
-	0x0000b511, 0x0000b524, 0x0000b562, 0x0000b59e,
-	0x0000b5bb, 0x0000b5c8, 0x0000b5d6, 0x0000b5e4,
+	0x0000b06d, 0x0000b099, 0x0000b102, 0x0000b1a9,
+	0x0000b26b, 0x0000b29b, 0x0000b2a8, 0x0000b2ae,
+	0x0000b2c4, 0x0000b2cf, 0x0000b2d6, 0x0000b2e1,
+	0x0000b2ef, 0x0000b2fc, 0x0000b30a, 0x0000b323,
+	0x0000b350, 0x0000b3f9, 0x0000b40c, 0x0000b416,
+	0x0000b4a5, 0x0000b506, 0x0000b562, 0x0000b574,
+	0x0000b58e, 0x0000b5a1, 0x0000b5df, 0x0000b61b,
+	0x0000b638, 0x0000b645, 0x0000b653, 0x0000b661,
 	// Entry 320 - 33F
-	0x0000b5f4, 0x0000b630, 0x0000b66a, 0x0000b6e7,
-	0x0000b6f2, 0x0000b71c, 0x0000b729, 0x0000b745,
-	0x0000b749, 0x0000b75b, 0x0000b81d, 0x0000b850,
-	0x0000b85b, 0x0000b865, 0x0000b87a, 0x0000b883,
-	0x0000b88d, 0x0000b8a2, 0x0000b8c6, 0x0000b8e0,
-	0x0000b8f5, 0x0000b921, 0x0000b960, 0x0000b965,
-	0x0000b97a, 0x0000b98c, 0x0000b9c1, 0x0000b9d2,
-	0x0000b9ff, 0x0000ba2e, 0x0000bb50, 0x0000bc72,
+	0x0000b671, 0x0000b6ad, 0x0000b6e7, 0x0000b764,
+	0x0000b76f, 0x0000b799, 0x0000b7a6, 0x0000b7c2,
+	0x0000b7c6, 0x0000b7d8, 0x0000b89a, 0x0000b8cd,
+	0x0000b8d8, 0x0000b8e2, 0x0000b8f7, 0x0000b900,
+	0x0000b90a, 0x0000b91f, 0x0000b943, 0x0000b95d,
+	0x0000b972, 0x0000b99e, 0x0000b9dd, 0x0000b9e2,
+	0x0000b9f7, 0x0000ba09, 0x0000ba3e, 0x0000ba4f,
+	0x0000ba7c, 0x0000baab, 0x0000bbcd, 0x0000bcef,
 	// Entry 340 - 35F
-	0x0000bce8, 0x0000bd73, 0x0000be02, 0x0000be69,
-	0x0000beab, 0x0000befd, 0x0000bf45, 0x0000bfb8,
-	0x0000c000, 0x0000c02e, 0x0000c05c, 0x0000c08f,
-	0x0000c0c2,
+	0x0000bd65, 0x0000bdf0, 0x0000be7f, 0x0000bee6,
+	0x0000bf28, 0x0000bf7a, 0x0000bfc2, 0x0000c035,
+	0x0000c07d, 0x0000c0ab, 0x0000c0d9, 0x0000c10c,
+	0x0000c13f,
 } // Size: 3404 bytes
 
-const frData string = "" + // Size: 49346 bytes
+const frData string = "" + // Size: 49471 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2257,306 +2258,308 @@ const frData string = "" + // Size: 49346 bytes
 	" d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
 	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
 	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
-	"\x02Au %[1]s (%[2]s)\u202f; actualisé à quelques secondes d’intervalle." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
-	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
-	"s les définitions\x02Réussites et échecs par tranche de 5\u00a0min, dern" +
-	"ière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
-	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02T" +
-	"erminées\x02Les chiffres du graphique\x02Réussites et échecs par tranche" +
-	" de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02" +
-	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02Rétention\u202f: les instances terminées sont " +
-	"conservées sans limite, selon le RELAIS_RETENTION d’une autre réplique." +
-	"\x02Rétention\u202f: les instances terminées sont conservées sans limite" +
-	" (RELAIS_RETENTION).\x02Rétention\u202f: les instances terminées sont su" +
-	"pprimées avec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTIO" +
-	"N plus long d’une autre réplique.\x02Rétention\u202f: les instances term" +
-	"inées sont supprimées avec leurs occurrences %[1]s après leur fin (RELAI" +
-	"S_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
-	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
-	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
-	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
-	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
-	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
-	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
-	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
-	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
-	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
-	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
-	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
-	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
-	"\x02Bloquée pour\x02jamais\u202f: la rétention conserve les instances te" +
-	"rminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENT" +
-	"ION d’une autre réplique conserve les instances terminées sans limite" +
-	"\x02Supprimée par la rétention\x02les instances terminées sont conservée" +
-	"s %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[" +
-	"1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin" +
-	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
-	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La version " +
-	"doit être un nombre entier à partir de 1.\x02Une version est celle d’un " +
-	"processus\u202f: choisissez aussi le processus.\x02Date de création\x02L" +
-	"a taille de page doit être comprise entre 1 et %[1]d.\x02Instances de pr" +
-	"ocessus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
-	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
-	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
-	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
-	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
-	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
-	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
-	"T /api/v1/occurrences/%[3]s les liste toutes.\x02après la reprise par %[" +
-	"1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
-	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
-	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
-	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
-	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
-	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
-	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
-	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
-	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
-	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
-	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
-	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
-	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
-	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
-	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
-	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
-	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
-	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
-	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
-	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
-	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
-	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
-	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
-	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
-	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
-	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
-	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
-	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
-	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
-	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
-	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"\x02Au %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, a" +
+	"ffiché à nouveau à chaque rechargement.\x02disponible depuis le %[1]s" +
+	"\x02attente longue\x02aucun exécutant\x02Afficher toutes les définitions" +
+	"\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou" +
+	" affichez toutes les définitions.\x02Toutes les définitions\x02Réussites" +
+	" et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dan" +
+	"s la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiqu" +
+	"e donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du gr" +
+	"aphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus ancie" +
+	"nnes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Réte" +
+	"ntion\u202f: les instances terminées sont conservées sans limite, selon " +
+	"le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les instan" +
+	"ces terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rétenti" +
+	"on\u202f: les instances terminées sont supprimées avec leurs occurrences" +
+	" %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre répliqu" +
+	"e.\x02Rétention\u202f: les instances terminées sont supprimées avec leur" +
+	"s occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %" +
+	"[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[" +
+	"3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1" +
+	"]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
+	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
+	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
+	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02" +
+	"Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun " +
+	"avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurren" +
+	"ce\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance" +
+	" n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
+	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
+	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
+	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
+	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
+	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
+	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
+	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
+	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
+	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
+	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
+	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
+	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
+	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
+	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
+	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
+	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
+	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
+	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
+	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
+	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
+	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
+	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
+	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
+	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
+	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
+	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
+	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
+	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
+	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
+	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
+	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
+	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
+	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
+	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
+	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
+	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
+	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
+	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
+	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
+	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
 	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
-	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
-	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
-	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
-	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
-	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
-	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
-	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
-	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
-	"on ignore si la destination a agi, donc Relais ne l’appelle pas de nouve" +
-	"au de lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas" +
-	" pu être préparé.\x02La destination était injoignable.\x02La réponse de " +
-	"la destination était trop volumineuse.\x02La dernière tentative a pris f" +
-	"in sans résultat (son verrou a expiré, ou le flux de son exécutant s’est" +
-	" terminé), sans tentative restante.\x02Les entrées n’ont pas pu être con" +
-	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
-	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, aucun retries envoyé, que Camunda " +
-	"lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exé" +
-	"cutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécu" +
-	"tant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécu" +
-	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
-	"2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne p" +
-	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
-	" que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisions " +
-	"%[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir " +
-	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
-	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
-	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
-	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
-	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
-	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés à quel" +
-	"ques secondes d’intervalle.\x02révision\u00a0%[1]d\x02Tentative antérieu" +
-	"re\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02app" +
-	"el en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page" +
-	" précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %" +
-	"[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f" +
-	": le premier jour vient après le dernier.\x02Cette adresse contient un p" +
-	"aramètre illisible (un signe pour cent qui n’est pas suivi de deux chiff" +
-	"res hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Par" +
-	"amètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]" +
-	"s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le" +
-	" paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une" +
-	" seule fois.\x02Le curseur de page est invalide\u202f: revenez à la prem" +
-	"ière page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02versions plus an" +
-	"ciennes, depuis la version %[1]d (chacune mène à la précédente)\x02Proce" +
-	"ssus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus l" +
-	"ong chemin depuis le nœud de départ. Les flèches pleines sont les réussi" +
-	"tes (étiquetées par leur route), les pointillées les échecs (étiquetées " +
-	"par leurs codes d’erreur). Chaque case indique combien d’occurrences de " +
-	"cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cet" +
-	"te version, avec leurs occurrences actuelles\x02Type\x02Révision épinglé" +
-	"e\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02E" +
-	"ntrées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet" +
-	" vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
-	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
-	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
-	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
-	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
-	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
-	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
-	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
-	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
-	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
-	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
-	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
-	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
-	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
-	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
-	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
-	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
-	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
-	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés à quelques secondes d’inter" +
-	"valle.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
-	"é avec la révélation dans le journal d’audit.\x02Impossible de la révél" +
-	"er ici\x02Cette réplique n’a pas la clé de données qui a scellé la valeu" +
-	"r et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une autre répl" +
-	"ique peut la révéler\u202f; demandez à votre administrateur de démarrer " +
-	"toutes les répliques avec les mêmes clés de données.\x02Retour à l’occur" +
-	"rence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
-	"it.\x02Révélation impossible\x02Seule une valeur que cette page affiche " +
-	"masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent" +
-	" jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a " +
-	"révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
-	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
+	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
+	".\x02La destination était injoignable.\x02La réponse de la destination é" +
+	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
+	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
+	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
+	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
+	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
+	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
+	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
+	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
+	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
+	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
+	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
+	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
+	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
+	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
+	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
+	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
+	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
+	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
+	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
+	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
+	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
+	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
+	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
+	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
+	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
+	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
+	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
+	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
+	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
+	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
+	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
+	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
+	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
+	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
+	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
+	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
+	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’interv" +
+	"alle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d" +
+	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
+	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
+	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
+	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
+	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
+	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
+	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
+	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
+	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
+	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
+	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
 	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
 	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
 	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
@@ -2666,4 +2669,4 @@ const frData string = "" + // Size: 49346 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 94483 bytes (92KiB); checksum: C5E720E4
+	// Total table size 94689 bytes (92KiB); checksum: A5C3F41B
