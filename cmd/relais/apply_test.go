@@ -495,6 +495,16 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 6; the contracts are revision 5's: only names or descriptions changed") {
 		t.Errorf("a description's edit: %q, %v", out, err)
 	}
+	// A field saying less than the object holding it is raised: noted.
+	write("    - {name: note, type: text, description: a free note}\n    - {name: policy, type: text, required: true}\n" +
+		"    - {name: company, type: object, classification: sensitive, fields: [{name: name, type: text, classification: normal}]}\n")
+	raised := "\n  note: /inputs/company/name: classification normal is raised to sensitive by /inputs/company, which holds it"
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, raised) {
+		t.Errorf("a field's classification raised by its object: %q, %v; want %q", out, err, raised)
+	}
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || strings.Contains(out, "note:") {
+		t.Errorf("an unchanged apply notes again: %q, %v", out, err)
+	}
 }
 
 // TestApplySaysWhatANewVersionRefuses: a process version whose inputs may

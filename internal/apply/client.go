@@ -347,6 +347,14 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res R
 	var working *contracts.Working
 	if w, violations := contracts.ParseWorking(js); len(violations) == 0 {
 		digest, working = w.Digest(), &w
+		if raised := contracts.RaisedClassifications(js); len(raised) > 0 {
+			// Noted as the revision is made, not on every unchanged run.
+			defer func() {
+				if err == nil && res.Action != "unchanged" {
+					res.Notes = append(res.Notes, raised...)
+				}
+			}()
+		}
 	}
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
