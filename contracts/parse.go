@@ -500,7 +500,7 @@ func (o optionReader) bound(key string) *json.Number {
 	case literalTooLong(v.Num):
 		o.p.add(at, "%s is written with more than %d characters", key, MaxNumberLiteral)
 	case !numberInRange(v.Num):
-		o.p.add(at, "%s %s is out of range", key, v.Num)
+		o.p.add(at, "%s %s is out of range: 0, or a magnitude from 1e-%d to below 1e%d", key, v.Num, MaxNumberOrder, MaxNumberOrder+1)
 	case o.f.Type == TypeInteger && !isIntegral(v.Num):
 		o.p.add(at, "%s must be an integer on integer fields", key)
 	default:

@@ -84,7 +84,7 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"minimum above maximum exact", withInput(`{"name":"a","type":"number","minimum":0.30000000000000001,"maximum":0.3}`), "/inputs/fields/0/minimum", "minimum 0.30000000000000001 is above maximum 0.3"},
 		{"minimum string", withInput(`{"name":"a","type":"number","minimum":"1"}`), "/inputs/fields/0/minimum", "minimum must be a number, not string"},
 		{"fractional minimum on integer", withInput(`{"name":"a","type":"integer","minimum":1.5}`), "/inputs/fields/0/minimum", "minimum must be an integer on integer fields"},
-		{"maximum out of range", withInput(`{"name":"a","type":"number","maximum":1e400}`), "/inputs/fields/0/maximum", "maximum 1e400 is out of range"},
+		{"maximum out of range", withInput(`{"name":"a","type":"number","maximum":1e400}`), "/inputs/fields/0/maximum", "maximum 1e400 is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
 		{"min_items above max_items", withInput(`{"name":"a","type":"list","items":{"type":"text"},"min_items":3,"max_items":2}`), "/inputs/fields/0/min_items", "min_items 3 is above max_items 2"},
 		{"negative min_items", withInput(`{"name":"a","type":"list","items":{"type":"text"},"min_items":-2}`), "/inputs/fields/0/min_items", "min_items must not be negative"},
 		{"invalid pattern", withInput(`{"name":"a","type":"text","pattern":"(ab"}`), "/inputs/fields/0/pattern", "pattern is not a valid regular expression: missing closing ): `(ab`"},

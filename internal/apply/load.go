@@ -501,9 +501,15 @@ func nodeValue(n *yaml.Node, at string) (any, error) {
 		return n.Value, nil
 	}
 	if n.Kind == yaml.ScalarNode && n.Style == 0 && n.ShortTag() == "!!str" && yamlNumberish.MatchString(n.Value) {
-		// Unquoted, a number too large for YAML's own types (1e999, a
-		// 20-digit hex) is read as a string, and was told to be an
-		// integer, "not string" (verifier QA).
+		if jsonNumber.MatchString(n.Value) {
+			// JSON holds it (1e400): the document's checks judge it
+			// with everything else, where refusing it here hid the
+			// document's other problems (designer QA).
+			return json.Number(n.Value), nil
+		}
+		// Unquoted, a number too large for YAML's own types (a 20-digit
+		// hex) is read as a string, and was told to be an integer, "not
+		// string" (verifier QA).
 		return nil, &nonFinite{pointer: at, literal: n.Value, why: "is a number too large to hold"}
 	}
 	var x any

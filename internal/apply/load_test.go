@@ -490,7 +490,6 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		"inf.yaml": {"kind: Definition\nkey: d\nfields:\n  a:\n    enum: [1, -.Inf]\n", `5: /fields/a/enum/1: -.Inf is a number JSON cannot hold: write a finite number that fits, or quote it ("-.Inf") for a string`},
 		// Too large for YAML's types, it was read as a string (verifier QA).
 		"huge.yaml": {"kind: Definition\nkey: d\nx:\n  max_length: 0x7FFFFFFFFFFFFFFFFFFF\n", `4: /x/max_length: 0x7FFFFFFFFFFFFFFFFFFF is a number too large to hold: write a finite number that fits, or quote it ("0x7FFFFFFFFFFFFFFFFFFF") for a string`},
-		"e999.yaml": {"kind: Definition\nkey: d\nx: 1e999\n", `3: /x: 1e999 is a number too large to hold: write a finite number that fits, or quote it ("1e999") for a string`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
 		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
@@ -502,6 +501,13 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		if got := problemLines(t, p); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: %q\nwant %q", name, got, c.want)
 		}
+	}
+	// A number JSON holds, too large for YAML's types, is judged with the
+	// rest of the document, not before it (designer QA: minimum 1e400 hid
+	// a bad field name).
+	huge := write(t, dir, "e400.yaml", "kind: Definition\nkey: d\nname: D\ninputs:\n  fields:\n    - {name: amount, type: number, minimum: 1e400}\n    - {name: Bad Name, type: text}\noutputs:\n  fields: []\n")
+	if got := problemLines(t, huge); len(got) != 2 || !strings.HasSuffix(got[0], "6: /inputs/fields/0/minimum: minimum 1e400 is out of range: 0, or a magnitude from 1e-40 to below 1e41") || !strings.Contains(got[1], "7: /inputs/fields/1/name: ") {
+		t.Errorf("minimum 1e400 beside a bad name: %q", got)
 	}
 	// A long file, its slip near the end, in a second document: found at
 	// its own line (by a search of a few parses, not one per line).
