@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,8 +67,14 @@ type Runner struct {
 const transportBackstop = 2 * process.HardMaxPushTimeout
 
 func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg prometheus.Registerer) *Runner {
-	host, _ := os.Hostname()
-	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
+	// Named after the replica as the Workers page names it (host-4242),
+	// not in a spelling of its own (on-call QA). A unit test's runner
+	// may have no engine.
+	replica := engine.DefaultReplica
+	if eng != nil {
+		replica = eng.Replica()
+	}
+	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: "relais-push@" + replica,
 		wake: make(chan struct{}, 1), draining: make(chan struct{}), inflight: map[uuid.UUID]context.CancelCauseFunc{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",

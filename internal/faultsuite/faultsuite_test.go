@@ -414,7 +414,7 @@ func (s *suite) killReplica() (string, error) {
 	inFlight := 0
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		_ = s.pool.QueryRow(ctx, "select count(*) from occurrences where status = 'reserved' and mode = 'push' and worker_id like $1",
-			fmt.Sprintf("relais-push@%%:%d", pid)).Scan(&inFlight)
+			fmt.Sprintf("relais-push@%%-%d", pid)).Scan(&inFlight)
 		if inFlight > 0 {
 			break
 		}
