@@ -939,6 +939,12 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 			return err
 		}
 		if vs := ov.Validate(outputs); len(vs) > 0 {
+			// A protected field's constraint is not said, as in every
+			// message Relais stores: a worker's report of this refusal
+			// (the Go SDK's failure, a refused report's record) reaches
+			// operators, and "at most 4 characters" tells a length
+			// (privacy QA). The pointer still names the field.
+			vs = protectedUndescribed(rev.Working.Outputs, vs)
 			for i := range vs {
 				vs[i].Path = "/outputs" + vs[i].Path
 			}

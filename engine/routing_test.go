@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -579,5 +580,37 @@ func TestRepublishingAVersionARuleNowRefuses(t *testing.T) {
 	pv, created, err := e.PublishProcess(context.Background(), "lax", doc)
 	if err != nil || created || pv.Version != 1 {
 		t.Fatalf("the same document again: version %d, created %v, %v; want version 1 as it is", pv.Version, created, err)
+	}
+}
+
+// TestARefusedCompletionSaysNoProtectedConstraint: a completion's outputs
+// that break a protected field's constraint are refused naming the field,
+// not the constraint (a worker's report of the refusal reaches operators:
+// "at most 4 characters" tells a length); a normal field's keeps it.
+func TestARefusedCompletionSaysNoProtectedConstraint(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := New(dbtest.Pool(t), clock.options(t))
+	define(t, e, "crm", strings.Replace(crmWorking, `{"name":"crm_id","type":"text","required":true}`,
+		`{"name":"crm_id","type":"text","required":true},{"name":"ref","type":"text","classification":"sensitive","max_length":4},{"name":"note","type":"text","max_length":2}`, 1))
+	define(t, e, "notify", notifyWorking)
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(routingProcess(`{"*":"notify"}`))); err != nil {
+		t.Fatal(err)
+	}
+	startRouting(t, e, `{"name":"Acme"}`)
+	c := consumer(t, e)
+	res := claimOne(t, e, c, "w")
+	_, err := e.Complete(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID},
+		json.RawMessage(`{"result":"created","crm_id":"C","ref":"ABCDEFG","note":"long"}`))
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != CodeInvalidOutputs {
+		t.Fatalf("complete: %v; want invalid_outputs", err)
+	}
+	got := map[string]string{}
+	for _, v := range fe.Errors {
+		got[v.Path] = v.Message
+	}
+	if got["/outputs/ref"] != protectedViolation || !strings.Contains(got["/outputs/note"], "2") {
+		t.Errorf("violations %v; want ref's constraint unsaid, note's said", got)
 	}
 }
