@@ -572,6 +572,10 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if got := text(again, "bulk-changed"); !strings.HasPrefix(got, "Cette action groupée a déjà été appliquée") {
 		t.Errorf("repeated bulk form says %q, want that it was already applied", got)
 	}
+	// With no form left to focus, the message takes the focus (a11y).
+	if _, ok := again.doc.Find(`[data-testid=bulk-changed]`).Attr("autofocus"); !ok {
+		t.Error("the repeated bulk form's message does not take the focus")
+	}
 	if f.auditCount(t, a, "retry") != 1 {
 		t.Error("a repeated bulk form retried again")
 	}

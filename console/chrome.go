@@ -57,10 +57,19 @@ type refusedKey struct{}
 // a page reloaded on a refused form, and it read as the form's own (a11y
 // QA, WCAG 2.4.2).
 func pageTitle(ctx context.Context, ch chrome) string {
-	if refused, _ := ctx.Value(refusedKey{}).(bool); refused {
+	if refused(ctx) {
 		return T(ctx, "Error: %s · %s", ch.Title, ch.AppName)
 	}
 	return ch.Title + " · " + ch.AppName
+}
+
+// refused reports whether the page renders with an error status: its
+// title says so, its message takes the focus, and it never reloads itself
+// (a reload cannot mend it, and would read it out again and wipe a
+// filter being corrected: verifier QA).
+func refused(ctx context.Context) bool {
+	r, _ := ctx.Value(refusedKey{}).(bool)
+	return r
 }
 
 // chrome is what the layout shows around every page.

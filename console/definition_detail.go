@@ -206,7 +206,11 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		v.PendingCaption = T(ctx, "Changes of the Working copy since revision %d", latest)
 	}
 	c.diff(ctx, r, &v, key, revs)
-	c.render(w, r, http.StatusOK, definitionPage(v))
+	status := http.StatusOK
+	if v.DiffError != "" {
+		status = http.StatusBadRequest // as the lists answer a filter they cannot apply
+	}
+	c.render(w, r, status, definitionPage(v))
 }
 
 // diff fills the comparison form and, when two revisions were chosen, the

@@ -221,8 +221,15 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		v.ChartAllHref, v.ChartAll = healthPath+"#chart", T(ctx, "Show all definitions")
 		if !keys[key] {
 			// A mistyped key would otherwise draw an empty hour, as for a
-			// definition whose workers are idle.
-			v.ChartUnknown = T(ctx, "No definition %s has occurrences: check the key, or show all definitions.", key)
+			// definition whose workers are idle: refused as the lists
+			// refuse it; a definition without occurrences yet is said so.
+			unknown, err := c.unknownOccurrenceKeys(ctx, engine.OccurrenceFilter{Definition: key})
+			if err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+			v.Errors = unknown.Texts
+			v.ChartUnknown = T(ctx, "Definition %s has no occurrence yet.", key)
 		}
 	} else {
 		for _, dh := range h.Definitions {
@@ -234,7 +241,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		v.ChartScope = T(ctx, "All definitions")
 	}
 	v.Chart, v.ChartTable = chartOf(ctx, buckets, h.BucketsEnd, v.ChartScope)
-	c.render(w, r, http.StatusOK, healthPage(v))
+	c.render(w, r, listStatus(v.Errors), healthPage(v))
 }
 
 // chartOf draws the last hour's buckets (oldest first, the last ending at

@@ -80,9 +80,13 @@ func TestHealthPage(t *testing.T) {
 	if got := text(scoped, "chart-unknown"); got != "" {
 		t.Errorf("a known definition's chart is said unknown: %q", got)
 	}
-	// A mistyped key says so rather than draw an idle hour.
-	if got := text(b.mustGet("/console/health?definition=charge_crad", 200), "chart-unknown"); !strings.Contains(got, "charge_crad") {
-		t.Errorf("an unknown definition's chart: notice %q, want one naming the key", got)
+	// A mistyped key is refused as the lists refuse it, rather than draw
+	// an idle hour; a definition without occurrences yet says so.
+	if got := text(b.mustGet("/console/health?definition=charge_crad", 400), "filter-errors"); !strings.Contains(got, "“charge_crad”") || !strings.Contains(got, "“charge_card”") {
+		t.Errorf("an unknown definition's chart: errors %q, want the key and the one meant", got)
+	}
+	if got := text(b.mustGet("/console/health?definition=console_unused", 200), "chart-unknown"); got != "Definition console_unused has no occurrence yet." {
+		t.Errorf("a definition without occurrences: notice %q", got)
 	}
 	// Open counts three statuses: all of them in one, it links to that
 	// status's list (the definition's whole list is mostly settled rows).
@@ -179,6 +183,11 @@ func TestDisplayPreferences(t *testing.T) {
 		if n := b.mustGet(p, 200).doc.Find(`meta[http-equiv=refresh]`).Length(); n != 0 {
 			t.Errorf("%s reloads itself: a form would lose what was typed", p)
 		}
+	}
+	// Nor does a list refusing its filter: a reload cannot mend it, and
+	// would read its error out again and wipe the filter being corrected.
+	if bad := b.mustGet("/console/occurrences?instance=xyz", 400); bad.doc.Find(`meta[http-equiv=refresh]`).Length() != 0 || count(bad, "reload-form") != 0 {
+		t.Error("a list refusing its filter reloads itself")
 	}
 	// A place: its name in the settings' summary, each time with the
 	// offset of its day (the fixture's times are today's: Paris is UTC+01:00

@@ -95,7 +95,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 	}
 
 	// The definition page's comparison and the search box say so too.
-	if r := b.mustGet("/console/definitions/console_vault?form=1&to=2", http.StatusOK); !strings.Contains(text(r, "diff-error"), "Unknown parameter “form” (did you mean “from”?).") || count(r, "diff-summary") != 0 {
+	if r := b.mustGet("/console/definitions/console_vault?form=1&to=2", http.StatusBadRequest); !strings.Contains(text(r, "diff-error"), "Unknown parameter “form” (did you mean “from”?).") || count(r, "diff-summary") != 0 {
 		t.Errorf("definition with ?form=: %q", text(r, "diff-error"))
 	}
 	if r := b.get("/console/search?query=lead-7"); r.status != http.StatusBadRequest || !strings.Contains(r.body, "Unknown parameter “query”") {

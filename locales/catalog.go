@@ -210,6 +210,7 @@ var messageKeyToIndex = map[string]int{
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 590,
 	"Definition":                                 319,
 	"Definition %s":                              215,
+	"Definition %s has no occurrence yet.":       332,
 	"Definition %s has no revision %d.":          103,
 	"Definitions":                                148,
 	"Definitions by key":                         278,
@@ -355,14 +356,13 @@ var messageKeyToIndex = map[string]int{
 	"Next node":               386,
 	"Next page":               652,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 131,
-	"No consumer yet.": 189,
-	"No definition %s has occurrences: check the key, or show all definitions.": 332,
-	"No definition has occurrences yet.":                                        326,
-	"No definition has the key “%s”.":                                           101,
-	"No definition yet.":                                                        282,
-	"No destination yet.":                                                       284,
-	"No inputs.":                                                                239,
-	"No inputs: an instance starts with an empty object.":                       697,
+	"No consumer yet.":                                    189,
+	"No definition has occurrences yet.":                  326,
+	"No definition has the key “%s”.":                     101,
+	"No definition yet.":                                  282,
+	"No destination yet.":                                 284,
+	"No inputs.":                                          239,
+	"No inputs: an instance starts with an empty object.": 697,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    755,
 	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 753,
 	"No instance matches these filters.": 432,
@@ -980,154 +980,154 @@ var enIndex = []uint32{ // 845 elements
 	0x00003f5d, 0x00003f62, 0x00003f71, 0x00003f78,
 	0x00003f8f, 0x00003fa4, 0x00003fb6, 0x00003fd9,
 	0x00004026, 0x0000403c, 0x00004046, 0x00004050,
-	0x00004065, 0x000040b2, 0x000040c2, 0x000040fb,
-	0x0000414f, 0x00004159, 0x0000416f, 0x000041a8,
-	0x000041ad, 0x000041bb, 0x000041c8, 0x000041f1,
-	0x00004214, 0x00004267, 0x000042a7, 0x00004328,
-	0x0000438f, 0x0000439c, 0x000043bc, 0x000043c8,
+	0x00004065, 0x0000408d, 0x0000409d, 0x000040d6,
+	0x0000412a, 0x00004134, 0x0000414a, 0x00004183,
+	0x00004188, 0x00004196, 0x000041a3, 0x000041cc,
+	0x000041ef, 0x00004242, 0x00004282, 0x00004303,
+	0x0000436a, 0x00004377, 0x00004397, 0x000043a3,
 	// Entry 160 - 17F
-	0x000043e1, 0x000043ea, 0x000043f4, 0x000043fd,
-	0x00004405, 0x0000440f, 0x00004417, 0x0000441f,
-	0x00004423, 0x00004427, 0x0000442b, 0x0000442f,
-	0x00004433, 0x00004437, 0x0000443b, 0x0000443f,
-	0x00004443, 0x00004447, 0x0000444b, 0x0000444f,
-	0x00004459, 0x00004477, 0x00004497, 0x000044bb,
-	0x000044df, 0x000044e8, 0x000044ff, 0x00004507,
-	0x00004518, 0x0000451d, 0x00004562, 0x0000457a,
+	0x000043bc, 0x000043c5, 0x000043cf, 0x000043d8,
+	0x000043e0, 0x000043ea, 0x000043f2, 0x000043fa,
+	0x000043fe, 0x00004402, 0x00004406, 0x0000440a,
+	0x0000440e, 0x00004412, 0x00004416, 0x0000441a,
+	0x0000441e, 0x00004422, 0x00004426, 0x0000442a,
+	0x00004434, 0x00004452, 0x00004472, 0x00004496,
+	0x000044ba, 0x000044c3, 0x000044da, 0x000044e2,
+	0x000044f3, 0x000044f8, 0x0000453d, 0x00004555,
 	// Entry 180 - 19F
-	0x0000457f, 0x0000458a, 0x00004590, 0x0000459a,
-	0x000045a2, 0x000045aa, 0x000045d4, 0x000045ee,
-	0x00004616, 0x00004646, 0x0000464c, 0x0000465b,
-	0x000046ae, 0x000046cc, 0x000046e3, 0x00004793,
-	0x000048b5, 0x00004974, 0x000049cb, 0x000049f5,
-	0x00004a21, 0x00004a4b, 0x00004a53, 0x00004a59,
-	0x00004a66, 0x00004a78, 0x00004a81, 0x00004ac3,
-	0x00004b0d, 0x00004b22, 0x00004b54, 0x00004ba0,
+	0x0000455a, 0x00004565, 0x0000456b, 0x00004575,
+	0x0000457d, 0x00004585, 0x000045af, 0x000045c9,
+	0x000045f1, 0x00004621, 0x00004627, 0x00004636,
+	0x00004689, 0x000046a7, 0x000046be, 0x0000476e,
+	0x00004890, 0x0000494f, 0x000049a6, 0x000049d0,
+	0x000049fc, 0x00004a26, 0x00004a2e, 0x00004a34,
+	0x00004a41, 0x00004a53, 0x00004a5c, 0x00004a9e,
+	0x00004ae8, 0x00004afd, 0x00004b2f, 0x00004b7b,
 	// Entry 1A0 - 1BF
-	0x00004ba9, 0x00004bbb, 0x00004bca, 0x00004bec,
-	0x00004c10, 0x00004c3b, 0x00004c6f, 0x00004c7d,
-	0x00004ca8, 0x00004cba, 0x00004cbe, 0x00004cd4,
-	0x00004cfe, 0x00004d47, 0x00004d67, 0x00004d70,
-	0x00004d82, 0x00004da5, 0x00004db3, 0x00004dc2,
-	0x00004dcf, 0x00004e07, 0x00004e70, 0x00004e8c,
-	0x00004e96, 0x00004e9f, 0x00004ea8, 0x00004eb2,
-	0x00004eb9, 0x00004ec3, 0x00004ecb, 0x00004ed0,
+	0x00004b84, 0x00004b96, 0x00004ba5, 0x00004bc7,
+	0x00004beb, 0x00004c16, 0x00004c4a, 0x00004c58,
+	0x00004c83, 0x00004c95, 0x00004c99, 0x00004caf,
+	0x00004cd9, 0x00004d22, 0x00004d42, 0x00004d4b,
+	0x00004d5d, 0x00004d80, 0x00004d8e, 0x00004d9d,
+	0x00004daa, 0x00004de2, 0x00004e4b, 0x00004e67,
+	0x00004e71, 0x00004e7a, 0x00004e83, 0x00004e8d,
+	0x00004e94, 0x00004e9e, 0x00004ea6, 0x00004eab,
 	// Entry 1C0 - 1DF
-	0x00004ed8, 0x00004ee1, 0x00004eea, 0x00004ef7,
-	0x00004efc, 0x00004f04, 0x00004f0b, 0x00004f13,
-	0x00004f18, 0x00004f26, 0x00004f2d, 0x00004f34,
-	0x00004f39, 0x00004f40, 0x00004f4a, 0x00004f51,
-	0x00004f64, 0x00004f74, 0x00004f8f, 0x00004faf,
-	0x00004fbd, 0x00004fc6, 0x00004fcf, 0x00004fd8,
-	0x00004fdc, 0x00004fdf, 0x00004feb, 0x00004ff9,
-	0x00005006, 0x00005017, 0x00005026, 0x0000503d,
+	0x00004eb3, 0x00004ebc, 0x00004ec5, 0x00004ed2,
+	0x00004ed7, 0x00004edf, 0x00004ee6, 0x00004eee,
+	0x00004ef3, 0x00004f01, 0x00004f08, 0x00004f0f,
+	0x00004f14, 0x00004f1b, 0x00004f25, 0x00004f2c,
+	0x00004f3f, 0x00004f4f, 0x00004f6a, 0x00004f8a,
+	0x00004f98, 0x00004fa1, 0x00004faa, 0x00004fb3,
+	0x00004fb7, 0x00004fba, 0x00004fc6, 0x00004fd4,
+	0x00004fe1, 0x00004ff2, 0x00005001, 0x00005018,
 	// Entry 1E0 - 1FF
-	0x00005050, 0x00005060, 0x0000506f, 0x0000507e,
-	0x00005086, 0x0000508d, 0x00005095, 0x0000509d,
-	0x000050ab, 0x000050b9, 0x000050cf, 0x000050e4,
-	0x000050f5, 0x000050fb, 0x00005102, 0x0000510b,
-	0x00005127, 0x00005130, 0x0000513a, 0x00005143,
-	0x0000514c, 0x00005155, 0x0000516c, 0x00005174,
-	0x00005182, 0x000051ae, 0x000051ba, 0x000051c8,
-	0x0000520e, 0x0000521a, 0x00005222, 0x0000524d,
+	0x0000502b, 0x0000503b, 0x0000504a, 0x00005059,
+	0x00005061, 0x00005068, 0x00005070, 0x00005078,
+	0x00005086, 0x00005094, 0x000050aa, 0x000050bf,
+	0x000050d0, 0x000050d6, 0x000050dd, 0x000050e6,
+	0x00005102, 0x0000510b, 0x00005115, 0x0000511e,
+	0x00005127, 0x00005130, 0x00005147, 0x0000514f,
+	0x0000515d, 0x00005189, 0x00005195, 0x000051a3,
+	0x000051e9, 0x000051f5, 0x000051fd, 0x00005228,
 	// Entry 200 - 21F
-	0x00005298, 0x0000535a, 0x0000535e, 0x00005384,
-	0x000053ac, 0x0000540f, 0x0000542e, 0x00005433,
-	0x0000544e, 0x0000545f, 0x0000546b, 0x00005473,
-	0x000054a5, 0x000054ae, 0x000054b7, 0x000054d3,
-	0x00005534, 0x00005541, 0x00005578, 0x000055a7,
-	0x000055f7, 0x00005632, 0x00005640, 0x0000566c,
-	0x00005692, 0x000056b3, 0x000056be, 0x000056ec,
-	0x00005709, 0x00005738, 0x0000576a, 0x00005788,
+	0x00005273, 0x00005335, 0x00005339, 0x0000535f,
+	0x00005387, 0x000053ea, 0x00005409, 0x0000540e,
+	0x00005429, 0x0000543a, 0x00005446, 0x0000544e,
+	0x00005480, 0x00005489, 0x00005492, 0x000054ae,
+	0x0000550f, 0x0000551c, 0x00005553, 0x00005582,
+	0x000055d2, 0x0000560d, 0x0000561b, 0x00005647,
+	0x0000566d, 0x0000568e, 0x00005699, 0x000056c7,
+	0x000056e4, 0x00005713, 0x00005745, 0x00005763,
 	// Entry 220 - 23F
-	0x000057bd, 0x000057d9, 0x000057f8, 0x00005853,
-	0x00005862, 0x0000586f, 0x0000587d, 0x0000588a,
-	0x00005893, 0x000058ae, 0x000058de, 0x000058f9,
-	0x00005903, 0x00005955, 0x00005a15, 0x00005a71,
-	0x00005aef, 0x00005b65, 0x00005c38, 0x00005cfb,
-	0x00005d33, 0x00005d93, 0x00005dc0, 0x00005dfa,
-	0x00005f07, 0x00005f27, 0x00005f4d, 0x00005f77,
-	0x00005fe8, 0x00006025, 0x00006049, 0x000060ed,
+	0x00005798, 0x000057b4, 0x000057d3, 0x0000582e,
+	0x0000583d, 0x0000584a, 0x00005858, 0x00005865,
+	0x0000586e, 0x00005889, 0x000058b9, 0x000058d4,
+	0x000058de, 0x00005930, 0x000059f0, 0x00005a4c,
+	0x00005aca, 0x00005b40, 0x00005c13, 0x00005cd6,
+	0x00005d0e, 0x00005d6e, 0x00005d9b, 0x00005dd5,
+	0x00005ee2, 0x00005f02, 0x00005f28, 0x00005f52,
+	0x00005fc3, 0x00006000, 0x00006024, 0x000060c8,
 	// Entry 240 - 25F
-	0x00006112, 0x00006141, 0x000061a1, 0x000061fa,
-	0x00006254, 0x0000626e, 0x0000628c, 0x000062c0,
-	0x00006300, 0x0000632a, 0x00006339, 0x00006404,
-	0x00006435, 0x00006464, 0x00006477, 0x000064ec,
-	0x000064ff, 0x00006533, 0x00006584, 0x000065b8,
-	0x000065c8, 0x0000660f, 0x0000663c, 0x00006649,
-	0x00006659, 0x00006689, 0x000066c3, 0x000066e6,
-	0x0000675d, 0x000067df, 0x00006864, 0x00006873,
+	0x000060ed, 0x0000611c, 0x0000617c, 0x000061d5,
+	0x0000622f, 0x00006249, 0x00006267, 0x0000629b,
+	0x000062db, 0x00006305, 0x00006314, 0x000063df,
+	0x00006410, 0x0000643f, 0x00006452, 0x000064c7,
+	0x000064da, 0x0000650e, 0x0000655f, 0x00006593,
+	0x000065a3, 0x000065ea, 0x00006617, 0x00006624,
+	0x00006634, 0x00006664, 0x0000669e, 0x000066c1,
+	0x00006738, 0x000067ba, 0x0000683f, 0x0000684e,
 	// Entry 260 - 27F
-	0x000068c3, 0x00006923, 0x0000698f, 0x00006a06,
-	0x00006a0e, 0x00006a26, 0x00006a43, 0x00006a51,
-	0x00006a62, 0x00006a6a, 0x00006a75, 0x00006ab6,
-	0x00006aee, 0x00006b02, 0x00006b32, 0x00006b6d,
-	0x00006b7d, 0x00006bbc, 0x00006bcd, 0x00006bdf,
-	0x00006beb, 0x00006bfc, 0x00006c16, 0x00006c1e,
-	0x00006c2f, 0x00006c35, 0x00006c49, 0x00006c61,
-	0x00006c86, 0x00006c94, 0x00006ca7, 0x00006ce5,
+	0x0000689e, 0x000068fe, 0x0000696a, 0x000069e1,
+	0x000069e9, 0x00006a01, 0x00006a1e, 0x00006a2c,
+	0x00006a3d, 0x00006a45, 0x00006a50, 0x00006a91,
+	0x00006ac9, 0x00006add, 0x00006b0d, 0x00006b48,
+	0x00006b58, 0x00006b97, 0x00006ba8, 0x00006bba,
+	0x00006bc6, 0x00006bd7, 0x00006bf1, 0x00006bf9,
+	0x00006c0a, 0x00006c10, 0x00006c24, 0x00006c3c,
+	0x00006c61, 0x00006c6f, 0x00006c82, 0x00006cc0,
 	// Entry 280 - 29F
-	0x00006d22, 0x00006d4e, 0x00006da6, 0x00006db5,
-	0x00006dc6, 0x00006dce, 0x00006ddb, 0x00006deb,
-	0x00006e02, 0x00006e0d, 0x00006e1c, 0x00006e22,
-	0x00006e30, 0x00006e3a, 0x00006e45, 0x00006e4f,
-	0x00006e62, 0x00006e87, 0x00006eb2, 0x00006f43,
-	0x00006f7e, 0x00006f9d, 0x00006fdb, 0x00007012,
-	0x00007040, 0x0000704e, 0x000070ed, 0x0000710b,
-	0x00007262, 0x00007270, 0x00007284, 0x000072a5,
+	0x00006cfd, 0x00006d29, 0x00006d81, 0x00006d90,
+	0x00006da1, 0x00006da9, 0x00006db6, 0x00006dc6,
+	0x00006ddd, 0x00006de8, 0x00006df7, 0x00006dfd,
+	0x00006e0b, 0x00006e15, 0x00006e20, 0x00006e2a,
+	0x00006e3d, 0x00006e62, 0x00006e8d, 0x00006f1e,
+	0x00006f59, 0x00006f78, 0x00006fb6, 0x00006fed,
+	0x0000701b, 0x00007029, 0x000070c8, 0x000070e6,
+	0x0000723d, 0x0000724b, 0x0000725f, 0x00007280,
 	// Entry 2A0 - 2BF
-	0x000072b9, 0x000072e9, 0x000072ef, 0x00007303,
-	0x0000731b, 0x0000732e, 0x0000736b, 0x000073de,
-	0x0000742b, 0x0000743c, 0x00007453, 0x00007470,
-	0x0000747e, 0x000074bd, 0x000074cb, 0x000074d6,
-	0x000074dc, 0x000075ce, 0x000075d4, 0x00007606,
-	0x0000760b, 0x0000761b, 0x00007626, 0x0000762f,
-	0x0000763f, 0x0000764b, 0x0000767f, 0x000076b2,
-	0x000076cc, 0x000076d3, 0x00007704, 0x00007724,
+	0x00007294, 0x000072c4, 0x000072ca, 0x000072de,
+	0x000072f6, 0x00007309, 0x00007346, 0x000073b9,
+	0x00007406, 0x00007417, 0x0000742e, 0x0000744b,
+	0x00007459, 0x00007498, 0x000074a6, 0x000074b1,
+	0x000074b7, 0x000075a9, 0x000075af, 0x000075e1,
+	0x000075e6, 0x000075f6, 0x00007601, 0x0000760a,
+	0x0000761a, 0x00007626, 0x0000765a, 0x0000768d,
+	0x000076a7, 0x000076ae, 0x000076df, 0x000076ff,
 	// Entry 2C0 - 2DF
-	0x00007736, 0x00007748, 0x000077ed, 0x00007803,
-	0x00007888, 0x00007902, 0x00007911, 0x000079cb,
-	0x00007a1c, 0x00007a21, 0x00007a2f, 0x00007a3f,
-	0x00007a4b, 0x00007a5b, 0x00007a69, 0x00007a79,
-	0x00007a83, 0x00007aa6, 0x00007abf, 0x00007ad2,
-	0x00007b3e, 0x00007b64, 0x00007b73, 0x00007bc5,
-	0x00007bd3, 0x00007bef, 0x00007c3d, 0x00007c4c,
-	0x00007c62, 0x00007cb6, 0x00007ce8, 0x00007d40,
+	0x00007711, 0x00007723, 0x000077c8, 0x000077de,
+	0x00007863, 0x000078dd, 0x000078ec, 0x000079a6,
+	0x000079f7, 0x000079fc, 0x00007a0a, 0x00007a1a,
+	0x00007a26, 0x00007a36, 0x00007a44, 0x00007a54,
+	0x00007a5e, 0x00007a81, 0x00007a9a, 0x00007aad,
+	0x00007b19, 0x00007b3f, 0x00007b4e, 0x00007ba0,
+	0x00007bae, 0x00007bca, 0x00007c18, 0x00007c27,
+	0x00007c3d, 0x00007c91, 0x00007cc3, 0x00007d1b,
 	// Entry 2E0 - 2FF
-	0x00007d56, 0x00007e24, 0x00007e3b, 0x00007e72,
-	0x00007e80, 0x00007ec4, 0x00007ee9, 0x00007f60,
-	0x00007f76, 0x00007f8d, 0x00007fbb, 0x00007fce,
-	0x00007ff6, 0x0000807a, 0x00008081, 0x000080e9,
-	0x00008113, 0x00008143, 0x00008298, 0x000083d2,
-	0x00008472, 0x00008549, 0x00008622, 0x00008636,
-	0x00008691, 0x0000873c, 0x000087be, 0x000087c6,
-	0x00008801, 0x00008807, 0x00008899, 0x00008931,
+	0x00007d31, 0x00007dff, 0x00007e16, 0x00007e4d,
+	0x00007e5b, 0x00007e9f, 0x00007ec4, 0x00007f3b,
+	0x00007f51, 0x00007f68, 0x00007f96, 0x00007fa9,
+	0x00007fd1, 0x00008055, 0x0000805c, 0x000080c4,
+	0x000080ee, 0x0000811e, 0x00008273, 0x000083ad,
+	0x0000844d, 0x00008524, 0x000085fd, 0x00008611,
+	0x0000866c, 0x00008717, 0x00008799, 0x000087a1,
+	0x000087dc, 0x000087e2, 0x00008874, 0x0000890c,
 	// Entry 300 - 31F
-	0x0000895d, 0x00008988, 0x000089d6, 0x00008a42,
-	0x00008ae9, 0x00008b04, 0x00008b0e, 0x00008b13,
-	0x00008b1d, 0x00008b25, 0x00008b2b, 0x00008b33,
-	0x00008b41, 0x00008b4b, 0x00008b58, 0x00008b6b,
-	0x00008b8f, 0x00008c0f, 0x00008c20, 0x00008c28,
-	0x00008c9d, 0x00008cf1, 0x00008d39, 0x00008d48,
-	0x00008d5b, 0x00008d67, 0x00008da3, 0x00008ddd,
-	0x00008deb, 0x00008df8, 0x00008e06, 0x00008e14,
+	0x00008938, 0x00008963, 0x000089b1, 0x00008a1d,
+	0x00008ac4, 0x00008adf, 0x00008ae9, 0x00008aee,
+	0x00008af8, 0x00008b00, 0x00008b06, 0x00008b0e,
+	0x00008b1c, 0x00008b26, 0x00008b33, 0x00008b46,
+	0x00008b6a, 0x00008bea, 0x00008bfb, 0x00008c03,
+	0x00008c78, 0x00008ccc, 0x00008d14, 0x00008d23,
+	0x00008d36, 0x00008d42, 0x00008d7e, 0x00008db8,
+	0x00008dc6, 0x00008dd3, 0x00008de1, 0x00008def,
 	// Entry 320 - 33F
-	0x00008e22, 0x00008e54, 0x00008e84, 0x00008ee0,
-	0x00008eed, 0x00008f0d, 0x00008f18, 0x00008f32,
-	0x00008f37, 0x00008f48, 0x00008fce, 0x00008ff3,
-	0x00008ffa, 0x00009003, 0x00009016, 0x00009020,
-	0x0000902a, 0x00009034, 0x0000904c, 0x00009062,
-	0x0000906e, 0x00009090, 0x000090be, 0x000090c5,
-	0x000090d2, 0x000090e3, 0x0000910a, 0x0000911a,
-	0x00009139, 0x00009159, 0x00009231, 0x00009312,
+	0x00008dfd, 0x00008e2f, 0x00008e5f, 0x00008ebb,
+	0x00008ec8, 0x00008ee8, 0x00008ef3, 0x00008f0d,
+	0x00008f12, 0x00008f23, 0x00008fa9, 0x00008fce,
+	0x00008fd5, 0x00008fde, 0x00008ff1, 0x00008ffb,
+	0x00009005, 0x0000900f, 0x00009027, 0x0000903d,
+	0x00009049, 0x0000906b, 0x00009099, 0x000090a0,
+	0x000090ad, 0x000090be, 0x000090e5, 0x000090f5,
+	0x00009114, 0x00009134, 0x0000920c, 0x000092ed,
 	// Entry 340 - 35F
-	0x00009366, 0x000093b6, 0x00009416, 0x00009469,
-	0x000094a1, 0x000094d9, 0x0000950a, 0x0000955a,
-	0x0000958e, 0x000095ac, 0x000095cb, 0x000095ea,
-	0x0000960a,
+	0x00009341, 0x00009391, 0x000093f1, 0x00009444,
+	0x0000947c, 0x000094b4, 0x000094e5, 0x00009535,
+	0x00009569, 0x00009587, 0x000095a6, 0x000095c5,
+	0x000095e5,
 } // Size: 3404 bytes
 
-const enData string = "" + // Size: 38410 bytes
+const enData string = "" + // Size: 38373 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1376,338 +1376,337 @@ const enData string = "" + // Size: 38410 bytes
 	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
 	"ccurrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, sho" +
 	"wn anew at each reload.\x02claimable since %[1]s\x02long wait\x02no work" +
-	"er\x02Show all definitions\x02No definition %[1]s has occurrences: check" +
-	" the key, or show all definitions.\x02All definitions\x02Completions and" +
-	" failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[" +
-	"2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
-	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
-	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
-	": ended instances are deleted with their occurrences %[1]s after they en" +
-	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
-	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
-	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
-	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
-	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
-	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
-	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
-	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
-	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
-	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
-	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
-	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
-	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
-	"ce has ended. As an administrator you may erase it now rather than wait " +
-	"for retention (a data subject’s request): it is deleted with its occurre" +
-	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
-	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
-	"attempt (its inputs could not be built), so it would fail the same way. " +
-	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02This instance is held at a failed node: an in" +
-	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
-	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
-	".\x02Stopping cancels the instance and its open occurrences. It does not" +
-	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
-	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
-	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never" +
-	": retention keeps ended instances forever (RELAIS_RETENTION)\x02never: a" +
-	"nother replica’s RELAIS_RETENTION keeps ended instances forever\x02Delet" +
-	"ed by retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02" +
-	"ended instances are kept %[1]s, another replica’s longer RELAIS_RETENTIO" +
-	"N\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stopp" +
-	"ed by an operator\x02held, then abandoned by an operator\x02The version " +
-	"must be a whole number from 1.\x02A version is a process’s: choose the p" +
-	"rocess too.\x02Creation date\x02The page size must be between 1 and %[1]" +
-	"d.\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every " +
-	"instance this filter matches\x02The next page counts them and asks for a" +
-	" reason before anything changes.\x02Process instances, newest first\x02I" +
-	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
-	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
-	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
-	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
-	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
-	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
-	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
-	"elais has not called the destination yet.\x02Relais never called the des" +
-	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
-	"ination’s status code only when it refused the call (destination_http_NN" +
-	"N); a completed call answered 2xx. The duration runs from the claim of t" +
-	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
-	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
-	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
-	"ll.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
-	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
-	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
-	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
-	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
-	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
-	"atever the retention: write no customer data in it.\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
-	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
-	"ion’s answer could not be used: it must be one JSON object whose outputs" +
-	" member matches the revision’s outputs contract, and nothing after it. I" +
-	"ts message says what was wrong.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same.\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
-	"the same, so check before retrying.\x02The destination did not answer wi" +
-	"thin the call’s timeout: it may have acted all the same, so check before" +
-	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
-	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
-	" attempts): the worker answered, and its answer must change, not its loc" +
-	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
-	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
-	" answered, and its answer must change, not its lock.\x02The last attempt" +
-	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
-	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02The answer to the call was lost (the co" +
-	"nnection broke after the request was sent, or Relais stopped or could no" +
-	"t reach its database before recording it): whether the destination acted" +
-	" is unknown, so Relais does not call it again by itself (an operator’s r" +
-	"etry does).\x02The call could not be prepared.\x02The destination could " +
-	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
-	"ttempt ended without a result (its lock expired, or its worker’s stream " +
-	"ended) with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, no retries " +
-	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
-	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
-	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
-	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
-	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
-	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
-	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
-	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
-	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
-	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
-	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
-	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
-	"e destination whether it took effect.\x02Relais is calling the destinati" +
-	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
-	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
-	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
-	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
-	"Its instance went on along the node’s error path, and is held at a later" +
-	" node.\x02Its instance went on along the node’s error path.\x02Failed (%" +
-	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
-	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
-	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
-	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
-	"ed; settled by %[2]s)\x02The instance was stopped while the worker held " +
-	"the task: its report is refused, but it may already have done the work." +
-	"\x02The instance was stopped during the call, which was aborted: the des" +
-	"tination may already have acted on the request (check there).\x02The ins" +
-	"tance was stopped while the task was deferred: a settlement by id is ref" +
-	"used, but the work it waited for may already be done.\x02%[1]s at %[2]s" +
-	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
-	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
-	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
-	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
-	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
-	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
-	"s own words, protected values masked)\x02Message from Relais, quoting th" +
-	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
-	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
-	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
-	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
-	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02inst" +
-	"ance held here\x02Totals of definition %[1]s, not narrowed by the other " +
-	"filters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are recounted every few seconds, sh" +
-	"own anew at each reload.\x02revision %[1]d\x02Earlier attempt:\x02settle" +
-	"d\x02next attempt\x02claimable since\x02call in progress since\x02lock u" +
-	"ntil\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First p" +
-	"age\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
-	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
-	" a parameter that cannot be read (a percent sign not followed by two hex" +
-	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
-	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
-	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
-	"or is invalid: go back to the first page.\x02These settings are kept in " +
-	"this browser only.\x02Show times in\x02The console runs no script, so it" +
-	" cannot read your computer’s time zone: choose a place, whose daylight s" +
-	"aving time is followed, or a fixed offset from UTC.\x02Reload lists and " +
-	"detail pages\x02A reload empties what you typed but did not apply (filte" +
-	"rs, the search box) and moves the focus back to the top of the page: “Pa" +
-	"use reloading”, on every page that reloads, stops it until you resume. P" +
-	"ages where you type a reason (confirmations, and occurrences with a valu" +
-	"e to reveal) never reload on their own, nor does a revealed value.\x02Sa" +
-	"ve settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
-	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
-	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
-	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
-	"ons, drawn, with where their occurrences are now.\x02Published process v" +
-	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
-	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
-	"on %[1]d\x02older versions, from version %[1]d (each links the one befor" +
-	"e)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the longest" +
-	" path from the start node. Solid arrows are successes (labelled with the" +
-	"ir route), dashed ones failures (labelled with their error codes). Each " +
-	"box says how many of this version’s occurrences are at that node now." +
-	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
-	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
-	" an instance of this version is started with\x02Instances of this versio" +
-	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: t" +
-	"he latest is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Colu" +
-	"mns follow the longest path from the start node. Solid arrows are succes" +
-	"ses (labelled with their route), dashed ones failures (labelled with the" +
-	"ir error codes).\x02Nodes of this version\x02This version has %[1]d node" +
-	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
-	" node with its routes and counts.\x02This version has %[1]d nodes: too m" +
-	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
-	"th its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
-	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
-	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
-	"ame nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02en" +
-	"d (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02de" +
-	"adline %[1]s\x02No retry can run: the deadline ends the occurrence befor" +
-	"e its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default" +
-	")\x02The call may last past the deadline, which cuts it short (deadline_" +
-	"exceeded).\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); recounted every few seconds, shown anew at each reload.\x02" +
-	"Only administrators may reveal a sensitive value.\x02Say why you reveal " +
-	"this value: the reason is recorded with the reveal in the audit log.\x02" +
-	"Cannot reveal it here\x02This replica lacks the data key the value was s" +
-	"ealed with, so it cannot open it (nothing was recorded). Another replica" +
-	" may reveal it; ask your administrator to start every replica with the s" +
-	"ame data keys.\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; " +
-	"recorded in the audit log.\x02Cannot reveal\x02Only a value this page sh" +
-	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
-	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
-	", which field and why. The values themselves are never kept.\x02Reveals," +
-	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
-	" were asked for)\x02Method not allowed\x02This page does not accept that" +
-	" request.\x02This form was sent from another site: the console takes its" +
-	" forms from its own pages only. Open the console and send it from there." +
-	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
-	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance has “%[1]s” as its business key. A business key is found" +
-	" only whole and exactly as given, capitals and accents included: a list " +
-	"shows a long one shortened, so copy it from its instance’s page. An ende" +
-	"d instance is deleted once the retention period (RELAIS_RETENTION) has p" +
-	"assed, or at once when an administrator erases it.\x02No instance or occ" +
-	"urrence has the id “%[1]s”, and no instance has it as its business key. " +
-	"An ended instance is deleted, with its occurrences and attempts, once th" +
-	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
-	"inistrator erases it; the audit log keeps the operator actions taken on " +
-	"it.\x02No instance has “%[1]s” as its business key, and it is not a whol" +
-	"e id: the lists show the end of each id. Open the row, or copy its link," +
-	" for the whole id.\x02A token in the address is not used: you are signed" +
-	" in already. The address has put it in your browser’s history, and perha" +
-	"ps in a proxy’s logs: if others may read them, have the token revoked an" +
-	"d use a new one.\x02A token in the address is not used: paste it in the " +
-	"field below. The address has put it in your browser’s history, and perha" +
-	"ps in a proxy’s logs: if others may read them, have the token revoked an" +
-	"d use a new one.\x02You are signed out.\x02The token you signed in with " +
-	"is revoked, and you are signed out: sign in with another one.\x02Your se" +
-	"ssion had ended (inactivity, a sign-out elsewhere, a revoked token or a " +
-	"restart of the server), so your last action was not applied. Sign in aga" +
-	"in, then repeat it.\x02Your session has ended (inactivity, a sign-out el" +
-	"sewhere, a token revoked or expired, or a restart of the server). Sign i" +
-	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
-	"or token.\x02Token\x02The token is checked once and never stored in your" +
-	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
-	", and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign" +
-	"-ins from your address. Try again in %[1]d second.\x00H\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02Paste your" +
-	" token in the field: it is empty.\x02This token is unknown, revoked or e" +
-	"xpired.\x02A %[1]s token cannot open the console: it is a worker’s token" +
-	", for the API.\x02Only administrators see this page: tokens, consumers, " +
-	"destinations, the reveal log and erasures are theirs.\x02Staff tokens (a" +
-	"dministrators, designers, operators) that are not revoked. Consumer toke" +
-	"ns are managed with their consumers. Revoking a token refuses its next r" +
-	"equest.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next" +
-	" request is refused, and console sessions opened with it end. This canno" +
-	"t be undone: whoever uses it needs a new token.\x02Revoke the token\x02K" +
-	"eep it\x02This is the token you signed in with: revoking it signs you ou" +
-	"t. Its next request is refused. This cannot be undone.\x02This is the la" +
-	"st usable administrator token: create another one before revoking it." +
-	"\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused." +
-	"\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"er\x02Show all definitions\x02Definition %[1]s has no occurrence yet." +
+	"\x02All definitions\x02Completions and failures per 5 minutes, last hour" +
+	": %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart giv" +
+	"es each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Completion" +
+	"s and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
+	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
+	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
+	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
+	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
+	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
+	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
+	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
+	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
+	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
+	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
+	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
+	"his instance…\x02This instance has ended. As an administrator you may er" +
+	"ase it now rather than wait for retention (a data subject’s request): it" +
+	" is deleted with its occurrences and attempts.\x02This instance is held " +
+	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
+	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
+	"it would fail the same way. Abandon fails the instance; stop cancels it." +
+	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
+	"held at a failed node: an incident. Retry offers the failed occurrence a" +
+	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02Stopping cancels the instance and its o" +
+	"pen occurrences. It does not complete anything.\x02Stopped by %[1]s at %" +
+	"[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[" +
+	"1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occ" +
+	"urrence\x02Held for\x02never: retention keeps ended instances forever (R" +
+	"ELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps ende" +
+	"d instances forever\x02Deleted by retention\x02ended instances are kept " +
+	"%[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another repl" +
+	"ica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed" +
+	" at node\x02held, then stopped by an operator\x02held, then abandoned by" +
+	" an operator\x02The version must be a whole number from 1.\x02A version " +
+	"is a process’s: choose the process too.\x02Creation date\x02The page siz" +
+	"e must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, cas" +
+	"e-sensitive\x02Act on every instance this filter matches\x02The next pag" +
+	"e counts them and asks for a reason before anything changes.\x02Process " +
+	"instances, newest first\x02Instance\x02End node or error\x02No instance " +
+	"matches these filters.\x02All processes\x02Any definition\x02All statuse" +
+	"s\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the s" +
+	"tatus of an instance, not of a task: the Instances page lists the instan" +
+	"ces with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02defe" +
+	"rred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"The answer to the call was lost (the connection broke after the request " +
+	"was sent, or Relais stopped or could not reach its database before recor" +
+	"ding it): whether the destination acted is unknown, so Relais does not c" +
+	"all it again by itself (an operator’s retry does).\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt ended without a result (it" +
+	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
+	"he inputs could not be built from the process’s bindings.\x02An operator" +
+	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
+	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
+	"r a budget already spent): it is not run again.\x02The destination answe" +
+	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
+	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
+	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
+	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
+	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
+	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
+	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
+	"lt recorded: the replica making it may have stopped. If so, it fails out" +
+	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
+	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path, and is held at a later node.\x02Its instance went on al" +
+	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
+	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
+	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
+	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
+	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
+	"ce was stopped while the worker held the task: its report is refused, bu" +
+	"t it may already have done the work.\x02The instance was stopped during " +
+	"the call, which was aborted: the destination may already have acted on t" +
+	"he request (check there).\x02The instance was stopped while the task was" +
+	" deferred: a settlement by id is refused, but the work it waited for may" +
+	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
+	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
+	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
+	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
+	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
+	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
+	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
+	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
+	"ted]\x02Message from the worker (its own words, protected values masked)" +
+	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
+	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
+	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
+	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
+	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
+	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
+	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"recounted every few seconds, shown anew at each reload.\x02revision %[1]" +
+	"d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
+	"us page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%" +
+	"[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes after " +
+	"the last.\x02This address holds a parameter that cannot be read (a perce" +
+	"nt sign not followed by two hexadecimal digits, or a semicolon): correct" +
+	" the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02U" +
+	"nknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times:" +
+	" give it once.\x02The page cursor is invalid: go back to the first page." +
+	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
+	"e console runs no script, so it cannot read your computer’s time zone: c" +
+	"hoose a place, whose daylight saving time is followed, or a fixed offset" +
+	" from UTC.\x02Reload lists and detail pages\x02A reload empties what you" +
+	" typed but did not apply (filters, the search box) and moves the focus b" +
+	"ack to the top of the page: “Pause reloading”, on every page that reload" +
+	"s, stops it until you resume. Pages where you type a reason (confirmatio" +
+	"ns, and occurrences with a value to reveal) never reload on their own, n" +
+	"or does a revealed value.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed o" +
+	"ffset, no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Displ" +
+	"ay settings saved.\x02Reloading resumed.\x02Reloading paused: this page " +
+	"stays as it is until you resume.\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02older versions, from version %[" +
+	"1]d (each links the one before)\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
+	" an empty object.\x02Inputs an instance of this version is started with" +
+	"\x02Instances of this version\x02Latest\x02yes: a start that names no ve" +
+	"rsion runs this one\x02no: the latest is version %[1]d\x02← version %[1]" +
+	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
+	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
+	" failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
+	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
+	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
+	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
+	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every few second" +
+	"s, shown anew at each reload.\x02Only administrators may reveal a sensit" +
+	"ive value.\x02Say why you reveal this value: the reason is recorded with" +
+	" the reveal in the audit log.\x02Cannot reveal it here\x02This replica l" +
+	"acks the data key the value was sealed with, so it cannot open it (nothi" +
+	"ng was recorded). Another replica may reveal it; ask your administrator " +
+	"to start every replica with the same data keys.\x02Back to the occurrenc" +
+	"e\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page. An ended instance is deleted once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
+	"ce has it as its business key. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
+	"iness key, and it is not a whole id: the lists show the end of each id. " +
+	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
+	"ess is not used: you are signed in already. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02A token in the addres" +
+	"s is not used: paste it in the field below. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
+	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
+	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
+	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
+	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
+	"ers to it, with their consumers granted it (a worker naming no revision " +
+	"takes those its consumer is granted; a process version pins it).\x02Occu" +
+	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
+	"e workers to them, with their consumers granted them (a worker naming no" +
+	" revision takes those its consumer is granted; a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
+	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
+	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
+	"hey take every revision their consumer is granted.\x02It takes revision " +
+	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
+	"s only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 845 elements
 	// Entry 0 - 1F
@@ -1804,154 +1803,154 @@ var frIndex = []uint32{ // 845 elements
 	0x00005247, 0x00005250, 0x00005264, 0x0000526e,
 	0x00005295, 0x000052b1, 0x000052cc, 0x000052fc,
 	0x0000536c, 0x00005387, 0x00005396, 0x000053a7,
-	0x000053c8, 0x00005433, 0x0000544b, 0x00005492,
-	0x000054fd, 0x00005508, 0x00005522, 0x0000556c,
-	0x00005574, 0x00005582, 0x00005592, 0x000055bc,
-	0x000055e5, 0x0000565e, 0x000056b7, 0x00005755,
-	0x000057cf, 0x000057df, 0x000057fe, 0x0000580a,
+	0x000053c8, 0x000053fe, 0x00005416, 0x0000545d,
+	0x000054c8, 0x000054d3, 0x000054ed, 0x00005537,
+	0x0000553f, 0x0000554d, 0x0000555d, 0x00005587,
+	0x000055b0, 0x00005629, 0x00005682, 0x00005720,
+	0x0000579a, 0x000057aa, 0x000057c9, 0x000057d5,
 	// Entry 160 - 17F
-	0x00005823, 0x0000582e, 0x0000583b, 0x0000584a,
-	0x00005852, 0x0000585c, 0x00005864, 0x0000586c,
-	0x00005872, 0x00005879, 0x0000587e, 0x00005883,
-	0x00005887, 0x0000588c, 0x00005892, 0x00005898,
-	0x0000589e, 0x000058a3, 0x000058a8, 0x000058ae,
-	0x000058b8, 0x000058d8, 0x000058fa, 0x0000591e,
-	0x00005944, 0x0000594d, 0x00005969, 0x00005972,
-	0x0000598a, 0x00005993, 0x000059e7, 0x00005a07,
+	0x000057ee, 0x000057f9, 0x00005806, 0x00005815,
+	0x0000581d, 0x00005827, 0x0000582f, 0x00005837,
+	0x0000583d, 0x00005844, 0x00005849, 0x0000584e,
+	0x00005852, 0x00005857, 0x0000585d, 0x00005863,
+	0x00005869, 0x0000586e, 0x00005873, 0x00005879,
+	0x00005883, 0x000058a3, 0x000058c5, 0x000058e9,
+	0x0000590f, 0x00005918, 0x00005934, 0x0000593d,
+	0x00005955, 0x0000595e, 0x000059b2, 0x000059d2,
 	// Entry 180 - 19F
-	0x00005a0d, 0x00005a18, 0x00005a1e, 0x00005a2c,
-	0x00005a37, 0x00005a45, 0x00005a78, 0x00005a9c,
-	0x00005acb, 0x00005b14, 0x00005b1b, 0x00005b31,
-	0x00005ba4, 0x00005bca, 0x00005be4, 0x00005ccc,
-	0x00005e5b, 0x00005f62, 0x00005fb2, 0x00005fe3,
-	0x00006016, 0x00006045, 0x00006050, 0x00006054,
-	0x00006066, 0x0000607b, 0x00006089, 0x000060e3,
-	0x00006148, 0x00006165, 0x000061a8, 0x0000620f,
+	0x000059d8, 0x000059e3, 0x000059e9, 0x000059f7,
+	0x00005a02, 0x00005a10, 0x00005a43, 0x00005a67,
+	0x00005a96, 0x00005adf, 0x00005ae6, 0x00005afc,
+	0x00005b6f, 0x00005b95, 0x00005baf, 0x00005c97,
+	0x00005e26, 0x00005f2d, 0x00005f7d, 0x00005fae,
+	0x00005fe1, 0x00006010, 0x0000601b, 0x0000601f,
+	0x00006031, 0x00006046, 0x00006054, 0x000060ae,
+	0x00006113, 0x00006130, 0x00006173, 0x000061da,
 	// Entry 1A0 - 1BF
-	0x0000621c, 0x00006231, 0x00006244, 0x0000626f,
-	0x0000629c, 0x000062d3, 0x0000631d, 0x0000632f,
-	0x00006367, 0x0000637e, 0x0000638a, 0x000063a1,
-	0x000063d5, 0x0000641f, 0x00006454, 0x0000645d,
-	0x00006474, 0x000064a2, 0x000064b5, 0x000064c7,
-	0x000064d8, 0x00006524, 0x0000659e, 0x000065c2,
-	0x000065cd, 0x000065d8, 0x000065e3, 0x000065ed,
-	0x000065f7, 0x00006600, 0x00006609, 0x00006612,
+	0x000061e7, 0x000061fc, 0x0000620f, 0x0000623a,
+	0x00006267, 0x0000629e, 0x000062e8, 0x000062fa,
+	0x00006332, 0x00006349, 0x00006355, 0x0000636c,
+	0x000063a0, 0x000063ea, 0x0000641f, 0x00006428,
+	0x0000643f, 0x0000646d, 0x00006480, 0x00006492,
+	0x000064a3, 0x000064ef, 0x00006569, 0x0000658d,
+	0x00006598, 0x000065a3, 0x000065ae, 0x000065b8,
+	0x000065c2, 0x000065cb, 0x000065d4, 0x000065dd,
 	// Entry 1C0 - 1DF
-	0x0000661b, 0x00006624, 0x0000662b, 0x00006639,
-	0x0000663f, 0x00006646, 0x0000664d, 0x00006656,
-	0x0000665b, 0x00006669, 0x0000666f, 0x00006675,
-	0x0000667b, 0x00006683, 0x0000668c, 0x00006695,
-	0x000066a8, 0x000066b9, 0x000066dc, 0x000066fd,
-	0x0000670c, 0x00006717, 0x00006722, 0x0000672f,
-	0x00006733, 0x00006737, 0x00006745, 0x00006753,
-	0x00006761, 0x00006781, 0x00006794, 0x000067ad,
+	0x000065e6, 0x000065ef, 0x000065f6, 0x00006604,
+	0x0000660a, 0x00006611, 0x00006618, 0x00006621,
+	0x00006626, 0x00006634, 0x0000663a, 0x00006640,
+	0x00006646, 0x0000664e, 0x00006657, 0x00006660,
+	0x00006673, 0x00006684, 0x000066a7, 0x000066c8,
+	0x000066d7, 0x000066e2, 0x000066ed, 0x000066fa,
+	0x000066fe, 0x00006702, 0x00006710, 0x0000671e,
+	0x0000672c, 0x0000674c, 0x0000675f, 0x00006778,
 	// Entry 1E0 - 1FF
-	0x000067c2, 0x000067d3, 0x000067e5, 0x000067f7,
-	0x000067fd, 0x00006804, 0x0000680c, 0x00006814,
-	0x00006832, 0x00006850, 0x00006867, 0x0000687c,
-	0x0000688d, 0x00006893, 0x000068ac, 0x000068b7,
-	0x000068eb, 0x000068f8, 0x00006916, 0x00006924,
-	0x0000692d, 0x00006934, 0x0000694f, 0x00006959,
-	0x0000696c, 0x000069a6, 0x000069af, 0x000069be,
-	0x00006a22, 0x00006a2e, 0x00006a38, 0x00006a68,
+	0x0000678d, 0x0000679e, 0x000067b0, 0x000067c2,
+	0x000067c8, 0x000067cf, 0x000067d7, 0x000067df,
+	0x000067fd, 0x0000681b, 0x00006832, 0x00006847,
+	0x00006858, 0x0000685e, 0x00006877, 0x00006882,
+	0x000068b6, 0x000068c3, 0x000068e1, 0x000068ef,
+	0x000068f8, 0x000068ff, 0x0000691a, 0x00006924,
+	0x00006937, 0x00006971, 0x0000697a, 0x00006989,
+	0x000069ed, 0x000069f9, 0x00006a03, 0x00006a33,
 	// Entry 200 - 21F
-	0x00006ac3, 0x00006baa, 0x00006bb5, 0x00006be8,
-	0x00006c26, 0x00006c9f, 0x00006cc4, 0x00006cc9,
-	0x00006ce9, 0x00006d06, 0x00006d26, 0x00006d3b,
-	0x00006d7c, 0x00006d87, 0x00006d91, 0x00006dba,
-	0x00006e2f, 0x00006e40, 0x00006e7d, 0x00006eb1,
-	0x00006f12, 0x00006f5c, 0x00006f6a, 0x00006fa6,
-	0x00006fd0, 0x00007015, 0x0000703d, 0x0000707c,
-	0x0000709d, 0x000070db, 0x0000711b, 0x0000713b,
+	0x00006a8e, 0x00006b75, 0x00006b80, 0x00006bb3,
+	0x00006bf1, 0x00006c6a, 0x00006c8f, 0x00006c94,
+	0x00006cb4, 0x00006cd1, 0x00006cf1, 0x00006d06,
+	0x00006d47, 0x00006d52, 0x00006d5c, 0x00006d85,
+	0x00006dfa, 0x00006e0b, 0x00006e48, 0x00006e7c,
+	0x00006edd, 0x00006f27, 0x00006f35, 0x00006f71,
+	0x00006f9b, 0x00006fe0, 0x00007008, 0x00007047,
+	0x00007068, 0x000070a6, 0x000070e6, 0x00007106,
 	// Entry 220 - 23F
-	0x0000717c, 0x000071a6, 0x000071cd, 0x00007250,
-	0x00007268, 0x0000727c, 0x00007293, 0x000072a1,
-	0x000072ac, 0x000072cf, 0x0000730d, 0x0000732c,
-	0x00007348, 0x000073b6, 0x00007488, 0x000074e7,
-	0x0000756c, 0x000075e9, 0x000076fd, 0x00007800,
-	0x00007847, 0x000078d4, 0x00007914, 0x0000795a,
-	0x00007aa7, 0x00007acf, 0x00007af2, 0x00007b29,
-	0x00007bba, 0x00007c0d, 0x00007c36, 0x00007d18,
+	0x00007147, 0x00007171, 0x00007198, 0x0000721b,
+	0x00007233, 0x00007247, 0x0000725e, 0x0000726c,
+	0x00007277, 0x0000729a, 0x000072d8, 0x000072f7,
+	0x00007313, 0x00007381, 0x00007453, 0x000074b2,
+	0x00007537, 0x000075b4, 0x000076c8, 0x000077cb,
+	0x00007812, 0x0000789f, 0x000078df, 0x00007925,
+	0x00007a72, 0x00007a9a, 0x00007abd, 0x00007af4,
+	0x00007b85, 0x00007bd8, 0x00007c01, 0x00007ce3,
 	// Entry 240 - 25F
-	0x00007d3e, 0x00007d85, 0x00007e09, 0x00007e84,
-	0x00007f01, 0x00007f29, 0x00007f51, 0x00007f98,
-	0x00007fe2, 0x00008015, 0x00008028, 0x00008130,
-	0x0000815e, 0x0000819a, 0x000081b0, 0x00008244,
-	0x00008257, 0x00008294, 0x000082ed, 0x00008329,
-	0x0000833c, 0x00008390, 0x000083c5, 0x000083d7,
-	0x000083ee, 0x0000842d, 0x0000847f, 0x000084ab,
-	0x00008548, 0x000085ee, 0x0000869b, 0x000086ab,
+	0x00007d09, 0x00007d50, 0x00007dd4, 0x00007e4f,
+	0x00007ecc, 0x00007ef4, 0x00007f1c, 0x00007f63,
+	0x00007fad, 0x00007fe0, 0x00007ff3, 0x000080fb,
+	0x00008129, 0x00008165, 0x0000817b, 0x0000820f,
+	0x00008222, 0x0000825f, 0x000082b8, 0x000082f4,
+	0x00008307, 0x0000835b, 0x00008390, 0x000083a2,
+	0x000083b9, 0x000083f8, 0x0000844a, 0x00008476,
+	0x00008513, 0x000085b9, 0x00008666, 0x00008676,
 	// Entry 260 - 27F
-	0x0000870b, 0x0000877c, 0x00008801, 0x00008896,
-	0x000088a1, 0x000088be, 0x000088dd, 0x000088ee,
-	0x00008908, 0x00008911, 0x0000891b, 0x00008969,
-	0x000089ae, 0x000089cd, 0x00008a02, 0x00008a53,
-	0x00008a64, 0x00008aae, 0x00008ac4, 0x00008ad8,
-	0x00008af1, 0x00008b07, 0x00008b31, 0x00008b39,
-	0x00008b4c, 0x00008b53, 0x00008b6e, 0x00008b8e,
-	0x00008bbe, 0x00008bd5, 0x00008beb, 0x00008c23,
+	0x000086d6, 0x00008747, 0x000087cc, 0x00008861,
+	0x0000886c, 0x00008889, 0x000088a8, 0x000088b9,
+	0x000088d3, 0x000088dc, 0x000088e6, 0x00008934,
+	0x00008979, 0x00008998, 0x000089cd, 0x00008a1e,
+	0x00008a2f, 0x00008a79, 0x00008a8f, 0x00008aa3,
+	0x00008abc, 0x00008ad2, 0x00008afc, 0x00008b04,
+	0x00008b17, 0x00008b1e, 0x00008b39, 0x00008b59,
+	0x00008b89, 0x00008ba0, 0x00008bb6, 0x00008bee,
 	// Entry 280 - 29F
-	0x00008c5e, 0x00008c8a, 0x00008d0d, 0x00008d1e,
-	0x00008d38, 0x00008d43, 0x00008d57, 0x00008d69,
-	0x00008d7f, 0x00008d91, 0x00008da3, 0x00008da9,
-	0x00008dbb, 0x00008dc9, 0x00008dd8, 0x00008de4,
-	0x00008dfa, 0x00008e24, 0x00008e57, 0x00008eff,
-	0x00008f4f, 0x00008f77, 0x00008fc9, 0x0000900b,
-	0x00009047, 0x0000905e, 0x00009128, 0x00009155,
-	0x0000930f, 0x00009329, 0x00009342, 0x00009363,
+	0x00008c29, 0x00008c55, 0x00008cd8, 0x00008ce9,
+	0x00008d03, 0x00008d0e, 0x00008d22, 0x00008d34,
+	0x00008d4a, 0x00008d5c, 0x00008d6e, 0x00008d74,
+	0x00008d86, 0x00008d94, 0x00008da3, 0x00008daf,
+	0x00008dc5, 0x00008def, 0x00008e22, 0x00008eca,
+	0x00008f1a, 0x00008f42, 0x00008f94, 0x00008fd6,
+	0x00009012, 0x00009029, 0x000090f3, 0x00009120,
+	0x000092da, 0x000092f4, 0x0000930d, 0x0000932e,
 	// Entry 2A0 - 2BF
-	0x0000937a, 0x000093a7, 0x000093ae, 0x000093c8,
-	0x000093ee, 0x00009403, 0x0000945d, 0x000094f2,
-	0x00009555, 0x00009568, 0x0000958f, 0x000095b7,
-	0x000095c5, 0x00009619, 0x00009629, 0x0000963a,
-	0x00009641, 0x00009777, 0x0000977e, 0x000097b8,
-	0x000097bd, 0x000097d2, 0x000097e6, 0x000097f8,
-	0x0000980e, 0x0000981e, 0x0000985b, 0x0000989b,
-	0x000098b6, 0x000098c7, 0x0000990b, 0x0000992c,
+	0x00009345, 0x00009372, 0x00009379, 0x00009393,
+	0x000093b9, 0x000093ce, 0x00009428, 0x000094bd,
+	0x00009520, 0x00009533, 0x0000955a, 0x00009582,
+	0x00009590, 0x000095e4, 0x000095f4, 0x00009605,
+	0x0000960c, 0x00009742, 0x00009749, 0x00009783,
+	0x00009788, 0x0000979d, 0x000097b1, 0x000097c3,
+	0x000097d9, 0x000097e9, 0x00009826, 0x00009866,
+	0x00009881, 0x00009892, 0x000098d6, 0x000098f7,
 	// Entry 2C0 - 2DF
-	0x0000993e, 0x00009950, 0x00009a25, 0x00009a3d,
-	0x00009ade, 0x00009b6d, 0x00009b7d, 0x00009c57,
-	0x00009d19, 0x00009d1e, 0x00009d2e, 0x00009d3c,
-	0x00009d4c, 0x00009d5c, 0x00009d6a, 0x00009d7a,
-	0x00009d84, 0x00009dad, 0x00009dc7, 0x00009de2,
-	0x00009e70, 0x00009eae, 0x00009ebf, 0x00009f56,
-	0x00009f63, 0x00009f7e, 0x00009fd7, 0x00009feb,
-	0x0000a009, 0x0000a083, 0x0000a0c4, 0x0000a13a,
+	0x00009909, 0x0000991b, 0x000099f0, 0x00009a08,
+	0x00009aa9, 0x00009b38, 0x00009b48, 0x00009c22,
+	0x00009ce4, 0x00009ce9, 0x00009cf9, 0x00009d07,
+	0x00009d17, 0x00009d27, 0x00009d35, 0x00009d45,
+	0x00009d4f, 0x00009d78, 0x00009d92, 0x00009dad,
+	0x00009e3b, 0x00009e79, 0x00009e8a, 0x00009f21,
+	0x00009f2e, 0x00009f49, 0x00009fa2, 0x00009fb6,
+	0x00009fd4, 0x0000a04e, 0x0000a08f, 0x0000a105,
 	// Entry 2E0 - 2FF
-	0x0000a159, 0x0000a26f, 0x0000a288, 0x0000a2ce,
-	0x0000a2e6, 0x0000a339, 0x0000a374, 0x0000a40c,
-	0x0000a438, 0x0000a45e, 0x0000a492, 0x0000a4aa,
-	0x0000a4d5, 0x0000a57e, 0x0000a588, 0x0000a610,
-	0x0000a645, 0x0000a686, 0x0000a802, 0x0000a981,
-	0x0000aa5a, 0x0000ab6f, 0x0000ac8b, 0x0000aca4,
-	0x0000ad20, 0x0000ade9, 0x0000ae72, 0x0000ae7f,
-	0x0000aed1, 0x0000aed7, 0x0000af8b, 0x0000b03b,
+	0x0000a124, 0x0000a23a, 0x0000a253, 0x0000a299,
+	0x0000a2b1, 0x0000a304, 0x0000a33f, 0x0000a3d7,
+	0x0000a403, 0x0000a429, 0x0000a45d, 0x0000a475,
+	0x0000a4a0, 0x0000a549, 0x0000a553, 0x0000a5db,
+	0x0000a610, 0x0000a651, 0x0000a7cd, 0x0000a94c,
+	0x0000aa25, 0x0000ab3a, 0x0000ac56, 0x0000ac6f,
+	0x0000aceb, 0x0000adb4, 0x0000ae3d, 0x0000ae4a,
+	0x0000ae9c, 0x0000aea2, 0x0000af56, 0x0000b006,
 	// Entry 300 - 31F
-	0x0000b06d, 0x0000b099, 0x0000b102, 0x0000b1a9,
-	0x0000b26b, 0x0000b29b, 0x0000b2a8, 0x0000b2ae,
-	0x0000b2c4, 0x0000b2cf, 0x0000b2d6, 0x0000b2e1,
-	0x0000b2ef, 0x0000b2fc, 0x0000b30a, 0x0000b323,
-	0x0000b350, 0x0000b3f9, 0x0000b40c, 0x0000b416,
-	0x0000b4a5, 0x0000b506, 0x0000b562, 0x0000b574,
-	0x0000b58e, 0x0000b5a1, 0x0000b5df, 0x0000b61b,
-	0x0000b638, 0x0000b645, 0x0000b653, 0x0000b661,
+	0x0000b038, 0x0000b064, 0x0000b0cd, 0x0000b174,
+	0x0000b236, 0x0000b266, 0x0000b273, 0x0000b279,
+	0x0000b28f, 0x0000b29a, 0x0000b2a1, 0x0000b2ac,
+	0x0000b2ba, 0x0000b2c7, 0x0000b2d5, 0x0000b2ee,
+	0x0000b31b, 0x0000b3c4, 0x0000b3d7, 0x0000b3e1,
+	0x0000b470, 0x0000b4d1, 0x0000b52d, 0x0000b53f,
+	0x0000b559, 0x0000b56c, 0x0000b5aa, 0x0000b5e6,
+	0x0000b603, 0x0000b610, 0x0000b61e, 0x0000b62c,
 	// Entry 320 - 33F
-	0x0000b671, 0x0000b6ad, 0x0000b6e7, 0x0000b764,
-	0x0000b76f, 0x0000b799, 0x0000b7a6, 0x0000b7c2,
-	0x0000b7c6, 0x0000b7d8, 0x0000b89a, 0x0000b8cd,
-	0x0000b8d8, 0x0000b8e2, 0x0000b8f7, 0x0000b900,
-	0x0000b90a, 0x0000b91f, 0x0000b943, 0x0000b95d,
-	0x0000b972, 0x0000b99e, 0x0000b9dd, 0x0000b9e2,
-	0x0000b9f7, 0x0000ba09, 0x0000ba3e, 0x0000ba4f,
-	0x0000ba7c, 0x0000baab, 0x0000bbcd, 0x0000bcef,
+	0x0000b63c, 0x0000b678, 0x0000b6b2, 0x0000b72f,
+	0x0000b73a, 0x0000b764, 0x0000b771, 0x0000b78d,
+	0x0000b791, 0x0000b7a3, 0x0000b865, 0x0000b898,
+	0x0000b8a3, 0x0000b8ad, 0x0000b8c2, 0x0000b8cb,
+	0x0000b8d5, 0x0000b8ea, 0x0000b90e, 0x0000b928,
+	0x0000b93d, 0x0000b969, 0x0000b9a8, 0x0000b9ad,
+	0x0000b9c2, 0x0000b9d4, 0x0000ba09, 0x0000ba1a,
+	0x0000ba47, 0x0000ba76, 0x0000bb98, 0x0000bcba,
 	// Entry 340 - 35F
-	0x0000bd65, 0x0000bdf0, 0x0000be7f, 0x0000bee6,
-	0x0000bf28, 0x0000bf7a, 0x0000bfc2, 0x0000c035,
-	0x0000c07d, 0x0000c0ab, 0x0000c0d9, 0x0000c10c,
-	0x0000c13f,
+	0x0000bd30, 0x0000bdbb, 0x0000be4a, 0x0000beb1,
+	0x0000bef3, 0x0000bf45, 0x0000bf8d, 0x0000c000,
+	0x0000c048, 0x0000c076, 0x0000c0a4, 0x0000c0d7,
+	0x0000c10a,
 } // Size: 3404 bytes
 
-const frData string = "" + // Size: 49471 bytes
+const frData string = "" + // Size: 49418 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2261,412 +2260,411 @@ const frData string = "" + // Size: 49471 bytes
 	"\x02Au %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, a" +
 	"ffiché à nouveau à chaque rechargement.\x02disponible depuis le %[1]s" +
 	"\x02attente longue\x02aucun exécutant\x02Afficher toutes les définitions" +
-	"\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou" +
-	" affichez toutes les définitions.\x02Toutes les définitions\x02Réussites" +
-	" et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dan" +
-	"s la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiqu" +
-	"e donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du gr" +
-	"aphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus ancie" +
-	"nnes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Réte" +
-	"ntion\u202f: les instances terminées sont conservées sans limite, selon " +
-	"le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les instan" +
-	"ces terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rétenti" +
-	"on\u202f: les instances terminées sont supprimées avec leurs occurrences" +
-	" %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre répliqu" +
-	"e.\x02Rétention\u202f: les instances terminées sont supprimées avec leur" +
-	"s occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %" +
-	"[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[" +
-	"3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1" +
-	"]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
-	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
-	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
-	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02" +
-	"Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun " +
-	"avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurren" +
-	"ce\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance" +
-	" n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
-	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
-	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
-	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
-	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
-	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
-	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
-	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
-	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
-	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
-	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
-	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
-	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
-	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
-	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
-	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
-	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
-	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
-	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
-	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
-	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
-	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
-	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
-	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
-	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
-	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
-	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
-	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
-	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
-	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
-	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
-	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
-	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
-	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
-	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
-	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
-	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
-	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
-	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
-	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
-	".\x02La destination était injoignable.\x02La réponse de la destination é" +
-	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
-	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
-	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
-	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
-	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
-	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
-	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
-	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
-	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
-	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
-	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
-	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
-	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
-	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
-	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
-	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
-	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
-	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
-	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
-	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
-	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
-	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
-	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
-	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
-	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
-	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
-	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
-	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’interv" +
-	"alle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d" +
-	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
-	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
-	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
-	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
-	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
-	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
-	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"\x02La définition %[1]s n’a pas encore d’occurrence.\x02Toutes les défin" +
+	"itions\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02Rétention\u202f: les instances terminées sont conservé" +
+	"es sans limite, selon le RELAIS_RETENTION d’une autre réplique.\x02Réten" +
+	"tion\u202f: les instances terminées sont conservées sans limite (RELAIS_" +
+	"RETENTION).\x02Rétention\u202f: les instances terminées sont supprimées " +
+	"avec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTION plus lo" +
+	"ng d’une autre réplique.\x02Rétention\u202f: les instances terminées son" +
+	"t supprimées avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTI" +
+	"ON).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[" +
+	"2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’ins" +
+	"tant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02" +
+	"mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov." +
+	"\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
+	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
+	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
+	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
+	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
+	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
+	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
+	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée " +
+	"le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opéra" +
+	"teurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actio" +
+	"ns d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
+	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
+	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
+	"essus ne prend aucune entrée.\x02Effacer cette instance…\x02Cette instan" +
+	"ce est terminée. En tant qu’administrateur, vous pouvez l’effacer mainte" +
+	"nant plutôt qu’attendre la rétention (demande d’une personne concernée)" +
+	"\u202f: elle est supprimée avec ses occurrences et ses tentatives.\x02Ce" +
+	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. El" +
+	"le ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué" +
+	" avant toute tentative (ses entrées n’ont pas pu être construites), une " +
+	"reprise échouerait donc de la même façon. L’abandon met l’instance en éc" +
+	"hec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le j" +
+	"ournal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: " +
+	"c’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02" +
+	"Bloquée pour\x02jamais\u202f: la rétention conserve les instances termin" +
+	"ées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION" +
+	" d’une autre réplique conserve les instances terminées sans limite\x02Su" +
+	"pprimée par la rétention\x02les instances terminées sont conservées %[1]" +
+	"s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s, l" +
+	"e RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02Aban" +
+	"donnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opéra" +
+	"teur\x02bloquée, puis abandonnée par un opérateur\x02La version doit êtr" +
+	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
+	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
+	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
+	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
+	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
+	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
+	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
+	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
+	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
+	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
+	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
+	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
+	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
+	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
+	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
+	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
+	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
+	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
+	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
+	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
+	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
+	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
+	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
+	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
+	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
+	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
+	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
+	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
+	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
+	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
+	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
+	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
+	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
+	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
+	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
+	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
+	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
+	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
+	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
+	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
+	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
+	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
+	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
+	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
+	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
+	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
+	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
+	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
+	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
+	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
+	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
+	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
+	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
+	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
+	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
+	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
+	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
+	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
+	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
+	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
+	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
+	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
+	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
+	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
+	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
+	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
+	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
+	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
+	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
+	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
+	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
+	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
+	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
+	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
+	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 94689 bytes (92KiB); checksum: A5C3F41B
+	// Total table size 94599 bytes (92KiB); checksum: 6C7808C1
