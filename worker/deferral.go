@@ -54,13 +54,13 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	switch {
 	case c.inFlight != nil:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w (task %s: another call is deferring it)", ErrAlreadyDeferred, t.ID)
+		return Deferral{}, fmt.Errorf("%w (%sanother call is deferring it)", ErrAlreadyDeferred, deferredTask(t, ": "))
 	case c.state == deferDone:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w (task %s)", ErrAlreadyDeferred, t.ID)
+		return Deferral{}, fmt.Errorf("%w%s", ErrAlreadyDeferred, deferredTask(t, ""))
 	case c.state == deferTooLate:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w (task %s)", ErrTooLateToDefer, t.ID)
+		return Deferral{}, fmt.Errorf("%w%s", ErrTooLateToDefer, deferredTask(t, ""))
 	}
 	c.inFlight = make(chan struct{})
 	c.mu.Unlock()
@@ -102,9 +102,23 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	return d, nil
 }
 
+// deferredTask names t in a refusal of Defer ("task 0193…" then sep, or
+// " (task 0193…)" without one), or nothing for a unit test's Task
+// without an id.
+func deferredTask(t *Task, sep string) string {
+	switch {
+	case t.ID == "":
+		return ""
+	case sep != "":
+		return "task " + t.ID + sep
+	}
+	return " (task " + t.ID + ")"
+}
+
 // WithDefer makes t, a Task a unit test built by hand, take Defer
-// without a server: fn is called in Relais's place with the reason as
-// Relais would store it (cut to 500 bytes), and answers the Deferral, or
+// without a server: fn is called in Relais's place with the reason cut to
+// 500 bytes as Relais cuts it (Relais also scrubs protected values from
+// it, which a double cannot), and answers the Deferral, or
 // the error to test (an *APIError, ErrLockLost). As on a worker, a
 // second Defer after one that succeeded is refused (ErrAlreadyDeferred).
 // It returns t; a Task the worker delivers ignores it.

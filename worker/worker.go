@@ -1073,7 +1073,13 @@ func (r *run) confirmLock(ctx context.Context, t *Task, lock *lockState, held *h
 	log := r.w.log.With(taskAttrs(t)...)
 	next, err := r.extend(ctx, t.ID, t.Attempt, lock.expiry, log)
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrCancelled):
+			// Stopped or past its deadline while the answer was late:
+			// not a lock lost (verifier QA).
+			log.Info("task cancelled by Relais before its handler started", "cause", err)
+		default:
 			log.Warn("the fetch that claimed this task was answered late (a stalled worker or network); its lock is gone, so its handler is not started", "cause", err)
 		}
 		return false

@@ -566,9 +566,16 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 	// An input's description alone still makes a version: said so
 	// (evolution QA: it read as any publication).
 	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text, description: A free note}\n")
-	same := "published (version 7; the same process as version 6: only descriptions changed)"
+	same := "published (version 7; the same process as version 6: only its name or descriptions changed)"
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, same) {
 		t.Errorf("a description's edit: %q, %v; want %q", out, err, same)
+	}
+	// An input saying less than its object is raised: noted, as for a
+	// definition.
+	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text, description: A free note}\n" +
+		"    - {name: company, type: object, classification: sensitive, fields: [{name: name, type: text, classification: normal}]}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "\n  note: /inputs/company/name: classification normal is raised to sensitive by /inputs/company") {
+		t.Errorf("a process input raised by its object: %q, %v", out, err)
 	}
 }
 

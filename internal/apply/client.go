@@ -794,13 +794,13 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		if latest == 0 {
 			version += c.closeKey(ctx, "processes", d.ID, dryRun)
 		}
-		if before != nil && len(changes) == 0 {
+		if before != nil && !slices.ContainsFunc(changes, func(c string) bool { return c != "description" && !strings.HasPrefix(c, "name ") }) {
 			// Said, since it still makes a version (evolution QA: a
 			// field's description edited read as any publication).
-			version += fmt.Sprintf("; the same process as version %d: only descriptions changed", latest)
+			version += fmt.Sprintf("; the same process as version %d: only its name or descriptions changed", latest)
 		}
 		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed, r, dryRun) + futileRetries(parsed),
-			Changes: changes, Since: latest, Notes: c.notes(before, parsed, r)}
+			Changes: changes, Since: latest, Notes: append(contracts.RaisedClassifications(js), c.notes(before, parsed, r)...)}
 	}
 	if dryRun {
 		// The server runs every publication check without storing.
