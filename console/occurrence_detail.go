@@ -693,7 +693,7 @@ func callBudget(msg string, timeout *time.Duration) (time.Duration, bool) {
 func errorCodeMeaning(ctx context.Context, code string) string {
 	switch code {
 	case "deadline_exceeded":
-		return T(ctx, "The deadline passed before a result arrived.")
+		return T(ctx, "The deadline passed before the occurrence was completed: no attempt succeeded in time.")
 	case "invalid_outputs":
 		return T(ctx, "The result did not match the revision's outputs contract.")
 	case "outcome_unknown":

@@ -591,7 +591,7 @@ var messageKeyToIndex = map[string]int{
 	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      665,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 105,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             186,
-	"The deadline passed before a result arrived.":                                                                                                                      565,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            565,
 	"The destination answered HTTP %s.":     575,
 	"The destination could not be reached.": 569,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    559,
@@ -1045,89 +1045,89 @@ var enIndex = []uint32{ // 845 elements
 	0x0000586e, 0x00005889, 0x000058b9, 0x000058d4,
 	0x000058de, 0x00005930, 0x000059f0, 0x00005a4c,
 	0x00005aca, 0x00005b40, 0x00005c13, 0x00005cd6,
-	0x00005d0e, 0x00005d6e, 0x00005d9b, 0x00005dd5,
-	0x00005ee2, 0x00005f02, 0x00005f28, 0x00005f52,
-	0x00005fc3, 0x00006000, 0x00006024, 0x000060c8,
+	0x00005d0e, 0x00005d6e, 0x00005dc5, 0x00005dff,
+	0x00005f0c, 0x00005f2c, 0x00005f52, 0x00005f7c,
+	0x00005fed, 0x0000602a, 0x0000604e, 0x000060f2,
 	// Entry 240 - 25F
-	0x000060ed, 0x0000611c, 0x0000617c, 0x000061d5,
-	0x0000622f, 0x00006249, 0x00006267, 0x0000629b,
-	0x000062db, 0x00006305, 0x00006314, 0x000063df,
-	0x00006410, 0x0000643f, 0x00006452, 0x000064c7,
-	0x000064da, 0x0000650e, 0x0000655f, 0x00006593,
-	0x000065a3, 0x000065ea, 0x00006617, 0x00006624,
-	0x00006634, 0x00006664, 0x0000669e, 0x000066c1,
-	0x00006738, 0x000067ba, 0x0000683f, 0x0000684e,
+	0x00006117, 0x00006146, 0x000061a6, 0x000061ff,
+	0x00006259, 0x00006273, 0x00006291, 0x000062c5,
+	0x00006305, 0x0000632f, 0x0000633e, 0x00006409,
+	0x0000643a, 0x00006469, 0x0000647c, 0x000064f1,
+	0x00006504, 0x00006538, 0x00006589, 0x000065bd,
+	0x000065cd, 0x00006614, 0x00006641, 0x0000664e,
+	0x0000665e, 0x0000668e, 0x000066c8, 0x000066eb,
+	0x00006762, 0x000067e4, 0x00006869, 0x00006878,
 	// Entry 260 - 27F
-	0x0000689e, 0x000068fe, 0x0000696a, 0x000069e1,
-	0x000069e9, 0x00006a01, 0x00006a1e, 0x00006a2c,
-	0x00006a3d, 0x00006a45, 0x00006a50, 0x00006a91,
-	0x00006ac9, 0x00006add, 0x00006b0d, 0x00006b48,
-	0x00006b58, 0x00006b97, 0x00006ba8, 0x00006bba,
-	0x00006bc6, 0x00006bd7, 0x00006bf1, 0x00006bf9,
-	0x00006c0a, 0x00006c10, 0x00006c24, 0x00006c3c,
-	0x00006c61, 0x00006c6f, 0x00006c82, 0x00006cc0,
+	0x000068c8, 0x00006928, 0x00006994, 0x00006a0b,
+	0x00006a13, 0x00006a2b, 0x00006a48, 0x00006a56,
+	0x00006a67, 0x00006a6f, 0x00006a7a, 0x00006abb,
+	0x00006af3, 0x00006b07, 0x00006b37, 0x00006b72,
+	0x00006b82, 0x00006bc1, 0x00006bd2, 0x00006be4,
+	0x00006bf0, 0x00006c01, 0x00006c1b, 0x00006c23,
+	0x00006c34, 0x00006c3a, 0x00006c4e, 0x00006c66,
+	0x00006c8b, 0x00006c99, 0x00006cac, 0x00006cea,
 	// Entry 280 - 29F
-	0x00006cfd, 0x00006d29, 0x00006d81, 0x00006d90,
-	0x00006da1, 0x00006da9, 0x00006db6, 0x00006dc6,
-	0x00006ddd, 0x00006de8, 0x00006df7, 0x00006dfd,
-	0x00006e0b, 0x00006e15, 0x00006e20, 0x00006e2a,
-	0x00006e3d, 0x00006e62, 0x00006e8d, 0x00006f1e,
-	0x00006f59, 0x00006f78, 0x00006fb6, 0x00006fed,
-	0x0000701b, 0x00007029, 0x000070c8, 0x000070e6,
-	0x0000723d, 0x0000724b, 0x0000725f, 0x00007280,
+	0x00006d27, 0x00006d53, 0x00006dab, 0x00006dba,
+	0x00006dcb, 0x00006dd3, 0x00006de0, 0x00006df0,
+	0x00006e07, 0x00006e12, 0x00006e21, 0x00006e27,
+	0x00006e35, 0x00006e3f, 0x00006e4a, 0x00006e54,
+	0x00006e67, 0x00006e8c, 0x00006eb7, 0x00006f48,
+	0x00006f83, 0x00006fa2, 0x00006fe0, 0x00007017,
+	0x00007045, 0x00007053, 0x000070f2, 0x00007110,
+	0x00007267, 0x00007275, 0x00007289, 0x000072aa,
 	// Entry 2A0 - 2BF
-	0x00007294, 0x000072c4, 0x000072ca, 0x000072de,
-	0x000072f6, 0x00007309, 0x00007346, 0x000073b9,
-	0x00007406, 0x00007417, 0x0000742e, 0x0000744b,
-	0x00007459, 0x00007498, 0x000074a6, 0x000074b1,
-	0x000074b7, 0x000075a9, 0x000075af, 0x000075e1,
-	0x000075e6, 0x000075f6, 0x00007601, 0x0000760a,
-	0x0000761a, 0x00007626, 0x0000765a, 0x0000768d,
-	0x000076a7, 0x000076ae, 0x000076df, 0x000076ff,
+	0x000072be, 0x000072ee, 0x000072f4, 0x00007308,
+	0x00007320, 0x00007333, 0x00007370, 0x000073e3,
+	0x00007430, 0x00007441, 0x00007458, 0x00007475,
+	0x00007483, 0x000074c2, 0x000074d0, 0x000074db,
+	0x000074e1, 0x000075d3, 0x000075d9, 0x0000760b,
+	0x00007610, 0x00007620, 0x0000762b, 0x00007634,
+	0x00007644, 0x00007650, 0x00007684, 0x000076b7,
+	0x000076d1, 0x000076d8, 0x00007709, 0x00007729,
 	// Entry 2C0 - 2DF
-	0x00007711, 0x00007723, 0x000077c8, 0x000077de,
-	0x00007863, 0x000078dd, 0x000078ec, 0x000079a6,
-	0x000079f7, 0x000079fc, 0x00007a0a, 0x00007a1a,
-	0x00007a26, 0x00007a36, 0x00007a44, 0x00007a54,
-	0x00007a5e, 0x00007a81, 0x00007a9a, 0x00007aad,
-	0x00007b19, 0x00007b3f, 0x00007b4e, 0x00007ba0,
-	0x00007bae, 0x00007bca, 0x00007c18, 0x00007c27,
-	0x00007c3d, 0x00007c91, 0x00007cc3, 0x00007d1b,
+	0x0000773b, 0x0000774d, 0x000077f2, 0x00007808,
+	0x0000788d, 0x00007907, 0x00007916, 0x000079d0,
+	0x00007a21, 0x00007a26, 0x00007a34, 0x00007a44,
+	0x00007a50, 0x00007a60, 0x00007a6e, 0x00007a7e,
+	0x00007a88, 0x00007aab, 0x00007ac4, 0x00007ad7,
+	0x00007b43, 0x00007b69, 0x00007b78, 0x00007bca,
+	0x00007bd8, 0x00007bf4, 0x00007c42, 0x00007c51,
+	0x00007c67, 0x00007cbb, 0x00007ced, 0x00007d45,
 	// Entry 2E0 - 2FF
-	0x00007d31, 0x00007dff, 0x00007e16, 0x00007e4d,
-	0x00007e5b, 0x00007e9f, 0x00007ec4, 0x00007f3b,
-	0x00007f51, 0x00007f68, 0x00007f96, 0x00007fa9,
-	0x00007fd1, 0x00008055, 0x0000805c, 0x000080c4,
-	0x000080ee, 0x0000811e, 0x00008273, 0x000083ad,
-	0x0000844d, 0x00008524, 0x000085fd, 0x00008611,
-	0x0000866c, 0x00008717, 0x00008799, 0x000087a1,
-	0x000087dc, 0x000087e2, 0x00008874, 0x0000890c,
+	0x00007d5b, 0x00007e29, 0x00007e40, 0x00007e77,
+	0x00007e85, 0x00007ec9, 0x00007eee, 0x00007f65,
+	0x00007f7b, 0x00007f92, 0x00007fc0, 0x00007fd3,
+	0x00007ffb, 0x0000807f, 0x00008086, 0x000080ee,
+	0x00008118, 0x00008148, 0x0000829d, 0x000083d7,
+	0x00008477, 0x0000854e, 0x00008627, 0x0000863b,
+	0x00008696, 0x00008741, 0x000087c3, 0x000087cb,
+	0x00008806, 0x0000880c, 0x0000889e, 0x00008936,
 	// Entry 300 - 31F
-	0x00008938, 0x00008963, 0x000089b1, 0x00008a1d,
-	0x00008ac4, 0x00008adf, 0x00008ae9, 0x00008aee,
-	0x00008af8, 0x00008b00, 0x00008b06, 0x00008b0e,
-	0x00008b1c, 0x00008b26, 0x00008b33, 0x00008b46,
-	0x00008b6a, 0x00008bea, 0x00008bfb, 0x00008c03,
-	0x00008c78, 0x00008ccc, 0x00008d14, 0x00008d23,
-	0x00008d36, 0x00008d42, 0x00008d7e, 0x00008db8,
-	0x00008dc6, 0x00008dd3, 0x00008de1, 0x00008def,
+	0x00008962, 0x0000898d, 0x000089db, 0x00008a47,
+	0x00008aee, 0x00008b09, 0x00008b13, 0x00008b18,
+	0x00008b22, 0x00008b2a, 0x00008b30, 0x00008b38,
+	0x00008b46, 0x00008b50, 0x00008b5d, 0x00008b70,
+	0x00008b94, 0x00008c14, 0x00008c25, 0x00008c2d,
+	0x00008ca2, 0x00008cf6, 0x00008d3e, 0x00008d4d,
+	0x00008d60, 0x00008d6c, 0x00008da8, 0x00008de2,
+	0x00008df0, 0x00008dfd, 0x00008e0b, 0x00008e19,
 	// Entry 320 - 33F
-	0x00008dfd, 0x00008e2f, 0x00008e5f, 0x00008ebb,
-	0x00008ec8, 0x00008ee8, 0x00008ef3, 0x00008f0d,
-	0x00008f12, 0x00008f23, 0x00008fa9, 0x00008fce,
-	0x00008fd5, 0x00008fde, 0x00008ff1, 0x00008ffb,
-	0x00009005, 0x0000900f, 0x00009027, 0x0000903d,
-	0x00009049, 0x0000906b, 0x00009099, 0x000090a0,
-	0x000090ad, 0x000090be, 0x000090e5, 0x000090f5,
-	0x00009114, 0x00009134, 0x0000920c, 0x000092ed,
+	0x00008e27, 0x00008e59, 0x00008e89, 0x00008ee5,
+	0x00008ef2, 0x00008f12, 0x00008f1d, 0x00008f37,
+	0x00008f3c, 0x00008f4d, 0x00008fd3, 0x00008ff8,
+	0x00008fff, 0x00009008, 0x0000901b, 0x00009025,
+	0x0000902f, 0x00009039, 0x00009051, 0x00009067,
+	0x00009073, 0x00009095, 0x000090c3, 0x000090ca,
+	0x000090d7, 0x000090e8, 0x0000910f, 0x0000911f,
+	0x0000913e, 0x0000915e, 0x00009236, 0x00009317,
 	// Entry 340 - 35F
-	0x00009341, 0x00009391, 0x000093f1, 0x00009444,
-	0x0000947c, 0x000094b4, 0x000094e5, 0x00009535,
-	0x00009569, 0x00009587, 0x000095a6, 0x000095c5,
-	0x000095e5,
+	0x0000936b, 0x000093bb, 0x0000941b, 0x0000946e,
+	0x000094a6, 0x000094de, 0x0000950f, 0x0000955f,
+	0x00009593, 0x000095b1, 0x000095d0, 0x000095ef,
+	0x0000960f,
 } // Size: 3404 bytes
 
-const enData string = "" + // Size: 38373 bytes
+const enData string = "" + // Size: 38415 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1491,222 +1491,223 @@ const enData string = "" + // Size: 38373 bytes
 	"[1]s; see the attempts below): the worker answered, and its answer must " +
 	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
 	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before a result a" +
-	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
-	"The answer to the call was lost (the connection broke after the request " +
-	"was sent, or Relais stopped or could not reach its database before recor" +
-	"ding it): whether the destination acted is unknown, so Relais does not c" +
-	"all it again by itself (an operator’s retry does).\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt ended without a result (it" +
-	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
-	"he inputs could not be built from the process’s bindings.\x02An operator" +
-	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
-	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
-	"r a budget already spent): it is not run again.\x02The destination answe" +
-	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
-	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
-	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
-	"lt recorded: the replica making it may have stopped. If so, it fails out" +
-	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
-	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path, and is held at a later node.\x02Its instance went on al" +
-	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
-	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
-	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
-	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
-	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
-	"ce was stopped while the worker held the task: its report is refused, bu" +
-	"t it may already have done the work.\x02The instance was stopped during " +
-	"the call, which was aborted: the destination may already have acted on t" +
-	"he request (check there).\x02The instance was stopped while the task was" +
-	" deferred: a settlement by id is refused, but the work it waited for may" +
-	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
-	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
-	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
-	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
-	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
-	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
-	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
-	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
-	"ted]\x02Message from the worker (its own words, protected values masked)" +
-	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
-	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
-	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
-	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
-	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"recounted every few seconds, shown anew at each reload.\x02revision %[1]" +
-	"d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since\x02c" +
-	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
-	"us page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%" +
-	"[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes after " +
-	"the last.\x02This address holds a parameter that cannot be read (a perce" +
-	"nt sign not followed by two hexadecimal digits, or a semicolon): correct" +
-	" the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02U" +
-	"nknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times:" +
-	" give it once.\x02The page cursor is invalid: go back to the first page." +
-	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
-	"e console runs no script, so it cannot read your computer’s time zone: c" +
-	"hoose a place, whose daylight saving time is followed, or a fixed offset" +
-	" from UTC.\x02Reload lists and detail pages\x02A reload empties what you" +
-	" typed but did not apply (filters, the search box) and moves the focus b" +
-	"ack to the top of the page: “Pause reloading”, on every page that reload" +
-	"s, stops it until you resume. Pages where you type a reason (confirmatio" +
-	"ns, and occurrences with a value to reveal) never reload on their own, n" +
-	"or does a revealed value.\x02Save settings\x02Back without saving\x02UTC" +
-	" (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed o" +
-	"ffset, no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Displ" +
-	"ay settings saved.\x02Reloading resumed.\x02Reloading paused: this page " +
-	"stays as it is until you resume.\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02older versions, from version %[" +
-	"1]d (each links the one before)\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
-	" an empty object.\x02Inputs an instance of this version is started with" +
-	"\x02Instances of this version\x02Latest\x02yes: a start that names no ve" +
-	"rsion runs this one\x02no: the latest is version %[1]d\x02← version %[1]" +
-	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
-	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
-	" failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
-	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
-	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
-	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
-	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every few second" +
-	"s, shown anew at each reload.\x02Only administrators may reveal a sensit" +
-	"ive value.\x02Say why you reveal this value: the reason is recorded with" +
-	" the reveal in the audit log.\x02Cannot reveal it here\x02This replica l" +
-	"acks the data key the value was sealed with, so it cannot open it (nothi" +
-	"ng was recorded). Another replica may reveal it; ask your administrator " +
-	"to start every replica with the same data keys.\x02Back to the occurrenc" +
-	"e\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page. An ended instance is deleted once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
-	"ce has it as its business key. An ended instance is deleted, with its oc" +
-	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
-	" passed, or at once when an administrator erases it; the audit log keeps" +
-	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
-	"iness key, and it is not a whole id: the lists show the end of each id. " +
-	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
-	"ess is not used: you are signed in already. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02A token in the addres" +
-	"s is not used: paste it in the field below. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02You are signed out." +
-	"\x02The token you signed in with is revoked, and you are signed out: sig" +
-	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server), so your last ac" +
-	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
-	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
-	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
-	"operator, designer or administrator token.\x02Token\x02The token is chec" +
-	"ked once and never stored in your browser; a session cookie stands for i" +
-	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
-	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
-	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
-	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
-	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
-	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
-	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
-	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
-	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
-	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
-	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
-	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
-	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
-	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
-	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
-	" in with: revoking it signs you out. Its next request is refused. This c" +
-	"annot be undone.\x02This is the last usable administrator token: create " +
-	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02each item of %[1]s" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
-	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
-	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
-	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
-	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
-	"ers to it, with their consumers granted it (a worker naming no revision " +
-	"takes those its consumer is granted; a process version pins it).\x02Occu" +
-	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
-	"e workers to them, with their consumers granted them (a worker naming no" +
-	" revision takes those its consumer is granted; a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
-	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
-	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
-	"hey take every revision their consumer is granted.\x02It takes revision " +
-	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
-	"s only.\x02They take revisions %[1]s only."
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
+	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
+	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
+	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
+	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
+	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
+	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
+	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
+	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des). Each box says how many of this version’s occurrences are at that n" +
+	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Latest\x02yes: a start that names no version runs this on" +
+	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
+	" →\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
+	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
+	" default)\x02The call may last past the deadline, which cuts it short (d" +
+	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
+	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
+	" reveal this value: the reason is recorded with the reveal in the audit " +
+	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
+	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
+	" replica may reveal it; ask your administrator to start every replica wi" +
+	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
+	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
+	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
+	"ho, when, which field and why. The values themselves are never kept.\x02" +
+	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
+	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
+	"ept that request.\x02This form was sent from another site: the console t" +
+	"akes its forms from its own pages only. Open the console and send it fro" +
+	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
+	"s the title of its page shows it), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
+	"found only whole and exactly as given, capitals and accents included: a " +
+	"list shows a long one shortened, so copy it from its instance’s page. An" +
+	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
+	"has passed, or at once when an administrator erases it.\x02No instance o" +
+	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
+	"key. An ended instance is deleted, with its occurrences and attempts, on" +
+	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
+	"n administrator erases it; the audit log keeps the operator actions take" +
+	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
+	" whole id: the lists show the end of each id. Open the row, or copy its " +
+	"link, for the whole id.\x02A token in the address is not used: you are s" +
+	"igned in already. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02A token in the address is not used: paste it in" +
+	" the field below. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
+	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
+	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
+	"or a restart of the server), so your last action was not applied. Sign i" +
+	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
+	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
+	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
+	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
+	" your token in the field: it is empty.\x02This token is unknown, revoked" +
+	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
+	"token, for the API.\x02Only administrators see this page: tokens, consum" +
+	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
+	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
+	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
+	"next request is refused, and console sessions opened with it end. This c" +
+	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
 var frIndex = []uint32{ // 845 elements
 	// Entry 0 - 1F
@@ -1868,89 +1869,89 @@ var frIndex = []uint32{ // 845 elements
 	0x00007277, 0x0000729a, 0x000072d8, 0x000072f7,
 	0x00007313, 0x00007381, 0x00007453, 0x000074b2,
 	0x00007537, 0x000075b4, 0x000076c8, 0x000077cb,
-	0x00007812, 0x0000789f, 0x000078df, 0x00007925,
-	0x00007a72, 0x00007a9a, 0x00007abd, 0x00007af4,
-	0x00007b85, 0x00007bd8, 0x00007c01, 0x00007ce3,
+	0x00007812, 0x0000789f, 0x0000790e, 0x00007954,
+	0x00007aa1, 0x00007ac9, 0x00007aec, 0x00007b23,
+	0x00007bb4, 0x00007c07, 0x00007c30, 0x00007d12,
 	// Entry 240 - 25F
-	0x00007d09, 0x00007d50, 0x00007dd4, 0x00007e4f,
-	0x00007ecc, 0x00007ef4, 0x00007f1c, 0x00007f63,
-	0x00007fad, 0x00007fe0, 0x00007ff3, 0x000080fb,
-	0x00008129, 0x00008165, 0x0000817b, 0x0000820f,
-	0x00008222, 0x0000825f, 0x000082b8, 0x000082f4,
-	0x00008307, 0x0000835b, 0x00008390, 0x000083a2,
-	0x000083b9, 0x000083f8, 0x0000844a, 0x00008476,
-	0x00008513, 0x000085b9, 0x00008666, 0x00008676,
+	0x00007d38, 0x00007d7f, 0x00007e03, 0x00007e7e,
+	0x00007efb, 0x00007f23, 0x00007f4b, 0x00007f92,
+	0x00007fdc, 0x0000800f, 0x00008022, 0x0000812a,
+	0x00008158, 0x00008194, 0x000081aa, 0x0000823e,
+	0x00008251, 0x0000828e, 0x000082e7, 0x00008323,
+	0x00008336, 0x0000838a, 0x000083bf, 0x000083d1,
+	0x000083e8, 0x00008427, 0x00008479, 0x000084a5,
+	0x00008542, 0x000085e8, 0x00008695, 0x000086a5,
 	// Entry 260 - 27F
-	0x000086d6, 0x00008747, 0x000087cc, 0x00008861,
-	0x0000886c, 0x00008889, 0x000088a8, 0x000088b9,
-	0x000088d3, 0x000088dc, 0x000088e6, 0x00008934,
-	0x00008979, 0x00008998, 0x000089cd, 0x00008a1e,
-	0x00008a2f, 0x00008a79, 0x00008a8f, 0x00008aa3,
-	0x00008abc, 0x00008ad2, 0x00008afc, 0x00008b04,
-	0x00008b17, 0x00008b1e, 0x00008b39, 0x00008b59,
-	0x00008b89, 0x00008ba0, 0x00008bb6, 0x00008bee,
+	0x00008705, 0x00008776, 0x000087fb, 0x00008890,
+	0x0000889b, 0x000088b8, 0x000088d7, 0x000088e8,
+	0x00008902, 0x0000890b, 0x00008915, 0x00008963,
+	0x000089a8, 0x000089c7, 0x000089fc, 0x00008a4d,
+	0x00008a5e, 0x00008aa8, 0x00008abe, 0x00008ad2,
+	0x00008aeb, 0x00008b01, 0x00008b2b, 0x00008b33,
+	0x00008b46, 0x00008b4d, 0x00008b68, 0x00008b88,
+	0x00008bb8, 0x00008bcf, 0x00008be5, 0x00008c1d,
 	// Entry 280 - 29F
-	0x00008c29, 0x00008c55, 0x00008cd8, 0x00008ce9,
-	0x00008d03, 0x00008d0e, 0x00008d22, 0x00008d34,
-	0x00008d4a, 0x00008d5c, 0x00008d6e, 0x00008d74,
-	0x00008d86, 0x00008d94, 0x00008da3, 0x00008daf,
-	0x00008dc5, 0x00008def, 0x00008e22, 0x00008eca,
-	0x00008f1a, 0x00008f42, 0x00008f94, 0x00008fd6,
-	0x00009012, 0x00009029, 0x000090f3, 0x00009120,
-	0x000092da, 0x000092f4, 0x0000930d, 0x0000932e,
+	0x00008c58, 0x00008c84, 0x00008d07, 0x00008d18,
+	0x00008d32, 0x00008d3d, 0x00008d51, 0x00008d63,
+	0x00008d79, 0x00008d8b, 0x00008d9d, 0x00008da3,
+	0x00008db5, 0x00008dc3, 0x00008dd2, 0x00008dde,
+	0x00008df4, 0x00008e1e, 0x00008e51, 0x00008ef9,
+	0x00008f49, 0x00008f71, 0x00008fc3, 0x00009005,
+	0x00009041, 0x00009058, 0x00009122, 0x0000914f,
+	0x00009309, 0x00009323, 0x0000933c, 0x0000935d,
 	// Entry 2A0 - 2BF
-	0x00009345, 0x00009372, 0x00009379, 0x00009393,
-	0x000093b9, 0x000093ce, 0x00009428, 0x000094bd,
-	0x00009520, 0x00009533, 0x0000955a, 0x00009582,
-	0x00009590, 0x000095e4, 0x000095f4, 0x00009605,
-	0x0000960c, 0x00009742, 0x00009749, 0x00009783,
-	0x00009788, 0x0000979d, 0x000097b1, 0x000097c3,
-	0x000097d9, 0x000097e9, 0x00009826, 0x00009866,
-	0x00009881, 0x00009892, 0x000098d6, 0x000098f7,
+	0x00009374, 0x000093a1, 0x000093a8, 0x000093c2,
+	0x000093e8, 0x000093fd, 0x00009457, 0x000094ec,
+	0x0000954f, 0x00009562, 0x00009589, 0x000095b1,
+	0x000095bf, 0x00009613, 0x00009623, 0x00009634,
+	0x0000963b, 0x00009771, 0x00009778, 0x000097b2,
+	0x000097b7, 0x000097cc, 0x000097e0, 0x000097f2,
+	0x00009808, 0x00009818, 0x00009855, 0x00009895,
+	0x000098b0, 0x000098c1, 0x00009905, 0x00009926,
 	// Entry 2C0 - 2DF
-	0x00009909, 0x0000991b, 0x000099f0, 0x00009a08,
-	0x00009aa9, 0x00009b38, 0x00009b48, 0x00009c22,
-	0x00009ce4, 0x00009ce9, 0x00009cf9, 0x00009d07,
-	0x00009d17, 0x00009d27, 0x00009d35, 0x00009d45,
-	0x00009d4f, 0x00009d78, 0x00009d92, 0x00009dad,
-	0x00009e3b, 0x00009e79, 0x00009e8a, 0x00009f21,
-	0x00009f2e, 0x00009f49, 0x00009fa2, 0x00009fb6,
-	0x00009fd4, 0x0000a04e, 0x0000a08f, 0x0000a105,
+	0x00009938, 0x0000994a, 0x00009a1f, 0x00009a37,
+	0x00009ad8, 0x00009b67, 0x00009b77, 0x00009c51,
+	0x00009d13, 0x00009d18, 0x00009d28, 0x00009d36,
+	0x00009d46, 0x00009d56, 0x00009d64, 0x00009d74,
+	0x00009d7e, 0x00009da7, 0x00009dc1, 0x00009ddc,
+	0x00009e6a, 0x00009ea8, 0x00009eb9, 0x00009f50,
+	0x00009f5d, 0x00009f78, 0x00009fd1, 0x00009fe5,
+	0x0000a003, 0x0000a07d, 0x0000a0be, 0x0000a134,
 	// Entry 2E0 - 2FF
-	0x0000a124, 0x0000a23a, 0x0000a253, 0x0000a299,
-	0x0000a2b1, 0x0000a304, 0x0000a33f, 0x0000a3d7,
-	0x0000a403, 0x0000a429, 0x0000a45d, 0x0000a475,
-	0x0000a4a0, 0x0000a549, 0x0000a553, 0x0000a5db,
-	0x0000a610, 0x0000a651, 0x0000a7cd, 0x0000a94c,
-	0x0000aa25, 0x0000ab3a, 0x0000ac56, 0x0000ac6f,
-	0x0000aceb, 0x0000adb4, 0x0000ae3d, 0x0000ae4a,
-	0x0000ae9c, 0x0000aea2, 0x0000af56, 0x0000b006,
+	0x0000a153, 0x0000a269, 0x0000a282, 0x0000a2c8,
+	0x0000a2e0, 0x0000a333, 0x0000a36e, 0x0000a406,
+	0x0000a432, 0x0000a458, 0x0000a48c, 0x0000a4a4,
+	0x0000a4cf, 0x0000a578, 0x0000a582, 0x0000a60a,
+	0x0000a63f, 0x0000a680, 0x0000a7fc, 0x0000a97b,
+	0x0000aa54, 0x0000ab69, 0x0000ac85, 0x0000ac9e,
+	0x0000ad1a, 0x0000ade3, 0x0000ae6c, 0x0000ae79,
+	0x0000aecb, 0x0000aed1, 0x0000af85, 0x0000b035,
 	// Entry 300 - 31F
-	0x0000b038, 0x0000b064, 0x0000b0cd, 0x0000b174,
-	0x0000b236, 0x0000b266, 0x0000b273, 0x0000b279,
-	0x0000b28f, 0x0000b29a, 0x0000b2a1, 0x0000b2ac,
-	0x0000b2ba, 0x0000b2c7, 0x0000b2d5, 0x0000b2ee,
-	0x0000b31b, 0x0000b3c4, 0x0000b3d7, 0x0000b3e1,
-	0x0000b470, 0x0000b4d1, 0x0000b52d, 0x0000b53f,
-	0x0000b559, 0x0000b56c, 0x0000b5aa, 0x0000b5e6,
-	0x0000b603, 0x0000b610, 0x0000b61e, 0x0000b62c,
+	0x0000b067, 0x0000b093, 0x0000b0fc, 0x0000b1a3,
+	0x0000b265, 0x0000b295, 0x0000b2a2, 0x0000b2a8,
+	0x0000b2be, 0x0000b2c9, 0x0000b2d0, 0x0000b2db,
+	0x0000b2e9, 0x0000b2f6, 0x0000b304, 0x0000b31d,
+	0x0000b34a, 0x0000b3f3, 0x0000b406, 0x0000b410,
+	0x0000b49f, 0x0000b500, 0x0000b55c, 0x0000b56e,
+	0x0000b588, 0x0000b59b, 0x0000b5d9, 0x0000b615,
+	0x0000b632, 0x0000b63f, 0x0000b64d, 0x0000b65b,
 	// Entry 320 - 33F
-	0x0000b63c, 0x0000b678, 0x0000b6b2, 0x0000b72f,
-	0x0000b73a, 0x0000b764, 0x0000b771, 0x0000b78d,
-	0x0000b791, 0x0000b7a3, 0x0000b865, 0x0000b898,
-	0x0000b8a3, 0x0000b8ad, 0x0000b8c2, 0x0000b8cb,
-	0x0000b8d5, 0x0000b8ea, 0x0000b90e, 0x0000b928,
-	0x0000b93d, 0x0000b969, 0x0000b9a8, 0x0000b9ad,
-	0x0000b9c2, 0x0000b9d4, 0x0000ba09, 0x0000ba1a,
-	0x0000ba47, 0x0000ba76, 0x0000bb98, 0x0000bcba,
+	0x0000b66b, 0x0000b6a7, 0x0000b6e1, 0x0000b75e,
+	0x0000b769, 0x0000b793, 0x0000b7a0, 0x0000b7bc,
+	0x0000b7c0, 0x0000b7d2, 0x0000b894, 0x0000b8c7,
+	0x0000b8d2, 0x0000b8dc, 0x0000b8f1, 0x0000b8fa,
+	0x0000b904, 0x0000b919, 0x0000b93d, 0x0000b957,
+	0x0000b96c, 0x0000b998, 0x0000b9d7, 0x0000b9dc,
+	0x0000b9f1, 0x0000ba03, 0x0000ba38, 0x0000ba49,
+	0x0000ba76, 0x0000baa5, 0x0000bbc7, 0x0000bce9,
 	// Entry 340 - 35F
-	0x0000bd30, 0x0000bdbb, 0x0000be4a, 0x0000beb1,
-	0x0000bef3, 0x0000bf45, 0x0000bf8d, 0x0000c000,
-	0x0000c048, 0x0000c076, 0x0000c0a4, 0x0000c0d7,
-	0x0000c10a,
+	0x0000bd5f, 0x0000bdea, 0x0000be79, 0x0000bee0,
+	0x0000bf22, 0x0000bf74, 0x0000bfbc, 0x0000c02f,
+	0x0000c077, 0x0000c0a5, 0x0000c0d3, 0x0000c106,
+	0x0000c139,
 } // Size: 3404 bytes
 
-const frData string = "" + // Size: 49418 bytes
+const frData string = "" + // Size: 49465 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2400,271 +2401,272 @@ const frData string = "" + // Size: 49418 bytes
 	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
 	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
 	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
-	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
-	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
-	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
-	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
-	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
-	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
-	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
-	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
-	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
-	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
-	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
-	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
-	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
-	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
-	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
-	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
-	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
-	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
-	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
-	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
-	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
-	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
-	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
-	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
-	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
-	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
-	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
-	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
-	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
-	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
-	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
-	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
-	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
-	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
-	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
-	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
-	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
-	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
-	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
-	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
-	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
-	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
-	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
-	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
-	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
-	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
-	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
-	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
-	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
-	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
-	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
-	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
-	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
-	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
-	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
-	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
-	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
-	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
-	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
-	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
-	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
-	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
+	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
+	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
+	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
+	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
+	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
+	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
+	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
+	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
+	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
+	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
+	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
+	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
+	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
+	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
+	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 94599 bytes (92KiB); checksum: 6C7808C1
+	// Total table size 94688 bytes (92KiB); checksum: AE461FE2
