@@ -886,10 +886,17 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
+// ItemsToken stands, in a declared field's pointer, for every item of a
+// list, as Diff writes it: /contacts/[]/role selects each contact's role
+// and nothing else of it (privacy QA: a worker needing one member of a
+// list's items received them whole, secrets included). No field is
+// named so: names are lowercase letters, digits and underscores.
+const ItemsToken = "[]"
+
 // FieldPointer checks that pointer addresses a declared field that a
 // worker may ask for alone (DESIGN §11, declared fields): a chain of
-// object members from the top level. A list is declared whole: a pointer
-// inside one is refused, since its items have no names to keep.
+// object members from the top level, through a list's items by "[]"
+// (ItemsToken). A list is declared whole by its own pointer.
 func (c Contract) FieldPointer(pointer string) error {
 	tokens, err := jsontree.SplitPointer(pointer)
 	if err != nil || len(tokens) == 0 {
@@ -900,7 +907,8 @@ func (c Contract) FieldPointer(pointer string) error {
 		return errors.New("must be a JSON pointer to an input field, such as /company/name")
 	}
 	container := c.Fields
-	for i, tok := range tokens {
+	for i := 0; i < len(tokens); i++ {
+		tok := tokens[i]
 		f, ok := find(container, tok)
 		if !ok {
 			names := make([]string, len(container))
@@ -913,8 +921,24 @@ func (c Contract) FieldPointer(pointer string) error {
 			}
 			return fmt.Errorf("has no input at %s%s", jsontree.Pointer("", tokens[:i+1]...), hint)
 		}
-		if i < len(tokens)-1 && f.Type != TypeObject {
-			return fmt.Errorf("%s is a %s: only objects have members to select", jsontree.Pointer("", tokens[:i+1]...), f.Type)
+		if i == len(tokens)-1 {
+			return nil
+		}
+		at := jsontree.Pointer("", tokens[:i+1]...)
+		for f.Type == TypeList {
+			// Its items, by "[]", down to objects with members to select.
+			if tokens[i+1] != ItemsToken || f.Items == nil {
+				return fmt.Errorf("%s is a list: select a member of its items as %s/[]/%s, or the list whole as %s", at, at, tokens[i+1], at)
+			}
+			i++
+			at += "/" + ItemsToken
+			if i == len(tokens)-1 {
+				return fmt.Errorf("%s is every item of a list: declare the list whole as %s, or a member of its items", at, strings.TrimSuffix(at, "/"+ItemsToken))
+			}
+			f = *f.Items
+		}
+		if f.Type != TypeObject {
+			return fmt.Errorf("%s is a %s: only objects have members to select", at, f.Type)
 		}
 		container = f.Fields
 	}
@@ -936,42 +960,64 @@ func (c Contract) LacksFields(pointers []string) []string {
 
 // Project returns the members of value at pointers (checked with
 // FieldPointer) with their parents, and nothing else: what a worker that
-// declared those fields receives. Absent members stay absent.
+// declared those fields receives. Absent members stay absent; a list's
+// items selected by "[]" keep their places, each an object with what it
+// has of the members selected.
 func Project(value json.RawMessage, pointers []string) json.RawMessage {
 	doc, err := decodeValue(value)
 	obj, ok := doc.(map[string]any)
 	if err != nil || !ok {
 		return json.RawMessage("{}")
 	}
-	out := map[string]any{}
+	var out any = map[string]any{}
 	for _, p := range pointers {
 		tokens, err := jsontree.SplitPointer(p)
 		if err != nil || len(tokens) == 0 {
 			continue
 		}
-		src, dst := obj, out
-		for i, tok := range tokens {
-			v, present := src[tok]
-			if !present {
-				break
-			}
-			if i == len(tokens)-1 {
-				dst[tok] = v
-				break
-			}
-			child, isObj := v.(map[string]any)
-			if !isObj {
-				break
-			}
-			next, made := dst[tok].(map[string]any)
-			if !made {
-				next = map[string]any{}
-				dst[tok] = next
-			}
-			src, dst = child, next
-		}
+		out = projectInto(out, obj, tokens)
 	}
 	return appendValue(nil, out)
+}
+
+// projectInto adds to dst what src has at tokens, with its parents, and
+// returns dst (made when nil).
+func projectInto(dst, src any, tokens []string) any {
+	if len(tokens) == 0 {
+		return src
+	}
+	if tokens[0] == ItemsToken {
+		items, ok := src.([]any)
+		if !ok {
+			return dst
+		}
+		out, _ := dst.([]any)
+		if len(out) != len(items) {
+			out = make([]any, len(items))
+		}
+		for i, item := range items {
+			got := projectInto(out[i], item, tokens[1:])
+			if got == nil {
+				got = map[string]any{} // an item without the member: kept in its place
+			}
+			out[i] = got
+		}
+		return out
+	}
+	obj, ok := src.(map[string]any)
+	if !ok {
+		return dst
+	}
+	v, present := obj[tokens[0]]
+	if !present {
+		return dst
+	}
+	m, _ := dst.(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[tokens[0]] = projectInto(m[tokens[0]], v, tokens[1:])
+	return m
 }
 
 // shortWord reports whether p is redacted only as a word of its own (see
