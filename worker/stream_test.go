@@ -1472,6 +1472,31 @@ func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
 	}
 }
 
+// A handler that outlives its stream's end and succeeds sends no outcome
+// once Relais said, to the extension that tried to keep its lock, that
+// the task was handed back: the report could only be refused (verifier
+// QA: three more lines a task, a refusal among them).
+func TestStreamEndedOutcomeRelaisDisownedIsNotSent(t *testing.T) {
+	var handled atomic.Int32
+	started := make(chan struct{}, 4)
+	r, _, inst, logs := cutWhileHandling(t, 1, true, func(ctx context.Context, task *Task) (any, error) {
+		if handled.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // ignored: it returns its outputs all the same
+		}
+		return created(ctx, task)
+	}, started)
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed by the task's next attempt", got)
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 2 || a[0].(map[string]any)["refused_reports"] != nil {
+		t.Errorf("attempts %v, want the first handed back with no report refused, then a second", a)
+	}
+	if !strings.Contains(logs.String(), "its outcome is not reported") || strings.Contains(logs.String(), "outcome refused") {
+		t.Errorf("the disowned outcome was sent, or not said to be left unreported:\n%s", logs.String())
+	}
+}
+
 // A handler whose stream ended and whose task was assigned again since to
 // this very worker (a live replica handed it back, and offered it to the
 // worker's new stream) reports nothing: the new attempt does, and an

@@ -472,7 +472,7 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 		// that saw the stream end handed it back; one that died may have
 		// left the lock held, or no stream came in time): see
 		// afterStreamEnded.
-		r.afterStreamEnded(t, outputs, err, log)
+		r.afterStreamEnded(t, outputs, err, cause, log)
 	case errors.Is(cause, ErrCancelled):
 		// An operator stopped the instance, or its deadline passed: not
 		// the worker's trouble, and Relais would refuse any outcome now.
@@ -990,8 +990,9 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 // replica that saw the stream end, or by its lock's expiry, the attempt
 // spent, so that a task that kills its replica still ends. A refusal (the
 // replica handed the task back, another worker may hold it) is logged as
-// any refused outcome is.
-func (r *run) afterStreamEnded(t *Task, outputs any, err error, log *slog.Logger) {
+// any refused outcome is; one Relais gave already, to the extension that
+// tried to keep the lock, spares the report.
+func (r *run) afterStreamEnded(t *Task, outputs any, err, cause error, log *slog.Logger) {
 	if latest, ok := r.assigned.Load(t.ID); ok && latest.(*Task) != t {
 		log.Info("the stream ended while the handler ran, and the task was assigned again since: its new attempt reports")
 		t.ended(OutcomeLockLost, "", nil)
@@ -999,6 +1000,14 @@ func (r *run) afterStreamEnded(t *Task, outputs any, err error, log *slog.Logger
 	}
 	if err != nil {
 		log.Info("the stream ended while the handler ran, which failed or was cut short: nothing reported (the task is handed back, or its lock expires)")
+		t.ended(OutcomeLockLost, "", nil)
+		return
+	}
+	if ae := (*APIError)(nil); errors.As(cause, &ae) && ae.Status == http.StatusConflict {
+		// A live replica already said the lock is gone (the stream's end
+		// handed the task back): a report could only be refused, three
+		// more lines per task (verifier QA).
+		log.Info("the stream ended while the handler ran, and Relais said the task is no longer this worker's: its outcome is not reported", "code", ae.Code)
 		t.ended(OutcomeLockLost, "", nil)
 		return
 	}
