@@ -1016,7 +1016,11 @@ func projectInto(dst, src any, tokens []string) any {
 	if m == nil {
 		m = map[string]any{}
 	}
-	m[tokens[0]] = projectInto(m[tokens[0]], v, tokens[1:])
+	got := projectInto(m[tokens[0]], v, tokens[1:])
+	if _, isObj := v.(map[string]any); isObj && got == nil {
+		got = map[string]any{} // a parent present, the member asked for absent
+	}
+	m[tokens[0]] = got
 	return m
 }
 

@@ -54,6 +54,8 @@ func TestProjectThroughListItems(t *testing.T) {
 		{[]string{"/contacts", "/contacts/[]/role"}, `{"contacts":[{"phone":"+33 6","role":"ceo","tags":[{"k":"a","v":"1"}]},{"phone":"+33 7"},{"phone":"+33 8","role":"cfo","tags":[]}]}`},
 		{[]string{"/contacts/[]/role", "/contacts"}, `{"contacts":[{"phone":"+33 6","role":"ceo","tags":[{"k":"a","v":"1"}]},{"phone":"+33 7"},{"phone":"+33 8","role":"cfo","tags":[]}]}`},
 		{[]string{"/missing/[]/x", "/ref"}, `{"ref":"R"}`},
+		// A parent present, its member absent: the parent, empty.
+		{[]string{"/address/street"}, `{"address":{}}`},
 	} {
 		if got := string(Project(in, c.pointers)); got != c.want {
 			t.Errorf("%v:\n got %s\nwant %s", c.pointers, got, c.want)
