@@ -423,6 +423,29 @@ func (e *Engine) CutShortWrites(patience time.Duration) {
 	}
 }
 
+// WritesStalledFor is how long the oldest grouped write in flight (a
+// start's, a settlement's) has waited for its transaction, 0 with none:
+// a database that answers reads while its commits hang (a frozen WAL
+// disk, a lock held by hand) stalls every start behind one, which its
+// readiness must tell (SRE QA: /readyz stayed ready, its probe only
+// reading).
+func (e *Engine) WritesStalledFor() time.Duration {
+	var oldest time.Time
+	for _, g := range []*groupCommit{e.group, e.starts} {
+		g.runningMu.Lock()
+		for rg := range g.running {
+			if oldest.IsZero() || rg.began.Before(oldest) {
+				oldest = rg.began
+			}
+		}
+		g.runningMu.Unlock()
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
+}
+
 // run commits group and sets each of its writes' outcome (runThenNext
 // answers them).
 func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {

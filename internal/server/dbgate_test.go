@@ -158,7 +158,7 @@ func TestReadyzFollowsTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyz(engine.New(pool, engine.Options{Keys: keys}), func() bool { return false }, func() bool { return true }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	readyz(engine.New(pool, engine.Options{Keys: keys}), func() bool { return false }, func() bool { return true }, 0, writesStalledAfter).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	var doc map[string]any
 	_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 	// Its data keys said all the same (SRE QA: left out, as if none).
@@ -175,7 +175,7 @@ func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 	for readOnly, want := range map[string]int{"on": http.StatusServiceUnavailable, "off": http.StatusOK} {
 		pool := poolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = readOnly })
 		rec := httptest.NewRecorder()
-		readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0, writesStalledAfter).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		var doc map[string]any
 		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 		if rec.Code != want || want != http.StatusOK && doc["status"] != "database read-only" {
@@ -208,7 +208,7 @@ func TestReadyzSaysTheCredentialsWereRefused(t *testing.T) {
 	t.Parallel()
 	pool := poolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.User = "no_such_role" })
 	rec := httptest.NewRecorder()
-	readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0, writesStalledAfter).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	var doc map[string]any
 	_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 	if rec.Code != http.StatusServiceUnavailable || doc["status"] != "database refused the credentials" {
@@ -228,7 +228,7 @@ func TestReadyzCountsDataKeys(t *testing.T) {
 	}
 	for want, eng := range map[float64]*engine.Engine{0: engine.New(pool, engine.Options{}), 2: engine.New(pool, engine.Options{Keys: keys})} {
 		rec := httptest.NewRecorder()
-		readyz(eng, func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		readyz(eng, func() bool { return false }, func() bool { return false }, 0, writesStalledAfter).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		var doc map[string]any
 		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 		if rec.Code != http.StatusOK || doc["data_keys"] != want {
@@ -342,7 +342,7 @@ func TestReadyzWarnsOnceOfANewerSchema(t *testing.T) {
 	pool := dbtest.Pool(t)
 	var logs bytes.Buffer
 	eng := engine.New(pool, engine.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	h := readyz(eng, func() bool { return false }, func() bool { return false }, 0)
+	h := readyz(eng, func() bool { return false }, func() bool { return false }, 0, writesStalledAfter)
 	probe := func() int {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
@@ -367,7 +367,7 @@ func TestReadyzWarnsOnceOfANewerSchema(t *testing.T) {
 	// its probe does not say again that it was migrated while it ran (SRE
 	// QA: two contradictory warnings).
 	logs.Reset()
-	started := readyz(eng, func() bool { return false }, func() bool { return false }, newer)
+	started := readyz(eng, func() bool { return false }, func() bool { return false }, newer, writesStalledAfter)
 	started.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/readyz", nil))
 	if strings.Contains(logs.String(), "newer") {
 		t.Errorf("a replica started on the newer schema warned again: %s", logs.String())
@@ -390,7 +390,7 @@ func TestReadyzNamesTheDataKeysAReplicaLacks(t *testing.T) {
 	}
 	probe := func() (int, map[string]any) {
 		rec := httptest.NewRecorder()
-		readyz(eng, func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		readyz(eng, func() bool { return false }, func() bool { return false }, 0, writesStalledAfter).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		var doc map[string]any
 		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 		return rec.Code, doc
@@ -414,5 +414,62 @@ func TestReadyzNamesTheDataKeysAReplicaLacks(t *testing.T) {
 	}
 	if code, doc := probe(); code != http.StatusOK || doc["data_key_retired"] != true {
 		t.Errorf("its first key retired: %d %v, want 200 with data_key_retired true", code, doc)
+	}
+}
+
+// A database that answers reads while a commit hangs (here a lock held by
+// hand on the instances table) stalls every start: /readyz says so once a
+// grouped write has waited past its bound, and is ready again after (SRE
+// QA: it stayed ready, its checks only reading).
+func TestReadyzSaysWritesStalled(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := t.Context()
+	eng := engine.New(pool, engine.Options{})
+	if _, _, err := eng.SaveWorking(ctx, "noop", []byte(`{"name":"noop","inputs":{"fields":[]},"outputs":{"fields":[]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := eng.Snapshot(ctx, "noop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := eng.PublishProcess(ctx, "stalls", []byte(`{"inputs":{"fields":[]},"start":"t","nodes":{"t":{"kind":"pull","definition":"noop","revision":1,"inputs":{},"next":"done"},"done":{"kind":"end"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 300 * time.Millisecond
+	probe := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		readyz(eng, func() bool { return false }, func() bool { return false }, 0, bound).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var doc map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		return rec.Code, doc
+	}
+	if code, doc := probe(); code != http.StatusOK {
+		t.Fatalf("before: %d %v", code, doc)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "lock table instances in access exclusive mode"); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() {
+		_, _, err := eng.StartInstance(context.Background(), engine.StartRequest{ProcessKey: "stalls", Inputs: json.RawMessage(`{}`)})
+		started <- err
+	}()
+	time.Sleep(2 * bound)
+	code, doc := probe()
+	if code != http.StatusServiceUnavailable || doc["status"] != "database writes stalled" || doc["writes_stalled_seconds"] == nil {
+		t.Errorf("with a start stalled: %d %v, want 503 database writes stalled", code, doc)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("the stalled start, once the lock is gone: %v", err)
+	}
+	if code, doc := probe(); code != http.StatusOK {
+		t.Errorf("after: %d %v, want ready again", code, doc)
 	}
 }

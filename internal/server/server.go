@@ -228,7 +228,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load, d.SchemaVersion))
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load, d.SchemaVersion, writesStalledAfter))
 	// Its label values quote names clients chose (routes, definitions).
 	r.Method(http.MethodGet, "/metrics", noSniff(metricsToken(d.Config.MetricsToken, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))))
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
@@ -286,6 +286,11 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	return r
 }
 
+// writesStalledAfter is how long a grouped write may wait for its commit
+// before /readyz says the database's writes are stalled: five times what
+// the database probe allows a check, past any healthy group's second.
+const writesStalledAfter = 5 * databaseProbeTimeout
+
 // readyz says whether the replica takes work: its database migrated and
 // reachable, and it is not shutting down (a load balancer then sends new
 // requests elsewhere while its streams' workers settle what they hold).
@@ -297,7 +302,11 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 // finds: a replica running while a newer release migrates the database
 // (a rolling upgrade) said so only at its start, before it. The version
 // it started on (booted) was logged then.
-func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http.Handler {
+//
+// Reads answering is not enough: a grouped write in flight for longer than
+// stalledAfter (commits that hang while reads answer) makes it unready,
+// every start on it waiting behind that write.
+func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int, stalledAfter time.Duration) http.Handler {
 	want := engine.LatestSchemaVersion()
 	var warned atomic.Int64
 	if booted > want {
@@ -351,6 +360,9 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 				// A standby (the URL still names the old primary after a
 				// failover): every write would be refused.
 				answer(http.StatusServiceUnavailable, "database read-only", got)
+			case eng.WritesStalledFor() > stalledAfter:
+				answer(http.StatusServiceUnavailable, "database writes stalled", got,
+					"writes_stalled_seconds", int(eng.WritesStalledFor().Seconds()))
 			default:
 				// Ready without a data key (a replica on its own
 				// PostgreSQL given none) takes all but sensitive and
