@@ -233,3 +233,23 @@ func TestResponsesDocumentTheirHeaders(t *testing.T) {
 		t.Fatalf("%d responses found: the walk is broken", n)
 	}
 }
+
+// A success answer the server writes a body for documents it, and a 304
+// or 204 documents none: a client generated from the document returned
+// nothing for GET /consumers/{id}, whose schema sat under its 304
+// (evaluator QA).
+func TestBodiesWhereTheServerWritesThem(t *testing.T) {
+	t.Parallel()
+	doc := document(t)
+	responses(doc, func(where, status string, op, r map[string]any) {
+		_, has := r["content"]
+		switch {
+		case status == "304" || status == "204":
+			if has {
+				t.Errorf("%s %s documents a body, which it never has", where, status)
+			}
+		case status == "200" && !has:
+			t.Errorf("%s 200 documents no body", where)
+		}
+	})
+}
