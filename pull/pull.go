@@ -192,6 +192,12 @@ func (r *subscriptionRevisions) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &list); err != nil {
 		return errors.New(`revisions must be a list of revision numbers or "all"`)
 	}
+	if list != nil && len(list) == 0 {
+		// Taken as every revision, a list computed empty would take
+		// later, breaking revisions (evaluator QA): refused, as a grant's
+		// and fields' empty lists are.
+		return errors.New(`revisions must list at least one revision, or be "all" or left out for every revision granted`)
+	}
 	*r = list
 	return nil
 }

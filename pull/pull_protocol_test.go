@@ -1247,6 +1247,12 @@ func TestGrants(t *testing.T) {
 		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["path"] != "/subscriptions/0/revisions" {
 			t.Errorf("revisions \"every\": errors %v, want one at /subscriptions/0/revisions", p["errors"])
 		}
+		// An empty list is no "every revision": refused as a grant's is.
+		p = wantProblem(t, "revisions an empty list", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
+			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": []any{}}}}), 400, "invalid_json")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0]), "at least one revision") {
+			t.Errorf("revisions []: errors %v, want one saying a list names at least one", p["errors"])
+		}
 	})
 
 	t.Run("ungranted consumer gets 404 like an unknown id", func(t *testing.T) {
