@@ -928,17 +928,18 @@ func (c Contract) FieldPointer(pointer string) error {
 		for f.Type == TypeList {
 			// Its items, by "[]", down to objects with members to select.
 			if tokens[i+1] != ItemsToken || f.Items == nil {
-				return fmt.Errorf("%s is a list: select a member of its items as %s/[]/%s, or the list whole as %s", at, at, tokens[i+1], at)
+				return fmt.Errorf("goes inside %s, a list: select a member of its items as %s/[]/%s, or the list whole as %s", at, at, tokens[i+1], at)
 			}
 			i++
 			at += "/" + ItemsToken
 			if i == len(tokens)-1 {
-				return fmt.Errorf("%s is every item of a list: declare the list whole as %s, or a member of its items", at, strings.TrimSuffix(at, "/"+ItemsToken))
+				list := strings.TrimSuffix(at, "/"+ItemsToken)
+				return fmt.Errorf("selects every item of %s: declare the list whole as %s, or a member of its items", list, list)
 			}
 			f = *f.Items
 		}
 		if f.Type != TypeObject {
-			return fmt.Errorf("%s is a %s: only objects have members to select", at, f.Type)
+			return fmt.Errorf("goes inside %s, a %s: only objects have members to select", at, f.Type)
 		}
 		container = f.Fields
 	}

@@ -24,11 +24,11 @@ func TestFieldPointerThroughListItems(t *testing.T) {
 		{"/contacts/[]/role", ""},
 		{"/contacts/[]/tags/[]/k", ""},
 		{"/address/zip", ""},
-		{"/contacts/role", "/contacts is a list: select a member of its items as /contacts/[]/role, or the list whole as /contacts"},
-		{"/contacts/[]", "/contacts/[] is every item of a list: declare the list whole as /contacts, or a member of its items"},
+		{"/contacts/role", "goes inside /contacts, a list: select a member of its items as /contacts/[]/role, or the list whole as /contacts"},
+		{"/contacts/[]", "selects every item of /contacts: declare the list whole as /contacts, or a member of its items"},
 		{"/contacts/[]/rol", "has no input at /contacts/[]/rol (did you mean /contacts/[]/role?)"},
-		{"/codes/[]/x", "/codes/[] is a text: only objects have members to select"},
-		{"/ref/x", "/ref is a text: only objects have members to select"},
+		{"/codes/[]/x", "goes inside /codes/[], a text: only objects have members to select"},
+		{"/ref/x", "goes inside /ref, a text: only objects have members to select"},
 	} {
 		err := w.Inputs.FieldPointer(c.pointer)
 		if got := ""; err != nil {

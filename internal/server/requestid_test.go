@@ -132,3 +132,17 @@ func TestTheAccessLogDoesNotMeasureAnswers(t *testing.T) {
 		t.Errorf("kib %v, want 1 for both answers", sizes)
 	}
 }
+
+// A path given without the API's prefix that names an API route says so:
+// /openapi.json was a bare 404 (evaluator QA).
+func TestAnAPIPathWithoutItsPrefixIsPointedAt(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	r := env.Do("GET", "/openapi.json", "", nil)
+	if r.Status != 404 || !strings.Contains(string(r.Body), "(did you mean /api/v1/openapi.json?)") {
+		t.Errorf("/openapi.json: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do("GET", "/nowhere", "", nil); r.Status != 404 || strings.Contains(string(r.Body), "did you mean") {
+		t.Errorf("/nowhere: %d %s", r.Status, r.Body)
+	}
+}

