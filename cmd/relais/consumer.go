@@ -131,9 +131,13 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 					return err
 				}
 				var next []grantArg
+				revisions := func(key string) ([]int, error) { return revisionNumbers(ctx, c, key) }
 				if sub == "grant" {
+					if err := absorbed(cur.Grants, grants, revisions); err != nil {
+						return fmt.Errorf("consumer %d: %w", id, err)
+					}
 					next = widen(cur.Grants, grants)
-				} else if next, err = narrow(cur.Grants, grants, func(key string) ([]int, error) { return revisionNumbers(ctx, c, key) }); err != nil {
+				} else if next, err = narrow(cur.Grants, grants, revisions); err != nil {
 					return fmt.Errorf("consumer %d: %w", id, err)
 				}
 				var out consumerAnswer
@@ -326,6 +330,33 @@ func widen(grants, more []grantArg) []grantArg {
 		out[i].Revisions, _ = json.Marshal(had)
 	}
 	return out
+}
+
+// absorbed checks the revisions more lists for a key grants already
+// grant whole: the server never sees them (the grant stays "all"), and a
+// revision that does not exist went unsaid (evaluator QA: =9 "granted").
+func absorbed(grants, more []grantArg, revisions func(key string) ([]int, error)) error {
+	for _, m := range more {
+		i := slices.IndexFunc(grants, func(g grantArg) bool { return g.Definition == m.Definition })
+		if i < 0 {
+			continue
+		}
+		allHad, _ := revisionsOf(grants[i])
+		allAdded, added := revisionsOf(m)
+		if !allHad || allAdded || strings.HasSuffix(m.Definition, "*") {
+			continue
+		}
+		exist, err := revisions(m.Definition)
+		if err != nil {
+			return err
+		}
+		for _, r := range added {
+			if !slices.Contains(exist, r) {
+				return fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", m.Definition, r, revisionList(exist))
+			}
+		}
+	}
+	return nil
 }
 
 // narrow withdraws less from grants: a key's listed revisions, or the

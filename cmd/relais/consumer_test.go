@@ -175,4 +175,12 @@ func TestGrantsWidenAndNarrow(t *testing.T) {
 	if _, err := narrow(had, []grantArg{g("c.x", `"all"`)}, existing); err == nil || !strings.Contains(err.Error(), "c.x is granted through the pattern c.*") {
 		t.Errorf("narrow c.x: %v", err)
 	}
+	// Granting a revision a grant of every revision already covers: one
+	// that does not exist is said (evaluator QA), one that does is fine.
+	if err := absorbed(had, []grantArg{g("b", "[9]")}, existing); err == nil || !strings.Contains(err.Error(), "b has no revision 9 (it is granted every revision, which are 1,2,3,4)") {
+		t.Errorf("grant b 9 over every revision: %v", err)
+	}
+	if err := absorbed(had, []grantArg{g("b", "[2]"), g("a", "[9]")}, existing); err != nil {
+		t.Errorf("grant b 2 over every revision, a 9 over a list (the server's to judge): %v", err)
+	}
 }
