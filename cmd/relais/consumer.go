@@ -352,11 +352,17 @@ func absorbed(grants, more []grantArg, revisions func(key string) ([]int, error)
 		}
 		for _, r := range added {
 			if !slices.Contains(exist, r) {
-				return fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", m.Definition, r, revisionList(exist))
+				return noRevision(m.Definition, r, exist)
 			}
 		}
 	}
 	return nil
+}
+
+// noRevision refuses revision r of key, granted every revision: those are
+// exist.
+func noRevision(key string, r int, exist []int) error {
+	return fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", key, r, revisionList(exist))
 }
 
 // narrow withdraws less from grants: a key's listed revisions, or the
@@ -402,7 +408,7 @@ func narrow(grants, less []grantArg, revisions func(key string) ([]int, error)) 
 		for _, r := range drop {
 			switch {
 			case !slices.Contains(had, r) && allHad:
-				return nil, fmt.Errorf("%s has no revision %d (it is granted every revision, which are %s)", l.Definition, r, revisionList(had))
+				return nil, noRevision(l.Definition, r, had)
 			case !slices.Contains(had, r):
 				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, grantsText(out[i:i+1]))
 			}
