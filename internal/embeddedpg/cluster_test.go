@@ -499,6 +499,9 @@ func TestInterruptedInitdbIsRedone(t *testing.T) {
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("leftover initdb folder: err = %v, want it removed", err)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "postgres.log")); err != nil || !bytes.Contains(b, []byte(syncedAfterInitdb)) {
+		t.Errorf("the cluster's log does not say initdb's skipped sync was made up for: %v", err)
+	}
 
 	// No time left for a fast shutdown: Stop must still end the server,
 	// and report that it had to force it.

@@ -173,6 +173,12 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			if code != "" {
 				attrs = append(attrs, "code", code)
 			}
+			if r.URL.Query().Get("dry_run") == "true" {
+				// The path leaves the query out: a dry run's 422 or 201
+				// (relais apply's checks) read as a refusal or a creation
+				// (soak QA).
+				attrs = append(attrs, "dry_run", true)
+			}
 			if p, ok := principal(); ok && p.TokenID != 0 {
 				// Who asked, by token id (its name is in the token list and
 				// its token.created line), and a consumer's by its id too

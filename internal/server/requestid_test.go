@@ -146,3 +146,33 @@ func TestAnAPIPathWithoutItsPrefixIsPointedAt(t *testing.T) {
 		t.Errorf("/nowhere: %d %s", r.Status, r.Body)
 	}
 }
+
+// A dry run's access line says so: its path leaves the query out, and
+// relais apply's checks read as refusals and creations (soak QA).
+func TestTheAccessLogSaysADryRun(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	r := env.Do("PUT", "/api/v1/definitions/dry_one/working?dry_run=true", env.Designer, map[string]any{"name": "d", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}})
+	if r.Status/100 != 2 {
+		t.Fatalf("dry run: %d %s", r.Status, r.Body)
+	}
+	env.Do("PUT", "/api/v1/definitions/dry_two/working", env.Designer, map[string]any{"name": "d", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}})
+	relaistest.WaitFor(t, 5*time.Second, "both lines", func() (bool, string) {
+		var dry, real string
+		for _, line := range strings.Split(env.Logs.String(), "\n") {
+			switch {
+			case strings.Contains(line, "path=/api/v1/definitions/dry_one/working"):
+				dry = line
+			case strings.Contains(line, "path=/api/v1/definitions/dry_two/working"):
+				real = line
+			}
+		}
+		if dry == "" || real == "" {
+			return false, "lines missing"
+		}
+		if !strings.Contains(dry, "dry_run=true") || strings.Contains(real, "dry_run") {
+			t.Errorf("dry run %q, real %q: want dry_run=true on the first only", dry, real)
+		}
+		return true, ""
+	})
+}
