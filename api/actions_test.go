@@ -739,6 +739,15 @@ func TestAuditLogByActor(t *testing.T) {
 	if n := len(env.Must(200, "GET", "/api/v1/audit/actions?actor=nobody", env.Operator, nil).JSON(t)["items"].([]any)); n != 0 {
 		t.Errorf("nobody's records: %d", n)
 	}
+	// By the business key of the instances acted on (a data subject's
+	// request starts from it: privacy QA).
+	items = env.Must(200, "GET", "/api/v1/audit/actions?business_key=Globex", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["instance_id"] != b {
+		t.Errorf("Globex's records: %v, want its one stop", items)
+	}
+	if n := len(env.Must(200, "GET", "/api/v1/audit/actions?business_key=globex", env.Operator, nil).JSON(t)["items"].([]any)); n != 0 {
+		t.Errorf("a business key is matched exactly: %d records for globex", n)
+	}
 }
 
 // The audit log is read by time ("what was done between 02:00 and

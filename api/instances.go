@@ -545,12 +545,12 @@ type operatorActionJSON struct {
 
 func (a *API) listOperatorActions() http.Handler {
 	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk", "actor", "acted_after", "acted_before")
+		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk", "actor", "business_key", "acted_after", "acted_before")
 		if err != nil {
 			return err
 		}
 		q := r.URL.Query()
-		f := engine.AuditFilter{Action: q.Get("action"), Actor: q.Get("actor"), Before: before, Limit: limit + 1}
+		f := engine.AuditFilter{Action: q.Get("action"), Actor: q.Get("actor"), BusinessKey: q.Get("business_key"), Before: before, Limit: limit + 1}
 		var errs []fault.FieldError
 		f.ActedAfter = timeParam(q, "acted_after", &errs)
 		f.ActedBefore = timeParam(q, "acted_before", &errs)

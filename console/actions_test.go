@@ -1286,6 +1286,15 @@ func TestAuditLogByWho(t *testing.T) {
 	if v, _ := mine.doc.Find(`[data-testid=filter-actor]`).Attr("value"); v != "ops-alice" {
 		t.Errorf("the Who field holds %q", v)
 	}
+	// By business key (the fixture's stopped instance is lead-7's): its
+	// records only, none of the others'.
+	byKey := b.mustGet("/console/audit?business_key=lead-7", 200)
+	if n, all := count(byKey, "audit-row"), count(page, "audit-row"); n != 1 || all <= n {
+		t.Errorf("lead-7's records: %d rows of %d, want its one stop", n, all)
+	}
+	if v, _ := byKey.doc.Find(`[data-testid=filter-business-key]`).Attr("value"); v != "lead-7" {
+		t.Errorf("the Business key field holds %q", v)
+	}
 }
 
 // The audit log is read by the days operators acted, in the operator's

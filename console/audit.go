@@ -85,6 +85,8 @@ type auditListView struct {
 	Intro                                    string
 	FiltersLabel, ActionLabel, InstanceLabel string
 	ActorLabel, ActorHint, Actor             string
+	BusinessKeyLabel, BusinessKeyHint        string
+	BusinessKey                              string
 	WhenLabel, FromLabel, ToLabel            string
 	ActedFrom, ActedTo                       string
 	BulkLabel, Bulk                          string
@@ -99,7 +101,7 @@ type auditListView struct {
 
 // auditParams are the parameters the audit log reads: its filters and
 // its page.
-var auditParams = []string{"action", "instance", "actor", "acted_from", "acted_to", "bulk", "before"}
+var auditParams = []string{"action", "instance", "business_key", "actor", "acted_from", "acted_to", "bulk", "before"}
 
 // auditList is the operator audit log: who did what, when, why and to
 // which instance, newest first, filtered by action, instance or bulk
@@ -110,20 +112,22 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	action, instance, bulk, before := strings.TrimSpace(q.Get("action")), strings.TrimSpace(q.Get("instance")),
 		strings.TrimSpace(q.Get("bulk")), q.Get("before")
-	actor := strings.TrimSpace(q.Get("actor"))
+	actor, businessKey := strings.TrimSpace(q.Get("actor")), strings.TrimSpace(q.Get("business_key"))
 	from, to := strings.TrimSpace(q.Get("acted_from")), strings.TrimSpace(q.Get("acted_to"))
 	v := auditListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
 		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
 		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
 		ActorLabel: T(ctx, "Who"), ActorHint: T(ctx, "a token’s name, exact"), Actor: actor,
+		// A data subject's request starts from their key (privacy QA).
+		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact; instances deleted since are not found"), BusinessKey: businessKey,
 		WhenLabel: T(ctx, "When"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"), ActedFrom: from, ActedTo: to,
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: auditPath,
 		Instance: instance, Bulk: bulk,
 		Empty: T(ctx, "No operator action matches."),
 	}
 	v.Errors = queryProblems(ctx, r.URL.RawQuery, auditParams...)
-	f := engine.AuditFilter{Action: action, Actor: actor, Limit: defaultPageSize + 1}
+	f := engine.AuditFilter{Action: action, Actor: actor, BusinessKey: businessKey, Limit: defaultPageSize + 1}
 	v.ActionOptions = []option{{Value: "", Label: T(ctx, "All actions"), Selected: action == ""}}
 	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop), string(engine.ActionErase)} {
 		v.ActionOptions = append(v.ActionOptions, option{Value: a, Label: actionName(ctx, a), Selected: a == action})
@@ -182,7 +186,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		v.Pager = newPager(ctx)
 		link := func(before int64) string {
 			q := url.Values{}
-			for k, val := range map[string]string{"action": action, "instance": instance, "actor": actor,
+			for k, val := range map[string]string{"action": action, "instance": instance, "business_key": businessKey, "actor": actor,
 				"acted_from": from, "acted_to": to, "bulk": bulk} {
 				if val != "" {
 					q.Set(k, val)

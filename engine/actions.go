@@ -817,6 +817,9 @@ type AuditFilter struct {
 	Action   string
 	Bulk     *uuid.UUID // the records of one bulk action
 	Actor    string     // the records of one actor, by the name of its token
+	// BusinessKey: the records of the instances with that business key
+	// (exact) that still exist.
+	BusinessKey string
 	// ActedAfter and ActedBefore bound when the actions were recorded:
 	// [after, before).
 	ActedAfter, ActedBefore *time.Time
@@ -826,7 +829,7 @@ type AuditFilter struct {
 
 // ListOperatorActions returns the operator audit log, newest first.
 func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]OperatorAction, error) {
-	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Actor: strPtr(f.Actor),
+	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Actor: strPtr(f.Actor), BusinessKey: strPtr(f.BusinessKey),
 		ActedAfter: f.ActedAfter, ActedBefore: f.ActedBefore, Max: int32(f.Limit)}
 	if f.Before > 0 {
 		p.Before = &f.Before

@@ -39,522 +39,522 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              350,
-	"%[1]s %[2]s, %[3]s %[4]s":                 351,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          349,
-	"%[1]s; %[2]s":                             348,
-	"%d (0 lowest, 9 highest)":                 526,
-	"%d attempts":                              535,
-	"%d attempts, retry after %s, priority %d": 723,
-	"%d breaking":                              259,
-	"%d changes":                               258,
-	"%d completed":                             342,
-	"%d d":                                     358,
-	"%d days":                                  372,
-	"%d failed":                                343,
-	"%d h":                                     357,
+	"%[1]s %[2]s":                              351,
+	"%[1]s %[2]s, %[3]s %[4]s":                 352,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          350,
+	"%[1]s; %[2]s":                             349,
+	"%d (0 lowest, 9 highest)":                 527,
+	"%d attempts":                              536,
+	"%d attempts, retry after %s, priority %d": 724,
+	"%d breaking":                              260,
+	"%d changes":                               259,
+	"%d completed":                             343,
+	"%d d":                                     359,
+	"%d days":                                  373,
+	"%d failed":                                344,
+	"%d h":                                     358,
 	"%d held instances match now.":             64,
-	"%d hours":                                 373,
-	"%d items":                                 804,
-	"%d left":                                  537,
-	"%d min":                                   356,
-	"%d minutes":                               374,
+	"%d hours":                                 374,
+	"%d items":                                 805,
+	"%d left":                                  538,
+	"%d min":                                   357,
+	"%d minutes":                               375,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 94,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              802,
-	"%d ms": 376,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         711,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 710,
-	"%d occurrences": 640,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              803,
+	"%d ms": 377,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         712,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 711,
+	"%d occurrences": 641,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       92,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 93,
-	"%d releases":                             283,
+	"%d releases":                             284,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       355,
-	"%d seconds": 375,
+	"%d s":       356,
+	"%d seconds": 376,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 108,
-	"%s (a fixed offset, no daylight saving time)":                                     672,
-	"%s (deferred; settled by %s)":                                                     602,
-	"%s (deferred; settled with its settle token)":                                     600,
-	"%s (deferred; settled with its settle token, as %s)":                              601,
+	"%s (a fixed offset, no daylight saving time)":                                     673,
+	"%s (deferred; settled by %s)":                                                     603,
+	"%s (deferred; settled with its settle token)":                                     601,
+	"%s (deferred; settled with its settle token, as %s)":                              602,
 	"%s (token #%d, %s)":                                                               109,
-	"%s = %s":                                                                          717,
-	"%s ago":                                                                           353,
-	"%s at %s":                                                                         606,
-	"%s so far":                                                                        598,
-	"%s version %s":                                                                    275,
-	"%s versions %s":                                                                   276,
-	"%s ← %s":                                                                          716,
-	"%s → %s":                                                                          718,
-	"%s, %s: %s":                                                                       314,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         530,
-	"%s, cut to %s by the destination’s max_timeout":                       529,
-	"%s, multiplied by %s after each failure, up to %s":                    532,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 531,
-	"%s, revision %s":                         489,
-	"%s, version %s":                          490,
-	"%s: %s":                                  341,
-	"%s: %s → %s":                             266,
-	"%s: a date is written 2026-12-01.":       656,
-	"%s: every revision, present and future":  204,
-	"%s: revision %s":                         205,
-	"%s: revisions %s":                        206,
-	"%s: the first day comes after the last.": 657,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 527,
-	"%s–%s":                         340,
-	"(%d characters in all)":        806,
-	"(%d handed back, not counted)": 536,
-	"(each item)":                   792,
-	"(in %s)":                       805,
-	"(worker %s)":                   585,
-	"0 seconds":                     371,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            769,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 574,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       316,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 667,
-	"A revision is a definition’s: choose the definition too.": 622,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 757,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   756,
-	"A version is a process’s: choose the process too.":              421,
+	"%s = %s":                                                                          718,
+	"%s ago":                                                                           354,
+	"%s at %s":                                                                         607,
+	"%s so far":                                                                        599,
+	"%s version %s":                                                                    276,
+	"%s versions %s":                                                                   277,
+	"%s ← %s":                                                                          717,
+	"%s → %s":                                                                          719,
+	"%s, %s: %s":                                                                       315,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         531,
+	"%s, cut to %s by the destination’s max_timeout":                       530,
+	"%s, multiplied by %s after each failure, up to %s":                    533,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 532,
+	"%s, revision %s":                         490,
+	"%s, version %s":                          491,
+	"%s: %s":                                  342,
+	"%s: %s → %s":                             267,
+	"%s: a date is written 2026-12-01.":       657,
+	"%s: every revision, present and future":  205,
+	"%s: revision %s":                         206,
+	"%s: revisions %s":                        207,
+	"%s: the first day comes after the last.": 658,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 528,
+	"%s–%s":                         341,
+	"(%d characters in all)":        807,
+	"(%d handed back, not counted)": 537,
+	"(each item)":                   793,
+	"(in %s)":                       806,
+	"(worker %s)":                   586,
+	"0 seconds":                     372,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            770,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 575,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       317,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 668,
+	"A revision is a definition’s: choose the definition too.": 623,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 758,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   757,
+	"A version is a process’s: choose the process too.":              422,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              416,
-	"Abandoned by %s at %s — “%s”":                                   403,
+	"Abandoned at node":                                              417,
+	"Abandoned by %s at %s — “%s”":                                   404,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 427,
+	"Act on every instance this filter matches": 428,
 	"Action":          112,
-	"All actions":     127,
-	"All consumers":   636,
-	"All definitions": 333,
-	"All its tasks":   203,
-	"All processes":   433,
-	"All statuses":    435,
-	"All workers":     819,
+	"All actions":     128,
+	"All consumers":   637,
+	"All definitions": 334,
+	"All its tasks":   204,
+	"All processes":   434,
+	"All statuses":    436,
+	"All workers":     820,
 	"An error code is matched exactly, capitals included.": 77,
-	"An operator abandoned the instance.":                  573,
-	"Any definition":                                       434,
-	"Apply filters":                                        124,
-	"Apr":                                                  362,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 327,
-	"Attempts":                         494,
+	"An operator abandoned the instance.":                  574,
+	"Any definition":                                       435,
+	"Apply filters":                                        125,
+	"Apr":                                                  363,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 328,
+	"Attempts":                         495,
 	"Audit log":                        118,
-	"Aug":                              366,
-	"Available from":                   547,
-	"Back to definitions":              171,
-	"Back to external tasks":           169,
-	"Back to sign-in":                  170,
-	"Back to the form":                 179,
+	"Aug":                              367,
+	"Available from":                   548,
+	"Back to definitions":              172,
+	"Back to external tasks":           170,
+	"Back to sign-in":                  171,
+	"Back to the form":                 180,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           737,
-	"Back without saving":              669,
-	"Breaks processes":                 235,
-	"Breaks workers":                   236,
+	"Back to the occurrence":           738,
+	"Back without saving":              670,
+	"Breaks processes":                 236,
+	"Breaks workers":                   237,
 	"Bulk %s applied to %d instances.": 107,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  135,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 134,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      133,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  136,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 135,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      134,
 	"Bulk action":                     116,
 	"Business key":                    82,
 	"By process and error code":       89,
-	"Call timeout":                    528,
-	"Calls":                           294,
-	"Calls signed (Relais-Signature)": 296,
-	"Camunda 7 facade":                824,
-	"Cancelled: the instance was stopped (%s).":               597,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 596,
+	"Call timeout":                    529,
+	"Calls":                           295,
+	"Calls signed (Relais-Signature)": 297,
+	"Camunda 7 facade":                825,
+	"Cancelled: the instance was stopped (%s).":               598,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 597,
 	"Cannot act on this filter":                               95,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           739,
-	"Cannot reveal it here":                                   735,
-	"Change":                                                  233,
-	"Changes between the two revisions":                       245,
-	"Changes of the Working copy since revision %d":           254,
-	"Choose two existing revisions to compare.":               255,
-	"Classification":                                          212,
-	"Clear filters":                                           125,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            705,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 688,
-	"Compare":              232,
-	"Compare revisions":    228,
-	"Completed":            336,
-	"Completed (%s).":      591,
-	"Completed, last hour": 324,
-	"Completions and failures per 5 minutes, last hour: %s":    334,
-	"Completions and failures per 5-minute slot, oldest first": 338,
-	"Completions and failures, last hour":                      317,
-	"Connected":                                                815,
-	"Constraints":                                              213,
-	"Consumer":                                                 496,
-	"Consumer and worker":                                      633,
-	"Consumers":                                                150,
-	"Consumers, oldest first":                                  192,
-	"Counting the occurrences; the counts appear when you reload the page.":         207,
-	"Counts are unavailable right now.":                                             208,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 732,
-	"Counts by status": 628,
-	"Created":          387,
+	"Cannot reveal":                                           740,
+	"Cannot reveal it here":                                   736,
+	"Change":                                                  234,
+	"Changes between the two revisions":                       246,
+	"Changes of the Working copy since revision %d":           255,
+	"Choose two existing revisions to compare.":               256,
+	"Classification":                                          213,
+	"Clear filters":                                           126,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            706,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 689,
+	"Compare":              233,
+	"Compare revisions":    229,
+	"Completed":            337,
+	"Completed (%s).":      592,
+	"Completed, last hour": 325,
+	"Completions and failures per 5 minutes, last hour: %s":    335,
+	"Completions and failures per 5-minute slot, oldest first": 339,
+	"Completions and failures, last hour":                      318,
+	"Connected":                                                816,
+	"Constraints":                                              214,
+	"Consumer":                                                 497,
+	"Consumer and worker":                                      634,
+	"Consumers":                                                151,
+	"Consumers, oldest first":                                  193,
+	"Counting the occurrences; the counts appear when you reload the page.":         208,
+	"Counts are unavailable right now.":                                             209,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 733,
+	"Counts by status": 629,
+	"Created":          388,
 	"Created from":     85,
-	"Created on":       196,
+	"Created on":       197,
 	"Created to":       86,
-	"Creation date":    422,
-	"Dates":            492,
-	"Deadline":         524,
-	"Dec":              370,
-	"Deferred":         551,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 590,
-	"Definition":                                 319,
-	"Definition %s":                              215,
-	"Definition %s has no occurrence yet.":       332,
+	"Creation date":    423,
+	"Dates":            493,
+	"Deadline":         525,
+	"Dec":              371,
+	"Deferred":         552,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 591,
+	"Definition":                                 320,
+	"Definition %s":                              216,
+	"Definition %s has no occurrence yet.":       333,
 	"Definition %s has no revision %d.":          103,
-	"Definitions":                                148,
-	"Definitions by key":                         278,
-	"Definitions served":                         813,
-	"Definitions, those needing attention first": 318,
-	"Deleted by retention":                       412,
-	"Description":                                214,
-	"Destination":                                508,
-	"Destinations":                               151,
-	"Destinations by name":                       287,
-	"Destination’s answer":                       501,
-	"Detail":                                     234,
+	"Definitions":                                149,
+	"Definitions by key":                         279,
+	"Definitions served":                         814,
+	"Definitions, those needing attention first": 319,
+	"Deleted by retention":                       413,
+	"Description":                                215,
+	"Destination":                                509,
+	"Destinations":                               152,
+	"Destinations by name":                       288,
+	"Destination’s answer":                       502,
+	"Detail":                                     235,
 	"Did you mean “%s”?":                         98,
-	"Digest":                                     248,
-	"Display settings":                           156,
-	"Display settings saved.":                    675,
-	"Display settings: ":                         157,
-	"Duration":                                   500,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 315,
+	"Digest":                                     249,
+	"Display settings":                           157,
+	"Display settings saved.":                    676,
+	"Display settings: ":                         158,
+	"Duration":                                   501,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 316,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          643,
-	"End node":                  415,
-	"End node or error":         431,
-	"Ended":                     406,
-	"Erase process instance %s": 299,
-	"Erase the instance":        302,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 300,
-	"Erase this instance…": 397,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 304,
-	"Error":                      632,
-	"Error (before any attempt)": 554,
-	"Error (the deadline passed after attempt %d)": 553,
+	"Earlier attempt:":          644,
+	"End node":                  416,
+	"End node or error":         432,
+	"Ended":                     407,
+	"Erase process instance %s": 300,
+	"Erase the instance":        303,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 301,
+	"Erase this instance…": 398,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 305,
+	"Error":                      633,
+	"Error (before any attempt)": 555,
+	"Error (the deadline passed after attempt %d)": 554,
 	"Error code":       83,
-	"Error message":    503,
-	"Error: %s · %s":   137,
-	"Every %d seconds": 674,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 546,
-	"Every attempt, oldest first": 495,
+	"Error message":    504,
+	"Error: %s · %s":   138,
+	"Every %d seconds": 675,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 547,
+	"Every attempt, oldest first": 496,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 119,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  742,
-	"Expired token":                        779,
-	"Expires":                              776,
-	"External tasks":                       143,
-	"Failed":                               322,
-	"Failed (%s).":                         595,
-	"Failed at node":                       417,
-	"Failed occurrence":                    408,
-	"Failed, last hour":                    325,
-	"Feb":                                  360,
-	"Field":                                209,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  743,
+	"Expired token":                        780,
+	"Expires":                              777,
+	"External tasks":                       144,
+	"Failed":                               323,
+	"Failed (%s).":                         596,
+	"Failed at node":                       418,
+	"Failed occurrence":                    409,
+	"Failed, last hour":                    326,
+	"Feb":                                  361,
+	"Field":                                210,
 	"Filter":                               57,
 	"Filters":                              120,
-	"Find":                                 147,
-	"Find an instance or occurrence":       145,
-	"Finished":                             499,
-	"First page":                           653,
+	"Find":                                 148,
+	"Find an instance or occurrence":       146,
+	"Finished":                             500,
+	"First page":                           654,
 	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    182,
-	"Form refused":                         177,
-	"Form too large":                       180,
-	"From revision":                        230,
-	"From revision %d to revision %d:":     256,
+	"Form not received":                    183,
+	"Form refused":                         178,
+	"Form too large":                       181,
+	"From revision":                        231,
+	"From revision %d to revision %d:":     257,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  195,
-	"Graph":                   687,
-	"Graph of %s":             709,
-	"HTTP 2xx, unusable body": 612,
-	"Headers sent":            290,
-	"Health":                  142,
+	"Grants":                  196,
+	"Graph":                   688,
+	"Graph of %s":             710,
+	"HTTP 2xx, unusable body": 613,
+	"Headers sent":            291,
+	"Health":                  143,
 	"Held at a node of":       84,
-	"Held at node":            407,
-	"Held for":                409,
-	"Held instances":          321,
-	"ID":                      193,
-	"In flight":               814,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 335,
-	"Inputs": 238,
-	"Inputs an instance of this version is started with": 698,
-	"Inputs from":                696,
-	"Inputs of revision %d":      249,
-	"Inputs of the working copy": 240,
-	"Inputs the instance was started with, labelled by process version %d's contract": 395,
-	"Inputs, labelled by revision %d's contract":                                      538,
-	"Instance":                  430,
+	"Held at node":            408,
+	"Held for":                410,
+	"Held instances":          322,
+	"ID":                      194,
+	"In flight":               815,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 336,
+	"Inputs": 239,
+	"Inputs an instance of this version is started with": 699,
+	"Inputs from":                697,
+	"Inputs of revision %d":      250,
+	"Inputs of the working copy": 241,
+	"Inputs the instance was started with, labelled by process version %d's contract": 396,
+	"Inputs, labelled by revision %d's contract":                                      539,
+	"Instance":                  431,
 	"Instances":                 90,
-	"Instances of this version": 699,
-	"Invalid request":           167,
-	"It takes every revision its consumer is granted.":     837,
-	"It takes every revision its consumer is granted: %s.": 836,
-	"It takes revision %d only.":                           840,
-	"It takes revisions %s only.":                          842,
-	"Its calls":                                            295,
+	"Instances of this version": 700,
+	"Invalid request":           168,
+	"It takes every revision its consumer is granted.":     838,
+	"It takes every revision its consumer is granted: %s.": 837,
+	"It takes revision %d only.":                           841,
+	"It takes revisions %s only.":                          843,
+	"Its calls":                                            296,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 301,
-	"Its instance is held here, waiting for an operator.":                            592,
-	"Its instance went on along the node’s error path, and is held at a later node.": 593,
-	"Its instance went on along the node’s error path.":                              594,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 302,
+	"Its instance is held here, waiting for an operator.":                            593,
+	"Its instance went on along the node’s error path, and is held at a later node.": 594,
+	"Its instance went on along the node’s error path.":                              595,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               784,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               785,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     359,
-	"Jul":                     365,
-	"Jun":                     364,
-	"Keep it":                 786,
+	"Jan":                     360,
+	"Jul":                     366,
+	"Jun":                     365,
+	"Keep it":                 787,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       297,
-	"Key":                     279,
-	"Kind":                    691,
-	"Language":                139,
-	"Last changed":            292,
-	"Last error (attempt %d)": 552,
-	"Last reserved":           549,
-	"Last saved":              219,
-	"Last seen":               816,
-	"Last used":               775,
-	"Latest":                  700,
-	"Latest revision":         280,
-	"Lists every change from one revision to another, and whom it may break.": 229,
-	"Local time in %s": 671,
-	"Lock expired %s — waiting to be offered again.": 582,
-	"Lock expires":    550,
-	"Longest timeout": 291,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 257,
-	"Main navigation":     141,
-	"Mar":                 361,
-	"Maximum attempts":    520,
-	"May":                 363,
-	"Message":             630,
-	"Message from Relais": 620,
-	"Message from Relais, quoting the destination’s answer":            619,
-	"Message from the worker (its own words, protected values masked)": 618,
-	"Method not allowed": 746,
-	"Mode":               518,
-	"More filters: instance, revision, consumer, destination, dates": 624,
-	"Name":                    194,
-	"Never":                   673,
-	"Next attempt":            548,
-	"Next attempt or settled": 634,
-	"Next node":               386,
-	"Next page":               652,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 131,
-	"No consumer yet.":                                    189,
-	"No definition has occurrences yet.":                  326,
+	"Keep the instance":       298,
+	"Key":                     280,
+	"Kind":                    692,
+	"Language":                140,
+	"Last changed":            293,
+	"Last error (attempt %d)": 553,
+	"Last reserved":           550,
+	"Last saved":              220,
+	"Last seen":               817,
+	"Last used":               776,
+	"Latest":                  701,
+	"Latest revision":         281,
+	"Lists every change from one revision to another, and whom it may break.": 230,
+	"Local time in %s": 672,
+	"Lock expired %s — waiting to be offered again.": 583,
+	"Lock expires":    551,
+	"Longest timeout": 292,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 258,
+	"Main navigation":     142,
+	"Mar":                 362,
+	"Maximum attempts":    521,
+	"May":                 364,
+	"Message":             631,
+	"Message from Relais": 621,
+	"Message from Relais, quoting the destination’s answer":            620,
+	"Message from the worker (its own words, protected values masked)": 619,
+	"Method not allowed": 747,
+	"Mode":               519,
+	"More filters: instance, revision, consumer, destination, dates": 625,
+	"Name":                    195,
+	"Never":                   674,
+	"Next attempt":            549,
+	"Next attempt or settled": 635,
+	"Next node":               387,
+	"Next page":               653,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 132,
+	"No consumer yet.":                                    190,
+	"No definition has occurrences yet.":                  327,
 	"No definition has the key “%s”.":                     101,
-	"No definition yet.":                                  282,
-	"No destination yet.":                                 284,
-	"No inputs.":                                          239,
-	"No inputs: an instance starts with an empty object.": 697,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    755,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 753,
-	"No instance matches these filters.": 432,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 754,
-	"No live worker takes %s now (Workers page).":                                               576,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 577,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           578,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          579,
-	"No more consumers.":                                   190,
-	"No more destinations.":                                285,
-	"No occurrence matches these filters.":                 635,
-	"No operator action matches.":                          126,
-	"No operator has acted on this instance.":              391,
-	"No outputs yet: the occurrence has not completed.":    541,
-	"No outputs.":                                          242,
-	"No outputs: the occurrence ended without completing.": 543,
+	"No definition yet.":                                  283,
+	"No destination yet.":                                 285,
+	"No inputs.":                                          240,
+	"No inputs: an instance starts with an empty object.": 698,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    756,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 754,
+	"No instance matches these filters.": 433,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 755,
+	"No live worker takes %s now (Workers page).":                                               577,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 578,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           579,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          580,
+	"No more consumers.":                                   191,
+	"No more destinations.":                                286,
+	"No occurrence matches these filters.":                 636,
+	"No operator action matches.":                          127,
+	"No operator has acted on this instance.":              392,
+	"No outputs yet: the occurrence has not completed.":    542,
+	"No outputs.":                                          243,
+	"No outputs: the occurrence ended without completing.": 544,
 	"No process has the key “%s”.":                         100,
-	"No process is published yet.":                         682,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             833,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             832,
+	"No process is published yet.":                         683,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             834,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             833,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    78,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 136,
-	"No release yet.": 223,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 726,
-	"No revision yet: the Working copy has never been snapshotted.":                     221,
-	"No token.":              773,
-	"No value was revealed.": 744,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              507,
-	"No worker has reserved this occurrence yet.":                                        504,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 834,
-	"No worker is connected.":           817,
-	"No worker serves this definition.": 820,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 831,
-	"Node":                  383,
-	"Nodes":                 689,
-	"Nodes of this version": 706,
-	"Nodes of this version, with their occurrences now": 690,
-	"Nodes reached, in order":                           382,
-	"Not allowed":                                       165,
-	"Not found":                                         175,
-	"Notes":                                             226,
-	"Nothing exists at this address, or it is not visible to you.": 172,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 173,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 137,
+	"No release yet.": 224,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 727,
+	"No revision yet: the Working copy has never been snapshotted.":                     222,
+	"No token.":              774,
+	"No value was revealed.": 745,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              508,
+	"No worker has reserved this occurrence yet.":                                        505,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 835,
+	"No worker is connected.":           818,
+	"No worker serves this definition.": 821,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 832,
+	"Node":                  384,
+	"Nodes":                 690,
+	"Nodes of this version": 707,
+	"Nodes of this version, with their occurrences now": 691,
+	"Nodes reached, in order":                           383,
+	"Not allowed":                                       166,
+	"Not found":                                         176,
+	"Notes":                                             227,
+	"Nothing exists at this address, or it is not visible to you.": 173,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 174,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             751,
+	"Nothing to find: the search box is empty.":                             752,
 	"Nothing was done.":        31,
-	"Nov":                      369,
-	"Now":                      513,
-	"Occurrence":               384,
-	"Occurrence %s":            491,
+	"Nov":                      370,
+	"Now":                      514,
+	"Occurrence":               385,
+	"Occurrence %s":            492,
 	"Occurrence offered again": 115,
-	"Occurrences now":          695,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          829,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 830,
-	"Occurrences, newest first": 629,
-	"Oct":                       368,
-	"Offered from %s — %s.":     581,
-	"Oldest claimable waits":    323,
-	"On error":                  694,
-	"On success":                693,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         740,
-	"Only administrators may reveal a sensitive value.":                                                           733,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 770,
-	"Open":             320,
-	"Operator actions": 379,
-	"Operator actions on this instance, newest first": 392,
-	"Operator actions, newest first":                  130,
+	"Occurrences now":          696,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          830,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 831,
+	"Occurrences, newest first": 630,
+	"Oct":                       369,
+	"Offered from %s — %s.":     582,
+	"Oldest claimable waits":    324,
+	"On error":                  695,
+	"On success":                694,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         741,
+	"Only administrators may reveal a sensitive value.":                                                           734,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 771,
+	"Open":             321,
+	"Operator actions": 380,
+	"Operator actions on this instance, newest first": 393,
+	"Operator actions, newest first":                  131,
 	"Other criteria":                                  87,
-	"Outcome":                                         502,
-	"Outputs":                                         241,
-	"Outputs of revision %d":                          250,
-	"Outputs of the working copy":                     243,
-	"Outputs, labelled by revision %d's contract":     540,
-	"Pages": 650,
-	"Paste your token in the field: it is empty.": 767,
-	"Path":                            380,
-	"Pause reloading":                 164,
-	"Pinned by":                       273,
-	"Pinned revision":                 692,
-	"Policy":                          493,
-	"Previous page":                   651,
-	"Priority":                        525,
+	"Outcome":                                         503,
+	"Outputs":                                         242,
+	"Outputs of revision %d":                          251,
+	"Outputs of the working copy":                     244,
+	"Outputs, labelled by revision %d's contract":     541,
+	"Pages": 651,
+	"Paste your token in the field: it is empty.": 768,
+	"Path":                            381,
+	"Pause reloading":                 165,
+	"Pinned by":                       274,
+	"Pinned revision":                 693,
+	"Policy":                          494,
+	"Previous page":                   652,
+	"Priority":                        526,
 	"Process":                         79,
-	"Process %s":                      685,
+	"Process %s":                      686,
 	"Process %s has no version %d.":   99,
-	"Process and node":                631,
-	"Process inputs":                  394,
+	"Process and node":                632,
+	"Process inputs":                  395,
 	"Process instance":                114,
-	"Process instance %s":             377,
-	"Process instances":               424,
-	"Process instances, newest first": 429,
-	"Processes":                       144,
-	"Processes by key":                680,
-	"Protocol":                        812,
-	"Published":                       227,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 678,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       679,
-	"Push destination": 625,
+	"Process instance %s":             378,
+	"Process instances":               425,
+	"Process instances, newest first": 430,
+	"Processes":                       145,
+	"Processes by key":                681,
+	"Protocol":                        813,
+	"Published":                       228,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 679,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       680,
+	"Push destination": 626,
 	"Reason":           113,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            519,
-	"Recorded operator actions":                             390,
-	"Relais console":                                        138,
-	"Relais has not called the destination yet.":            510,
-	"Relais is calling the destination (since %s).":         587,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 512,
-	"Relais never called the destination: the occurrence ended before any call.":                                    511,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        608,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 610,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     607,
+	"Reason given by the worker":                            520,
+	"Recorded operator actions":                             391,
+	"Relais console":                                        139,
+	"Relais has not called the destination yet.":            511,
+	"Relais is calling the destination (since %s).":         588,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 513,
+	"Relais never called the destination: the occurrence ended before any call.":                                    512,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        609,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 611,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     608,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           609,
-	"Release":                       224,
-	"Releases":                      222,
-	"Releases, oldest first":        244,
-	"Reload lists and detail pages": 666,
-	"Reloading paused":              161,
-	"Reloading paused: this page stays as it is until you resume.": 677,
-	"Reloading resumed.":                  676,
-	"Replica":                             509,
-	"Required":                            211,
-	"Reserved":                            498,
-	"Reserved by %s.":                     589,
-	"Reserved by %s; lock until %s — %s.": 588,
-	"Reserved now":                        202,
-	"Resume":                              162,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         347,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 346,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             345,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            344,
-	"Retried by %s at %s — “%s”":                                                      404,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           610,
+	"Release":                       225,
+	"Releases":                      223,
+	"Releases, oldest first":        245,
+	"Reload lists and detail pages": 667,
+	"Reloading paused":              162,
+	"Reloading paused: this page stays as it is until you resume.": 678,
+	"Reloading resumed.":                  677,
+	"Replica":                             510,
+	"Required":                            212,
+	"Reserved":                            499,
+	"Reserved by %s.":                     590,
+	"Reserved by %s; lock until %s — %s.": 589,
+	"Reserved now":                        203,
+	"Resume":                              163,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         348,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 347,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             346,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            345,
+	"Retried by %s at %s — “%s”":                                                      405,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            522,
+	"Retries":            523,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  580,
-	"Retry delay":        521,
+	"Retry at %s — %s.":  581,
+	"Retry delay":        522,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         514,
+	"Retry or abandon it from its instance":         515,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 555,
+	"Retryable": 556,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 544,
-	"Revealed by %s at %s; recorded in the audit log.": 738,
-	"Reveals":               153,
-	"Reveals, newest first": 743,
-	"Revision":              225,
-	"Revision %d":           246,
-	"Revisions":             220,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 838,
-	"Revoke the %s token “%s”?": 783,
-	"Revoke the token":          785,
-	"Revoke token %d":           782,
-	"Revoke…":                   780,
-	"Role":                      774,
-	"Route":                     385,
-	"Routing output":            218,
-	"Row %s":                    654,
-	"Rows %s–%s":                655,
-	"Save settings":             668,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      734,
+	"Reveal — this is recorded": 545,
+	"Revealed by %s at %s; recorded in the audit log.": 739,
+	"Reveals":               154,
+	"Reveals, newest first": 744,
+	"Revision":              226,
+	"Revision %d":           247,
+	"Revisions":             221,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 839,
+	"Revoke the %s token “%s”?": 784,
+	"Revoke the token":          786,
+	"Revoke token %d":           783,
+	"Revoke…":                   781,
+	"Role":                      775,
+	"Route":                     386,
+	"Routing output":            219,
+	"Row %s":                    655,
+	"Rows %s–%s":                656,
+	"Save settings":             669,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      735,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 298,
-	"Search":                               749,
-	"Secret values can never be revealed.": 741,
-	"Sep":                                  367,
-	"Served by %d workers":                 835,
-	"Settled":                              388,
-	"Settlement date":                      623,
-	"Show all definitions":                 331,
-	"Show times in":                        664,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 132,
-	"Sign in": 762,
-	"Sign in with an operator, designer or administrator token.": 763,
-	"Sign out":             155,
-	"Signed in as %s (%s)": 154,
-	"Since revision %d:":   252,
-	"Skip to content":      140,
-	"Slot":                 339,
-	"Snapshotted":          247,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 299,
+	"Search":                               750,
+	"Secret values can never be revealed.": 742,
+	"Sep":                                  368,
+	"Served by %d workers":                 836,
+	"Settled":                              389,
+	"Settlement date":                      624,
+	"Show all definitions":                 332,
+	"Show times in":                        665,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 133,
+	"Sign in": 763,
+	"Sign in with an operator, designer or administrator token.": 764,
+	"Sign out":             156,
+	"Signed in as %s (%s)": 155,
+	"Since revision %d:":   253,
+	"Skip to content":      141,
+	"Slot":                 340,
+	"Snapshotted":          248,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 187,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 771,
-	"Staff tokens, oldest first": 772,
-	"Start node":                 686,
-	"Started":                    405,
-	"State":                      197,
+	"Something went wrong": 188,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 772,
+	"Staff tokens, oldest first": 773,
+	"Start node":                 687,
+	"Started":                    406,
+	"State":                      198,
 	"Status":                     81,
 	"Stop %d instances":          75,
 	"Stop every held instance this filter matches":            69,
@@ -567,325 +567,326 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              402,
+	"Stopped by %s at %s — “%s”":                              403,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   401,
-	"Summary": 378,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 277,
-	"Tasks":                   198,
-	"Temporarily unavailable": 185,
-	"That is too long to be an id or a business key.":                                           752,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   402,
+	"Summary": 379,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 278,
+	"Tasks":                   199,
+	"Temporarily unavailable": 186,
+	"That is too long to be an id or a business key.":                                           753,
 	"The %d largest groups; the filter matches more.":                                           91,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 516,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 286,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    251,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            567,
-	"The bulk action must be its id (a UUID).":                                      129,
-	"The call could not be prepared.":                                               568,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 729,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 586,
-	"The chart’s numbers": 337,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 517,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 287,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    252,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            568,
+	"The bulk action must be its id (a UUID).":                                      130,
+	"The call could not be prepared.":                                               569,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 730,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 587,
+	"The chart’s numbers": 338,
 	"The confirmed count is missing: start again from the list.":                                                                                                        104,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       188,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      665,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       189,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      666,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 105,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             186,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            565,
-	"The destination answered HTTP %s.":     575,
-	"The destination could not be reached.": 569,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    559,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         560,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   558,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 557,
-	"The destination’s answer was too large.": 570,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      191,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          168,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                572,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         604,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      605,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    603,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            571,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               562,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 561,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     563,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             564,
-	"The latest %d attempts, oldest first":                                                         515,
-	"The next page counts them and asks for a reason before anything changes.":                     428,
-	"The nodes this instance reached, in order, each with its occurrence.":                         381,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 217,
-	"The page cursor is invalid: go back to the first page.":                                       662,
-	"The page size must be between 1 and %d.":                                                      423,
-	"The parameter “%s” is given %d times: give it once.":                                          661,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 128,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             187,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            566,
+	"The destination answered HTTP %s.":     576,
+	"The destination could not be reached.": 570,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    560,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         561,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   559,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 558,
+	"The destination’s answer was too large.": 571,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      192,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          169,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                573,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         605,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      606,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    604,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            572,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               563,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 562,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     564,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             565,
+	"The latest %d attempts, oldest first":                                                         516,
+	"The next page counts them and asks for a reason before anything changes.":                     429,
+	"The nodes this instance reached, in order, each with its occurrence.":                         382,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 218,
+	"The page cursor is invalid: go back to the first page.":                                       663,
+	"The page size must be between 1 and %d.":                                                      424,
+	"The parameter “%s” is given %d times: give it once.":                                          662,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 129,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 566,
-	"The revision must be a whole number, 1 or more.":           621,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 765,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        759,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     789,
-	"The version must be a whole number from 1.":                                                                                                        420,
-	"These revisions have the same contracts.":                                                                                                          237,
-	"These settings are kept in this browser only.":                                                                                                     663,
-	"They take every revision their consumer is granted.":                                                                                               839,
-	"They take revision %d only.":                                                                                                                       841,
-	"They take revisions %s only.":                                                                                                                      843,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 658,
+	"The result did not match the revision's outputs contract.": 567,
+	"The revision must be a whole number, 1 or more.":           622,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 766,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        760,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     790,
+	"The version must be a whole number from 1.":                                                                                                        421,
+	"These revisions have the same contracts.":                                                                                                          238,
+	"These settings are kept in this browser only.":                                                                                                     664,
+	"They take every revision their consumer is granted.":                                                                                               840,
+	"They take revision %d only.":                                                                                                                       842,
+	"They take revisions %s only.":                                                                                                                      844,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 659,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         106,
-	"This contract has no inputs.":  539,
-	"This contract has no outputs.": 542,
+	"This contract has no inputs.":  540,
+	"This contract has no outputs.": 543,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 102,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 184,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            183,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  181,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  178,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           748,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 185,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            184,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  182,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  179,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           749,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 305,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 306,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 398,
-	"This instance has not reached a task yet.":                                                                                                                                     389,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 399,
+	"This instance has not reached a task yet.":                                                                                                                                     390,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 303,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 304,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 399,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 400,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 400,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 401,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  176,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            788,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           787,
-	"This page does not accept that request.": 747,
-	"This page reloads every %d seconds.":     163,
-	"This process takes no inputs.":           396,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 736,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  177,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            789,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           788,
+	"This page does not accept that request.": 748,
+	"This page reloads every %d seconds.":     164,
+	"This process takes no inputs.":           397,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 737,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 768,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 707,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            708,
-	"Times in %s · no auto-reload":    160,
-	"Times in %s · reload every %d s": 159,
-	"Times in %s · reloading paused":  158,
-	"To revision":                     231,
-	"Token":                           764,
-	"Tokens":                          152,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 766,
-	"Totals of all definitions, not narrowed by the other filters":         639,
-	"Totals of definition %s, not narrowed by the other filters":           638,
-	"Type": 210,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 750,
-	"URL":                              289,
-	"UTC (coordinated universal time)": 670,
+	"This token is unknown, revoked or expired.": 769,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 708,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            709,
+	"Times in %s · no auto-reload":    161,
+	"Times in %s · reload every %d s": 160,
+	"Times in %s · reloading paused":  159,
+	"To revision":                     232,
+	"Token":                           765,
+	"Tokens":                          153,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 767,
+	"Totals of all definitions, not narrowed by the other filters":         640,
+	"Totals of definition %s, not narrowed by the other filters":           639,
+	"Type": 211,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 751,
+	"URL":                              290,
+	"UTC (coordinated universal time)": 671,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                96,
 	"Unknown destination “%s”.":        97,
-	"Unknown parameter “%s” (did you mean “%s”?).": 659,
-	"Unknown parameter “%s”.":                      660,
-	"Unknown status “%s” (did you mean “%s”?).":    436,
-	"Unknown status “%s”.":                         438,
-	"Value":                                        393,
+	"Unknown parameter “%s” (did you mean “%s”?).": 660,
+	"Unknown parameter “%s”.":                      661,
+	"Unknown status “%s” (did you mean “%s”?).":    437,
+	"Unknown status “%s”.":                         439,
+	"Value":                                        394,
 	"Version":                                      80,
-	"Versions, newest first":                       681,
-	"Waiting for Relais to call the destination since %s (%s).": 583,
-	"Waiting for a worker since %s (%s).":                       584,
+	"Versions, newest first":                       682,
+	"Waiting for Relais to call the destination since %s (%s).": 584,
+	"Waiting for a worker since %s (%s).":                       585,
 	"When":                                                      110,
 	"Who":                                                       111,
-	"Whole message":                                             506,
-	"Why (recorded with the reveal)":                            545,
-	"Worker":                                                    811,
-	"Worker id":                                                 497,
-	"Workers":                                                   149,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        809,
+	"Whole message":                                             507,
+	"Why (recorded with the reveal)":                            546,
+	"Worker":                                                    812,
+	"Worker id":                                                 498,
+	"Workers":                                                   150,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        810,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 810,
-	"Workers serving %s":                   818,
+	"Workers seen within three heartbeats": 811,
+	"Workers serving %s":                   819,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        216,
-	"You are signed out.": 758,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              166,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 760,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          761,
-	"[redacted]":                          617,
+	"Working copy":        217,
+	"You are signed out.": 759,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              167,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 761,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          762,
+	"[redacted]":                          618,
 	"a token’s name, exact":               121,
 	"abandon":                             4,
-	"active":                              199,
-	"administrator":                       467,
-	"after %s’s retry at %s":              517,
-	"an incident: retry, abandon or stop": 309,
-	"answer too large":                    615,
-	"any":                                 425,
-	"any other code → %s":                 721,
-	"any other error":                     307,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 641,
-	"at least %d characters":                   793,
-	"at least %d items":                        800,
-	"at most %d":                               533,
-	"at most %d characters":                    794,
-	"at most %d items":                         801,
-	"at most %d since the last operator retry": 534,
-	"available":                                439,
-	"boolean":                                  454,
-	"call in progress since":                   647,
-	"cancelled":                                444,
-	"choice":                                   457,
-	"claimable since":                          646,
-	"claimable since %s":                       328,
-	"classification changed":                   478,
-	"completed":                                442,
-	"constraint changed":                       479,
-	"consumer":                                 470,
-	"consumer #%s":                             599,
-	"date":                                     455,
-	"date and time":                            456,
-	"deadline %s":                              725,
-	"deferred":                                 441,
-	"deferred since":                           649,
+	"active":                              200,
+	"administrator":                       468,
+	"after %s’s retry at %s":              518,
+	"an incident: retry, abandon or stop": 310,
+	"answer too large":                    616,
+	"any":                                 426,
+	"any other code → %s":                 722,
+	"any other error":                     308,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 642,
+	"at least %d characters":                   794,
+	"at least %d items":                        801,
+	"at most %d":                               534,
+	"at most %d characters":                    795,
+	"at most %d items":                         802,
+	"at most %d since the last operator retry": 535,
+	"available":                                440,
+	"boolean":                                  455,
+	"call in progress since":                   648,
+	"cancelled":                                445,
+	"choice":                                   458,
+	"claimable since":                          647,
+	"claimable since %s":                       329,
+	"classification changed":                   479,
+	"completed":                                443,
+	"constraint changed":                       480,
+	"consumer":                                 471,
+	"consumer #%s":                             600,
+	"date":                                     456,
+	"date and time":                            457,
+	"deadline %s":                              726,
+	"deferred":                                 442,
+	"deferred since":                           650,
 	"deleted":                                  117,
-	"designer":                                 469,
-	"disconnected":                             450,
-	"each item of %s":                          791,
-	"end (completes)":                          714,
-	"end (fails)":                              715,
-	"end: completes the instance":              310,
-	"end: fails the instance":                  311,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         413,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 414,
+	"designer":                                 470,
+	"disconnected":                             451,
+	"each item of %s":                          792,
+	"end (completes)":                          715,
+	"end (fails)":                              716,
+	"end: completes the instance":              311,
+	"end: fails the instance":                  312,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         414,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 415,
 	"erase":                                  6,
-	"every revision its consumer is granted": 825,
-	"every revision its consumer is granted: %s": 821,
-	"exact, case-sensitive":                      426,
-	"expired":                                    447,
-	"failed":                                     443,
-	"fails the instance":                         722,
-	"field added":                                473,
-	"field removed":                              474,
-	"format":                                     484,
-	"format %s":                                  796,
-	"from":                                       122,
-	"held":                                       446,
-	"held for an operator":                       308,
-	"held, then abandoned by an operator":        419,
-	"held, then stopped by an operator":          418,
-	"hidden (secret)":                            464,
-	"hidden (sensitive)":                         463,
-	"hold (an incident for an operator)":         720,
-	"id or business key":                         146,
-	"in %s":                                      352,
-	"in progress":                                505,
-	"instance held here":                         637,
-	"instance id":                                627,
-	"instances held":                             730,
-	"instances held: %s":                         731,
-	"integer":                                    452,
-	"its name, exactly":                          626,
-	"just now":                                   354,
-	"list":                                       459,
-	"lock until":                                 648,
-	"long polling":                               823,
-	"long wait":                                  329,
-	"masked value":                               288,
-	"maximum":                                    486,
-	"maximum %s":                                 798,
-	"maximum items":                              488,
-	"maximum length":                             482,
-	"minimum":                                    485,
-	"minimum %s":                                 797,
-	"minimum items":                              487,
-	"minimum length":                             481,
-	"never":                                      777,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 411,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       410,
-	"next attempt":                 645,
-	"no":                           472,
-	"no answer within the timeout": 613,
-	"no connection":                614,
-	"no grant: it takes nothing":   201,
-	"no header":                    293,
-	"no process version":           274,
-	"no worker":                    330,
-	"no worker takes revision %d":  827,
-	"no worker takes revisions %s": 828,
-	"no: the latest is version %d": 702,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 556,
-	"none": 271,
-	"none (revealed before reasons were asked for)": 745,
+	"every revision its consumer is granted": 826,
+	"every revision its consumer is granted: %s":   822,
+	"exact, case-sensitive":                        427,
+	"exact; instances deleted since are not found": 122,
+	"expired":                             448,
+	"failed":                              444,
+	"fails the instance":                  723,
+	"field added":                         474,
+	"field removed":                       475,
+	"format":                              485,
+	"format %s":                           797,
+	"from":                                123,
+	"held":                                447,
+	"held for an operator":                309,
+	"held, then abandoned by an operator": 420,
+	"held, then stopped by an operator":   419,
+	"hidden (secret)":                     465,
+	"hidden (sensitive)":                  464,
+	"hold (an incident for an operator)":  721,
+	"id or business key":                  147,
+	"in %s":                               353,
+	"in progress":                         506,
+	"instance held here":                  638,
+	"instance id":                         628,
+	"instances held":                      731,
+	"instances held: %s":                  732,
+	"integer":                             453,
+	"its name, exactly":                   627,
+	"just now":                            355,
+	"list":                                460,
+	"lock until":                          649,
+	"long polling":                        824,
+	"long wait":                           330,
+	"masked value":                        289,
+	"maximum":                             487,
+	"maximum %s":                          799,
+	"maximum items":                       489,
+	"maximum length":                      483,
+	"minimum":                             486,
+	"minimum %s":                          798,
+	"minimum items":                       488,
+	"minimum length":                      482,
+	"never":                               778,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 412,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       411,
+	"next attempt":                 646,
+	"no":                           473,
+	"no answer within the timeout": 614,
+	"no connection":                615,
+	"no grant: it takes nothing":   202,
+	"no header":                    294,
+	"no process version":           275,
+	"no worker":                    331,
+	"no worker takes revision %d":  828,
+	"no worker takes revisions %s": 829,
+	"no: the latest is version %d": 703,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 557,
+	"none": 272,
+	"none (revealed before reasons were asked for)": 746,
 	"none given": 88,
-	"none yet":   281,
-	"none: a failed call takes the node’s error path": 523,
-	"normal":       460,
-	"not provided": 803,
-	"not set":      272,
-	"not yet":      778,
-	"null":         807,
-	"number":       453,
-	"object":       458,
-	"older versions, from version %d (each links the one before)": 684,
-	"on error":                           306,
-	"one attempt, no retry, priority %d": 724,
-	"one of: %s":                         799,
-	"operator":                           468,
-	"optional %s field of type %s":       268,
-	"optional field of type %s":          270,
-	"optional → required":                261,
-	"pattern":                            483,
-	"pattern %s":                         795,
-	"pull":                               712,
-	"pull %s":                            313,
-	"pull (a worker fetches it)":         465,
-	"push %s":                            312,
-	"push (Relais calls the service)":    466,
-	"push to %s":                         713,
-	"rejected":                           448,
-	"released":                           449,
-	"required %s field of type %s":       267,
-	"required changed":                   476,
-	"required field of type %s":          269,
-	"required → optional":                262,
-	"reserved":                           440,
+	"none yet":   282,
+	"none: a failed call takes the node’s error path": 524,
+	"normal":       461,
+	"not provided": 804,
+	"not set":      273,
+	"not yet":      779,
+	"null":         808,
+	"number":       454,
+	"object":       459,
+	"older versions, from version %d (each links the one before)": 685,
+	"on error":                           307,
+	"one attempt, no retry, priority %d": 725,
+	"one of: %s":                         800,
+	"operator":                           469,
+	"optional %s field of type %s":       269,
+	"optional field of type %s":          271,
+	"optional → required":                262,
+	"pattern":                            484,
+	"pattern %s":                         796,
+	"pull":                               713,
+	"pull %s":                            314,
+	"pull (a worker fetches it)":         466,
+	"push %s":                            313,
+	"push (Relais calls the service)":    467,
+	"push to %s":                         714,
+	"rejected":                           449,
+	"released":                           450,
+	"required %s field of type %s":       268,
+	"required changed":                   477,
+	"required field of type %s":          270,
+	"required → optional":                263,
+	"reserved":                           441,
 	"retry":                              3,
-	"revision %d":                        642,
-	"revisions %s":                       826,
-	"revoked":                            200,
-	"routing changed":                    480,
-	"routing output":                     790,
-	"routing output %s → %s":             260,
-	"running":                            445,
-	"secret":                             462,
-	"sensitive":                          461,
-	"settled":                            644,
+	"revision %d":                        643,
+	"revisions %s":                       827,
+	"revoked":                            201,
+	"routing changed":                    481,
+	"routing output":                     791,
+	"routing output %s → %s":             261,
+	"running":                            446,
+	"secret":                             463,
+	"sensitive":                          462,
+	"settled":                            645,
 	"stop":                               5,
-	"stream":                             822,
-	"text":                               451,
-	"the contracts are the same (the name or a description changed).": 253,
-	"this session":             781,
-	"timeout %s":               727,
-	"timeout %s (the default)": 728,
-	"to":                       123,
-	"type changed":             475,
-	"unexpected value":         808,
-	"unknown":                  616,
-	"values added: %s":         263,
-	"values changed":           477,
-	"values removed: %s":       264,
-	"values reordered":         265,
-	"version %d":               683,
-	"version %d →":             704,
-	"waiting":                  611,
-	"yes":                      471,
-	"yes: a start that names no version runs this one":                                                                      701,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 174,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     437,
-	"← version %d": 703,
-	"→ %s":         719,
+	"stream":                             823,
+	"text":                               452,
+	"the contracts are the same (the name or a description changed).": 254,
+	"this session":             782,
+	"timeout %s":               728,
+	"timeout %s (the default)": 729,
+	"to":                       124,
+	"type changed":             476,
+	"unexpected value":         809,
+	"unknown":                  617,
+	"values added: %s":         264,
+	"values changed":           478,
+	"values removed: %s":       265,
+	"values reordered":         266,
+	"version %d":               684,
+	"version %d →":             705,
+	"waiting":                  612,
+	"yes":                      472,
+	"yes: a start that names no version runs this one":                                                                      702,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 175,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     438,
+	"← version %d": 704,
+	"→ %s":         720,
 }
 
-var enIndex = []uint32{ // 845 elements
+var enIndex = []uint32{ // 846 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -920,214 +921,214 @@ var enIndex = []uint32{ // 845 elements
 	0x00001f28, 0x00001fd7, 0x00001ff3, 0x00001ff8,
 	0x00001ffc, 0x00002003, 0x0000200a, 0x0000201b,
 	0x00002034, 0x00002040, 0x00002048, 0x00002052,
-	0x0000213a, 0x00002142, 0x0000215a, 0x0000215f,
-	0x00002162, 0x00002170, 0x0000217e, 0x0000219a,
+	0x0000213a, 0x00002142, 0x0000215a, 0x00002187,
+	0x0000218c, 0x0000218f, 0x0000219d, 0x000021ab,
 	// Entry 80 - 9F
-	0x000021a6, 0x0000223b, 0x00002264, 0x00002283,
-	0x000022db, 0x000023b3, 0x00002446, 0x000024fb,
-	0x0000258f, 0x0000260e, 0x00002624, 0x00002633,
-	0x0000263c, 0x0000264c, 0x0000265c, 0x00002663,
-	0x00002672, 0x0000267c, 0x0000269b, 0x000026ae,
-	0x000026b3, 0x000026bf, 0x000026c7, 0x000026d1,
-	0x000026de, 0x000026e5, 0x000026ed, 0x00002708,
-	0x00002711, 0x00002722, 0x00002739, 0x0000275c,
+	0x000021c7, 0x000021d3, 0x00002268, 0x00002291,
+	0x000022b0, 0x00002308, 0x000023e0, 0x00002473,
+	0x00002528, 0x000025bc, 0x0000263b, 0x00002651,
+	0x00002660, 0x00002669, 0x00002679, 0x00002689,
+	0x00002690, 0x0000269f, 0x000026a9, 0x000026c8,
+	0x000026db, 0x000026e0, 0x000026ec, 0x000026f4,
+	0x000026fe, 0x0000270b, 0x00002712, 0x0000271a,
+	0x00002735, 0x0000273e, 0x0000274f, 0x00002766,
 	// Entry A0 - BF
-	0x00002783, 0x000027a4, 0x000027b5, 0x000027bc,
-	0x000027e3, 0x000027f3, 0x000027ff, 0x0000287d,
-	0x0000288d, 0x000028f5, 0x0000290c, 0x0000291c,
-	0x00002930, 0x0000296d, 0x00002a86, 0x00002b03,
-	0x00002b0d, 0x00002bc8, 0x00002bd5, 0x00002c52,
-	0x00002c63, 0x00002c72, 0x00002cd2, 0x00002ce4,
-	0x00002d27, 0x00002d65, 0x00002d7d, 0x00002dc3,
-	0x00002dd8, 0x00002e47, 0x00002e58, 0x00002e6b,
+	0x00002789, 0x000027b0, 0x000027d1, 0x000027e2,
+	0x000027e9, 0x00002810, 0x00002820, 0x0000282c,
+	0x000028aa, 0x000028ba, 0x00002922, 0x00002939,
+	0x00002949, 0x0000295d, 0x0000299a, 0x00002ab3,
+	0x00002b30, 0x00002b3a, 0x00002bf5, 0x00002c02,
+	0x00002c7f, 0x00002c90, 0x00002c9f, 0x00002cff,
+	0x00002d11, 0x00002d54, 0x00002d92, 0x00002daa,
+	0x00002df0, 0x00002e05, 0x00002e74, 0x00002e85,
 	// Entry C0 - DF
-	0x00002f30, 0x00002f48, 0x00002f4b, 0x00002f50,
-	0x00002f57, 0x00002f62, 0x00002f68, 0x00002f6e,
-	0x00002f75, 0x00002f7d, 0x00002f98, 0x00002fa5,
-	0x00002fb3, 0x00002fdd, 0x00002ff3, 0x0000300a,
-	0x00003050, 0x00003072, 0x00003078, 0x0000307d,
-	0x00003086, 0x00003095, 0x000030a1, 0x000030ad,
-	0x000030be, 0x000030cb, 0x00003128, 0x00003137,
-	0x00003142, 0x0000314c, 0x0000318a, 0x00003193,
+	0x00002e98, 0x00002f5d, 0x00002f75, 0x00002f78,
+	0x00002f7d, 0x00002f84, 0x00002f8f, 0x00002f95,
+	0x00002f9b, 0x00002fa2, 0x00002faa, 0x00002fc5,
+	0x00002fd2, 0x00002fe0, 0x0000300a, 0x00003020,
+	0x00003037, 0x0000307d, 0x0000309f, 0x000030a5,
+	0x000030aa, 0x000030b3, 0x000030c2, 0x000030ce,
+	0x000030da, 0x000030eb, 0x000030f8, 0x00003155,
+	0x00003164, 0x0000316f, 0x00003179, 0x000031b7,
 	// Entry E0 - FF
-	0x000031a3, 0x000031ab, 0x000031b4, 0x000031ba,
-	0x000031c4, 0x000031d6, 0x0000321e, 0x0000322c,
-	0x00003238, 0x00003240, 0x00003247, 0x0000324e,
-	0x0000325f, 0x0000326e, 0x00003297, 0x0000329e,
-	0x000032a9, 0x000032c4, 0x000032cc, 0x000032d8,
-	0x000032f4, 0x0000330b, 0x0000332d, 0x0000333c,
-	0x00003348, 0x0000334f, 0x00003368, 0x00003382,
-	0x0000342b, 0x00003441, 0x00003481, 0x000034b2,
+	0x000031c0, 0x000031d0, 0x000031d8, 0x000031e1,
+	0x000031e7, 0x000031f1, 0x00003203, 0x0000324b,
+	0x00003259, 0x00003265, 0x0000326d, 0x00003274,
+	0x0000327b, 0x0000328c, 0x0000329b, 0x000032c4,
+	0x000032cb, 0x000032d6, 0x000032f1, 0x000032f9,
+	0x00003305, 0x00003321, 0x00003338, 0x0000335a,
+	0x00003369, 0x00003375, 0x0000337c, 0x00003395,
+	0x000033af, 0x00003458, 0x0000346e, 0x000034ae,
 	// Entry 100 - 11F
-	0x000034dc, 0x00003503, 0x0000357a, 0x0000359e,
-	0x000035c5, 0x000035e4, 0x000035fa, 0x00003610,
-	0x00003624, 0x0000363a, 0x0000364b, 0x00003662,
-	0x00003685, 0x000036a8, 0x000036c5, 0x000036e2,
-	0x000036e7, 0x000036ef, 0x000036f9, 0x0000370c,
-	0x00003720, 0x00003735, 0x00003781, 0x00003794,
-	0x00003798, 0x000037a8, 0x000037b1, 0x000037c4,
-	0x000037ea, 0x000037fe, 0x00003814, 0x0000392a,
+	0x000034df, 0x00003509, 0x00003530, 0x000035a7,
+	0x000035cb, 0x000035f2, 0x00003611, 0x00003627,
+	0x0000363d, 0x00003651, 0x00003667, 0x00003678,
+	0x0000368f, 0x000036b2, 0x000036d5, 0x000036f2,
+	0x0000370f, 0x00003714, 0x0000371c, 0x00003726,
+	0x00003739, 0x0000374d, 0x00003762, 0x000037ae,
+	0x000037c1, 0x000037c5, 0x000037d5, 0x000037de,
+	0x000037f1, 0x00003817, 0x0000382b, 0x00003841,
 	// Entry 120 - 13F
-	0x0000393f, 0x0000394c, 0x00003950, 0x0000395d,
-	0x0000396d, 0x0000397a, 0x00003984, 0x0000398a,
-	0x00003994, 0x000039b4, 0x000039c6, 0x00003a7a,
-	0x00003a97, 0x00003b05, 0x00003bc5, 0x00003bd8,
-	0x00003c25, 0x00003c89, 0x00003ced, 0x00003cf6,
-	0x00003d06, 0x00003d1b, 0x00003d3f, 0x00003d5b,
-	0x00003d73, 0x00003d7e, 0x00003d89, 0x00003d9d,
-	0x00003eb3, 0x00003f03, 0x00003f27, 0x00003f52,
+	0x00003957, 0x0000396c, 0x00003979, 0x0000397d,
+	0x0000398a, 0x0000399a, 0x000039a7, 0x000039b1,
+	0x000039b7, 0x000039c1, 0x000039e1, 0x000039f3,
+	0x00003aa7, 0x00003ac4, 0x00003b32, 0x00003bf2,
+	0x00003c05, 0x00003c52, 0x00003cb6, 0x00003d1a,
+	0x00003d23, 0x00003d33, 0x00003d48, 0x00003d6c,
+	0x00003d88, 0x00003da0, 0x00003dab, 0x00003db6,
+	0x00003dca, 0x00003ee0, 0x00003f30, 0x00003f54,
 	// Entry 140 - 15F
-	0x00003f5d, 0x00003f62, 0x00003f71, 0x00003f78,
-	0x00003f8f, 0x00003fa4, 0x00003fb6, 0x00003fd9,
-	0x00004026, 0x0000403c, 0x00004046, 0x00004050,
-	0x00004065, 0x0000408d, 0x0000409d, 0x000040d6,
-	0x0000412a, 0x00004134, 0x0000414a, 0x00004183,
-	0x00004188, 0x00004196, 0x000041a3, 0x000041cc,
-	0x000041ef, 0x00004242, 0x00004282, 0x00004303,
-	0x0000436a, 0x00004377, 0x00004397, 0x000043a3,
+	0x00003f7f, 0x00003f8a, 0x00003f8f, 0x00003f9e,
+	0x00003fa5, 0x00003fbc, 0x00003fd1, 0x00003fe3,
+	0x00004006, 0x00004053, 0x00004069, 0x00004073,
+	0x0000407d, 0x00004092, 0x000040ba, 0x000040ca,
+	0x00004103, 0x00004157, 0x00004161, 0x00004177,
+	0x000041b0, 0x000041b5, 0x000041c3, 0x000041d0,
+	0x000041f9, 0x0000421c, 0x0000426f, 0x000042af,
+	0x00004330, 0x00004397, 0x000043a4, 0x000043c4,
 	// Entry 160 - 17F
-	0x000043bc, 0x000043c5, 0x000043cf, 0x000043d8,
-	0x000043e0, 0x000043ea, 0x000043f2, 0x000043fa,
-	0x000043fe, 0x00004402, 0x00004406, 0x0000440a,
-	0x0000440e, 0x00004412, 0x00004416, 0x0000441a,
-	0x0000441e, 0x00004422, 0x00004426, 0x0000442a,
-	0x00004434, 0x00004452, 0x00004472, 0x00004496,
-	0x000044ba, 0x000044c3, 0x000044da, 0x000044e2,
-	0x000044f3, 0x000044f8, 0x0000453d, 0x00004555,
+	0x000043d0, 0x000043e9, 0x000043f2, 0x000043fc,
+	0x00004405, 0x0000440d, 0x00004417, 0x0000441f,
+	0x00004427, 0x0000442b, 0x0000442f, 0x00004433,
+	0x00004437, 0x0000443b, 0x0000443f, 0x00004443,
+	0x00004447, 0x0000444b, 0x0000444f, 0x00004453,
+	0x00004457, 0x00004461, 0x0000447f, 0x0000449f,
+	0x000044c3, 0x000044e7, 0x000044f0, 0x00004507,
+	0x0000450f, 0x00004520, 0x00004525, 0x0000456a,
 	// Entry 180 - 19F
-	0x0000455a, 0x00004565, 0x0000456b, 0x00004575,
-	0x0000457d, 0x00004585, 0x000045af, 0x000045c9,
-	0x000045f1, 0x00004621, 0x00004627, 0x00004636,
-	0x00004689, 0x000046a7, 0x000046be, 0x0000476e,
-	0x00004890, 0x0000494f, 0x000049a6, 0x000049d0,
-	0x000049fc, 0x00004a26, 0x00004a2e, 0x00004a34,
-	0x00004a41, 0x00004a53, 0x00004a5c, 0x00004a9e,
-	0x00004ae8, 0x00004afd, 0x00004b2f, 0x00004b7b,
+	0x00004582, 0x00004587, 0x00004592, 0x00004598,
+	0x000045a2, 0x000045aa, 0x000045b2, 0x000045dc,
+	0x000045f6, 0x0000461e, 0x0000464e, 0x00004654,
+	0x00004663, 0x000046b6, 0x000046d4, 0x000046eb,
+	0x0000479b, 0x000048bd, 0x0000497c, 0x000049d3,
+	0x000049fd, 0x00004a29, 0x00004a53, 0x00004a5b,
+	0x00004a61, 0x00004a6e, 0x00004a80, 0x00004a89,
+	0x00004acb, 0x00004b15, 0x00004b2a, 0x00004b5c,
 	// Entry 1A0 - 1BF
-	0x00004b84, 0x00004b96, 0x00004ba5, 0x00004bc7,
-	0x00004beb, 0x00004c16, 0x00004c4a, 0x00004c58,
-	0x00004c83, 0x00004c95, 0x00004c99, 0x00004caf,
-	0x00004cd9, 0x00004d22, 0x00004d42, 0x00004d4b,
-	0x00004d5d, 0x00004d80, 0x00004d8e, 0x00004d9d,
-	0x00004daa, 0x00004de2, 0x00004e4b, 0x00004e67,
-	0x00004e71, 0x00004e7a, 0x00004e83, 0x00004e8d,
-	0x00004e94, 0x00004e9e, 0x00004ea6, 0x00004eab,
+	0x00004ba8, 0x00004bb1, 0x00004bc3, 0x00004bd2,
+	0x00004bf4, 0x00004c18, 0x00004c43, 0x00004c77,
+	0x00004c85, 0x00004cb0, 0x00004cc2, 0x00004cc6,
+	0x00004cdc, 0x00004d06, 0x00004d4f, 0x00004d6f,
+	0x00004d78, 0x00004d8a, 0x00004dad, 0x00004dbb,
+	0x00004dca, 0x00004dd7, 0x00004e0f, 0x00004e78,
+	0x00004e94, 0x00004e9e, 0x00004ea7, 0x00004eb0,
+	0x00004eba, 0x00004ec1, 0x00004ecb, 0x00004ed3,
 	// Entry 1C0 - 1DF
-	0x00004eb3, 0x00004ebc, 0x00004ec5, 0x00004ed2,
-	0x00004ed7, 0x00004edf, 0x00004ee6, 0x00004eee,
-	0x00004ef3, 0x00004f01, 0x00004f08, 0x00004f0f,
-	0x00004f14, 0x00004f1b, 0x00004f25, 0x00004f2c,
-	0x00004f3f, 0x00004f4f, 0x00004f6a, 0x00004f8a,
-	0x00004f98, 0x00004fa1, 0x00004faa, 0x00004fb3,
-	0x00004fb7, 0x00004fba, 0x00004fc6, 0x00004fd4,
-	0x00004fe1, 0x00004ff2, 0x00005001, 0x00005018,
+	0x00004ed8, 0x00004ee0, 0x00004ee9, 0x00004ef2,
+	0x00004eff, 0x00004f04, 0x00004f0c, 0x00004f13,
+	0x00004f1b, 0x00004f20, 0x00004f2e, 0x00004f35,
+	0x00004f3c, 0x00004f41, 0x00004f48, 0x00004f52,
+	0x00004f59, 0x00004f6c, 0x00004f7c, 0x00004f97,
+	0x00004fb7, 0x00004fc5, 0x00004fce, 0x00004fd7,
+	0x00004fe0, 0x00004fe4, 0x00004fe7, 0x00004ff3,
+	0x00005001, 0x0000500e, 0x0000501f, 0x0000502e,
 	// Entry 1E0 - 1FF
-	0x0000502b, 0x0000503b, 0x0000504a, 0x00005059,
-	0x00005061, 0x00005068, 0x00005070, 0x00005078,
-	0x00005086, 0x00005094, 0x000050aa, 0x000050bf,
-	0x000050d0, 0x000050d6, 0x000050dd, 0x000050e6,
-	0x00005102, 0x0000510b, 0x00005115, 0x0000511e,
-	0x00005127, 0x00005130, 0x00005147, 0x0000514f,
-	0x0000515d, 0x00005189, 0x00005195, 0x000051a3,
-	0x000051e9, 0x000051f5, 0x000051fd, 0x00005228,
+	0x00005045, 0x00005058, 0x00005068, 0x00005077,
+	0x00005086, 0x0000508e, 0x00005095, 0x0000509d,
+	0x000050a5, 0x000050b3, 0x000050c1, 0x000050d7,
+	0x000050ec, 0x000050fd, 0x00005103, 0x0000510a,
+	0x00005113, 0x0000512f, 0x00005138, 0x00005142,
+	0x0000514b, 0x00005154, 0x0000515d, 0x00005174,
+	0x0000517c, 0x0000518a, 0x000051b6, 0x000051c2,
+	0x000051d0, 0x00005216, 0x00005222, 0x0000522a,
 	// Entry 200 - 21F
-	0x00005273, 0x00005335, 0x00005339, 0x0000535f,
-	0x00005387, 0x000053ea, 0x00005409, 0x0000540e,
-	0x00005429, 0x0000543a, 0x00005446, 0x0000544e,
-	0x00005480, 0x00005489, 0x00005492, 0x000054ae,
-	0x0000550f, 0x0000551c, 0x00005553, 0x00005582,
-	0x000055d2, 0x0000560d, 0x0000561b, 0x00005647,
-	0x0000566d, 0x0000568e, 0x00005699, 0x000056c7,
-	0x000056e4, 0x00005713, 0x00005745, 0x00005763,
+	0x00005255, 0x000052a0, 0x00005362, 0x00005366,
+	0x0000538c, 0x000053b4, 0x00005417, 0x00005436,
+	0x0000543b, 0x00005456, 0x00005467, 0x00005473,
+	0x0000547b, 0x000054ad, 0x000054b6, 0x000054bf,
+	0x000054db, 0x0000553c, 0x00005549, 0x00005580,
+	0x000055af, 0x000055ff, 0x0000563a, 0x00005648,
+	0x00005674, 0x0000569a, 0x000056bb, 0x000056c6,
+	0x000056f4, 0x00005711, 0x00005740, 0x00005772,
 	// Entry 220 - 23F
-	0x00005798, 0x000057b4, 0x000057d3, 0x0000582e,
-	0x0000583d, 0x0000584a, 0x00005858, 0x00005865,
-	0x0000586e, 0x00005889, 0x000058b9, 0x000058d4,
-	0x000058de, 0x00005930, 0x000059f0, 0x00005a4c,
-	0x00005aca, 0x00005b40, 0x00005c13, 0x00005cd6,
-	0x00005d0e, 0x00005d6e, 0x00005dc5, 0x00005dff,
-	0x00005f0c, 0x00005f2c, 0x00005f52, 0x00005f7c,
-	0x00005fed, 0x0000602a, 0x0000604e, 0x000060f2,
+	0x00005790, 0x000057c5, 0x000057e1, 0x00005800,
+	0x0000585b, 0x0000586a, 0x00005877, 0x00005885,
+	0x00005892, 0x0000589b, 0x000058b6, 0x000058e6,
+	0x00005901, 0x0000590b, 0x0000595d, 0x00005a1d,
+	0x00005a79, 0x00005af7, 0x00005b6d, 0x00005c40,
+	0x00005d03, 0x00005d3b, 0x00005d9b, 0x00005df2,
+	0x00005e2c, 0x00005f39, 0x00005f59, 0x00005f7f,
+	0x00005fa9, 0x0000601a, 0x00006057, 0x0000607b,
 	// Entry 240 - 25F
-	0x00006117, 0x00006146, 0x000061a6, 0x000061ff,
-	0x00006259, 0x00006273, 0x00006291, 0x000062c5,
-	0x00006305, 0x0000632f, 0x0000633e, 0x00006409,
-	0x0000643a, 0x00006469, 0x0000647c, 0x000064f1,
-	0x00006504, 0x00006538, 0x00006589, 0x000065bd,
-	0x000065cd, 0x00006614, 0x00006641, 0x0000664e,
-	0x0000665e, 0x0000668e, 0x000066c8, 0x000066eb,
-	0x00006762, 0x000067e4, 0x00006869, 0x00006878,
+	0x0000611f, 0x00006144, 0x00006173, 0x000061d3,
+	0x0000622c, 0x00006286, 0x000062a0, 0x000062be,
+	0x000062f2, 0x00006332, 0x0000635c, 0x0000636b,
+	0x00006436, 0x00006467, 0x00006496, 0x000064a9,
+	0x0000651e, 0x00006531, 0x00006565, 0x000065b6,
+	0x000065ea, 0x000065fa, 0x00006641, 0x0000666e,
+	0x0000667b, 0x0000668b, 0x000066bb, 0x000066f5,
+	0x00006718, 0x0000678f, 0x00006811, 0x00006896,
 	// Entry 260 - 27F
-	0x000068c8, 0x00006928, 0x00006994, 0x00006a0b,
-	0x00006a13, 0x00006a2b, 0x00006a48, 0x00006a56,
-	0x00006a67, 0x00006a6f, 0x00006a7a, 0x00006abb,
-	0x00006af3, 0x00006b07, 0x00006b37, 0x00006b72,
-	0x00006b82, 0x00006bc1, 0x00006bd2, 0x00006be4,
-	0x00006bf0, 0x00006c01, 0x00006c1b, 0x00006c23,
-	0x00006c34, 0x00006c3a, 0x00006c4e, 0x00006c66,
-	0x00006c8b, 0x00006c99, 0x00006cac, 0x00006cea,
+	0x000068a5, 0x000068f5, 0x00006955, 0x000069c1,
+	0x00006a38, 0x00006a40, 0x00006a58, 0x00006a75,
+	0x00006a83, 0x00006a94, 0x00006a9c, 0x00006aa7,
+	0x00006ae8, 0x00006b20, 0x00006b34, 0x00006b64,
+	0x00006b9f, 0x00006baf, 0x00006bee, 0x00006bff,
+	0x00006c11, 0x00006c1d, 0x00006c2e, 0x00006c48,
+	0x00006c50, 0x00006c61, 0x00006c67, 0x00006c7b,
+	0x00006c93, 0x00006cb8, 0x00006cc6, 0x00006cd9,
 	// Entry 280 - 29F
-	0x00006d27, 0x00006d53, 0x00006dab, 0x00006dba,
-	0x00006dcb, 0x00006dd3, 0x00006de0, 0x00006df0,
-	0x00006e07, 0x00006e12, 0x00006e21, 0x00006e27,
-	0x00006e35, 0x00006e3f, 0x00006e4a, 0x00006e54,
-	0x00006e67, 0x00006e8c, 0x00006eb7, 0x00006f48,
-	0x00006f83, 0x00006fa2, 0x00006fe0, 0x00007017,
-	0x00007045, 0x00007053, 0x000070f2, 0x00007110,
-	0x00007267, 0x00007275, 0x00007289, 0x000072aa,
+	0x00006d17, 0x00006d54, 0x00006d80, 0x00006dd8,
+	0x00006de7, 0x00006df8, 0x00006e00, 0x00006e0d,
+	0x00006e1d, 0x00006e34, 0x00006e3f, 0x00006e4e,
+	0x00006e54, 0x00006e62, 0x00006e6c, 0x00006e77,
+	0x00006e81, 0x00006e94, 0x00006eb9, 0x00006ee4,
+	0x00006f75, 0x00006fb0, 0x00006fcf, 0x0000700d,
+	0x00007044, 0x00007072, 0x00007080, 0x0000711f,
+	0x0000713d, 0x00007294, 0x000072a2, 0x000072b6,
 	// Entry 2A0 - 2BF
-	0x000072be, 0x000072ee, 0x000072f4, 0x00007308,
-	0x00007320, 0x00007333, 0x00007370, 0x000073e3,
-	0x00007430, 0x00007441, 0x00007458, 0x00007475,
-	0x00007483, 0x000074c2, 0x000074d0, 0x000074db,
-	0x000074e1, 0x000075d3, 0x000075d9, 0x0000760b,
-	0x00007610, 0x00007620, 0x0000762b, 0x00007634,
-	0x00007644, 0x00007650, 0x00007684, 0x000076b7,
-	0x000076d1, 0x000076d8, 0x00007709, 0x00007729,
+	0x000072d7, 0x000072eb, 0x0000731b, 0x00007321,
+	0x00007335, 0x0000734d, 0x00007360, 0x0000739d,
+	0x00007410, 0x0000745d, 0x0000746e, 0x00007485,
+	0x000074a2, 0x000074b0, 0x000074ef, 0x000074fd,
+	0x00007508, 0x0000750e, 0x00007600, 0x00007606,
+	0x00007638, 0x0000763d, 0x0000764d, 0x00007658,
+	0x00007661, 0x00007671, 0x0000767d, 0x000076b1,
+	0x000076e4, 0x000076fe, 0x00007705, 0x00007736,
 	// Entry 2C0 - 2DF
-	0x0000773b, 0x0000774d, 0x000077f2, 0x00007808,
-	0x0000788d, 0x00007907, 0x00007916, 0x000079d0,
-	0x00007a21, 0x00007a26, 0x00007a34, 0x00007a44,
-	0x00007a50, 0x00007a60, 0x00007a6e, 0x00007a7e,
-	0x00007a88, 0x00007aab, 0x00007ac4, 0x00007ad7,
-	0x00007b43, 0x00007b69, 0x00007b78, 0x00007bca,
-	0x00007bd8, 0x00007bf4, 0x00007c42, 0x00007c51,
-	0x00007c67, 0x00007cbb, 0x00007ced, 0x00007d45,
+	0x00007756, 0x00007768, 0x0000777a, 0x0000781f,
+	0x00007835, 0x000078ba, 0x00007934, 0x00007943,
+	0x000079fd, 0x00007a4e, 0x00007a53, 0x00007a61,
+	0x00007a71, 0x00007a7d, 0x00007a8d, 0x00007a9b,
+	0x00007aab, 0x00007ab5, 0x00007ad8, 0x00007af1,
+	0x00007b04, 0x00007b70, 0x00007b96, 0x00007ba5,
+	0x00007bf7, 0x00007c05, 0x00007c21, 0x00007c6f,
+	0x00007c7e, 0x00007c94, 0x00007ce8, 0x00007d1a,
 	// Entry 2E0 - 2FF
-	0x00007d5b, 0x00007e29, 0x00007e40, 0x00007e77,
-	0x00007e85, 0x00007ec9, 0x00007eee, 0x00007f65,
-	0x00007f7b, 0x00007f92, 0x00007fc0, 0x00007fd3,
-	0x00007ffb, 0x0000807f, 0x00008086, 0x000080ee,
-	0x00008118, 0x00008148, 0x0000829d, 0x000083d7,
-	0x00008477, 0x0000854e, 0x00008627, 0x0000863b,
-	0x00008696, 0x00008741, 0x000087c3, 0x000087cb,
-	0x00008806, 0x0000880c, 0x0000889e, 0x00008936,
+	0x00007d72, 0x00007d88, 0x00007e56, 0x00007e6d,
+	0x00007ea4, 0x00007eb2, 0x00007ef6, 0x00007f1b,
+	0x00007f92, 0x00007fa8, 0x00007fbf, 0x00007fed,
+	0x00008000, 0x00008028, 0x000080ac, 0x000080b3,
+	0x0000811b, 0x00008145, 0x00008175, 0x000082ca,
+	0x00008404, 0x000084a4, 0x0000857b, 0x00008654,
+	0x00008668, 0x000086c3, 0x0000876e, 0x000087f0,
+	0x000087f8, 0x00008833, 0x00008839, 0x000088cb,
 	// Entry 300 - 31F
-	0x00008962, 0x0000898d, 0x000089db, 0x00008a47,
-	0x00008aee, 0x00008b09, 0x00008b13, 0x00008b18,
-	0x00008b22, 0x00008b2a, 0x00008b30, 0x00008b38,
-	0x00008b46, 0x00008b50, 0x00008b5d, 0x00008b70,
-	0x00008b94, 0x00008c14, 0x00008c25, 0x00008c2d,
-	0x00008ca2, 0x00008cf6, 0x00008d3e, 0x00008d4d,
-	0x00008d60, 0x00008d6c, 0x00008da8, 0x00008de2,
-	0x00008df0, 0x00008dfd, 0x00008e0b, 0x00008e19,
+	0x00008963, 0x0000898f, 0x000089ba, 0x00008a08,
+	0x00008a74, 0x00008b1b, 0x00008b36, 0x00008b40,
+	0x00008b45, 0x00008b4f, 0x00008b57, 0x00008b5d,
+	0x00008b65, 0x00008b73, 0x00008b7d, 0x00008b8a,
+	0x00008b9d, 0x00008bc1, 0x00008c41, 0x00008c52,
+	0x00008c5a, 0x00008ccf, 0x00008d23, 0x00008d6b,
+	0x00008d7a, 0x00008d8d, 0x00008d99, 0x00008dd5,
+	0x00008e0f, 0x00008e1d, 0x00008e2a, 0x00008e38,
 	// Entry 320 - 33F
-	0x00008e27, 0x00008e59, 0x00008e89, 0x00008ee5,
-	0x00008ef2, 0x00008f12, 0x00008f1d, 0x00008f37,
-	0x00008f3c, 0x00008f4d, 0x00008fd3, 0x00008ff8,
-	0x00008fff, 0x00009008, 0x0000901b, 0x00009025,
-	0x0000902f, 0x00009039, 0x00009051, 0x00009067,
-	0x00009073, 0x00009095, 0x000090c3, 0x000090ca,
-	0x000090d7, 0x000090e8, 0x0000910f, 0x0000911f,
-	0x0000913e, 0x0000915e, 0x00009236, 0x00009317,
+	0x00008e46, 0x00008e54, 0x00008e86, 0x00008eb6,
+	0x00008f12, 0x00008f1f, 0x00008f3f, 0x00008f4a,
+	0x00008f64, 0x00008f69, 0x00008f7a, 0x00009000,
+	0x00009025, 0x0000902c, 0x00009035, 0x00009048,
+	0x00009052, 0x0000905c, 0x00009066, 0x0000907e,
+	0x00009094, 0x000090a0, 0x000090c2, 0x000090f0,
+	0x000090f7, 0x00009104, 0x00009115, 0x0000913c,
+	0x0000914c, 0x0000916b, 0x0000918b, 0x00009263,
 	// Entry 340 - 35F
-	0x0000936b, 0x000093bb, 0x0000941b, 0x0000946e,
-	0x000094a6, 0x000094de, 0x0000950f, 0x0000955f,
-	0x00009593, 0x000095b1, 0x000095d0, 0x000095ef,
-	0x0000960f,
-} // Size: 3404 bytes
+	0x00009344, 0x00009398, 0x000093e8, 0x00009448,
+	0x0000949b, 0x000094d3, 0x0000950b, 0x0000953c,
+	0x0000958c, 0x000095c0, 0x000095de, 0x000095fd,
+	0x0000961c, 0x0000963c,
+} // Size: 3408 bytes
 
-const enData string = "" + // Size: 38415 bytes
+const enData string = "" + // Size: 38460 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1255,461 +1256,461 @@ const enData string = "" + // Size: 38415 bytes
 	" retry, abandon and stop an operator applied, and every erasure an admin" +
 	"istrator made, with its reason. Reveals of sensitive values have their o" +
 	"wn log, which administrators read on the Reveals page (GET /api/v1/audit" +
-	"/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply fi" +
-	"lters\x02Clear filters\x02No operator action matches.\x02All actions\x02" +
-	"The process instance must be a whole instance id (a UUID): the lists sho" +
-	"w the end of each id; open the instance, or copy its link, for the whole" +
-	" id.\x02The bulk action must be its id (a UUID).\x02Operator actions, ne" +
-	"west first\x02No bulk action has the id %[1]s: check the link, or open t" +
-	"he action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[" +
-	"1]d instance bulk action %[2]s changed. While it runs, each reload shows" +
-	" how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2]s c" +
-	"hanged. While it runs, each reload shows how far it got.\x02Bulk %[1]s b" +
-	"y %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances counted," +
-	" %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bulk %" +
-	"[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of the" +
-	" %[5]d instances counted (%[6]d skipped). What it applied stays; act on " +
-	"the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is" +
-	" running: %[4]d of the %[5]d instances counted done so far (%[6]d skippe" +
-	"d). Each reload shows how far it got.\x02No progress since %[1]s: the re" +
-	"plica running it may have stopped. What it applied stays; act on the fil" +
-	"ter again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console\x02Lan" +
-	"guage\x02Skip to content\x02Main navigation\x02Health\x02External tasks" +
-	"\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
-	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
-	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading p" +
-	"aused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
-	"to-reload\x02Reloading paused\x02Resume\x02This page reloads every %[1]d" +
-	" seconds.\x02Pause reloading\x02Not allowed\x02Your role can read defini" +
-	"tions and processes only: external tasks and process instances are for o" +
-	"perators and administrators.\x02Invalid request\x02The field “%[1]s” hol" +
-	"ds a NUL character or bytes that are not UTF-8 text: correct it and try " +
-	"again.\x02Back to external tasks\x02Back to sign-in\x02Back to definitio" +
-	"ns\x02Nothing exists at this address, or it is not visible to you.\x02No" +
-	"thing exists at this address, or it is not visible to you. An ended inst" +
-	"ance is deleted, with its occurrences and attempts, once the retention p" +
-	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
-	"ases it; the audit log keeps the operator actions taken on it.\x02“%[1]s" +
-	"” is not a whole id (a UUID): the lists show the end of each id; open " +
-	"the row, or copy its link, for the whole id.\x02Not found\x02This instan" +
-	"ce was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, o" +
-	"ccurrences and attempts were deleted with it; the audit log keeps the op" +
-	"erator actions taken on it.\x02Form refused\x02This form was not sent fr" +
-	"om this console session, or it has expired: nothing was done. Open the f" +
-	"orm again and send it anew.\x02Back to the form\x02Form too large\x02Thi" +
-	"s form is larger than %[1]d KiB: nothing was done. Shorten what you type" +
-	"d and send it again.\x02Form not received\x02This form did not arrive in" +
-	" time: nothing was done. Send it again.\x02This form could not be read: " +
-	"nothing was done. Send it again.\x02Temporarily unavailable\x02The datab" +
-	"ase cannot be reached right now. Try again in a few seconds.\x02Somethin" +
-	"g went wrong\x02The console could not show this page. Try again; if it p" +
-	"ersists, give your administrator the request id %[1]s.\x02No consumer ye" +
-	"t.\x02No more consumers.\x02The external services that take tasks, and t" +
-	"he definitions each may take. Create consumers, change their grants and " +
-	"rotate their tokens through the API (/api/v1/consumers); tokens are neve" +
-	"r shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created o" +
-	"n\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
-	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
-	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
-	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
-	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
-	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
-	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
-	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
-	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
-	"re the same (the name or a description changed).\x02Changes of the Worki" +
-	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
-	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
-	" Under the newer contract these fields’ values are less protected than u" +
-	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
-	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
-	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
-	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
-	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
-	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
-	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
-	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
-	"\x02Task contracts: their Working copy, immutable revisions and named re" +
-	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
-	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
-	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
-	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
-	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
-	"ge destinations with relais apply (kind: Destination documents) or throu" +
-	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
-	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
-	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
-	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
-	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
-	"r the retention: write the request’s reference, not the person’s name." +
-	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
-	"ed with its occurrences and their attempts, as retention would delete it" +
-	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
-	" it; this cannot be undone. The audit records naming it stay (who did wh" +
-	"at, and why), and so do backups until they expire.\x02Erase the instance" +
-	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
-	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
-	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
-	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
-	"nition’s queue and incidents now, and what its workers finished in the l" +
-	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
-	"ied since counts where it ends next; a failed attempt with attempts left" +
-	" is not counted, its occurrence’s page lists it.\x02A held instance’s fa" +
-	"iled occurrence counts in both Held instances and Failed.\x02Completions" +
-	" and failures, last hour\x02Definitions, those needing attention first" +
-	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
-	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, sho" +
-	"wn anew at each reload.\x02claimable since %[1]s\x02long wait\x02no work" +
-	"er\x02Show all definitions\x02Definition %[1]s has no occurrence yet." +
-	"\x02All definitions\x02Completions and failures per 5 minutes, last hour" +
-	": %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart giv" +
-	"es each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Completion" +
-	"s and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
-	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
-	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
-	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
-	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
-	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
-	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
-	"his instance…\x02This instance has ended. As an administrator you may er" +
-	"ase it now rather than wait for retention (a data subject’s request): it" +
-	" is deleted with its occurrences and attempts.\x02This instance is held " +
-	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
-	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
-	"it would fail the same way. Abandon fails the instance; stop cancels it." +
-	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
-	"held at a failed node: an incident. Retry offers the failed occurrence a" +
-	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02Stopping cancels the instance and its o" +
-	"pen occurrences. It does not complete anything.\x02Stopped by %[1]s at %" +
-	"[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[" +
-	"1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occ" +
-	"urrence\x02Held for\x02never: retention keeps ended instances forever (R" +
-	"ELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps ende" +
-	"d instances forever\x02Deleted by retention\x02ended instances are kept " +
-	"%[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another repl" +
-	"ica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed" +
-	" at node\x02held, then stopped by an operator\x02held, then abandoned by" +
-	" an operator\x02The version must be a whole number from 1.\x02A version " +
-	"is a process’s: choose the process too.\x02Creation date\x02The page siz" +
-	"e must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, cas" +
-	"e-sensitive\x02Act on every instance this filter matches\x02The next pag" +
-	"e counts them and asks for a reason before anything changes.\x02Process " +
-	"instances, newest first\x02Instance\x02End node or error\x02No instance " +
-	"matches these filters.\x02All processes\x02Any definition\x02All statuse" +
-	"s\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the s" +
-	"tatus of an instance, not of a task: the Instances page lists the instan" +
-	"ces with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02defe" +
-	"rred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
-	"ence was completed: no attempt succeeded in time.\x02The result did not " +
-	"match the revision's outputs contract.\x02The answer to the call was los" +
-	"t (the connection broke after the request was sent, or Relais stopped or" +
-	" could not reach its database before recording it): whether the destinat" +
-	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
-	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
-	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
-	"he last attempt ended without a result (its lock expired, or its worker’" +
-	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
-	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
-	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
-	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
-	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
-	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
-	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
-	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path, and is held a" +
-	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
-	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
-	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
-	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
-	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
-	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
-	"r held the task: its report is refused, but it may already have done the" +
-	" work.\x02The instance was stopped during the call, which was aborted: t" +
-	"he destination may already have acted on the request (check there).\x02T" +
-	"he instance was stopped while the task was deferred: a settlement by id " +
-	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
-	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
-	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
-	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
-	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
-	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
-	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
-	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
-	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
-	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
-	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
-	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
-	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
-	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
-	"e other filters\x02Totals of all definitions, not narrowed by the other " +
-	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
-	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
-	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des). Each box says how many of this version’s occurrences are at that n" +
-	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Latest\x02yes: a start that names no version runs this on" +
-	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
-	" →\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
-	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
-	" default)\x02The call may last past the deadline, which cuts it short (d" +
-	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
-	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
-	" reveal this value: the reason is recorded with the reveal in the audit " +
-	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
-	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
-	" replica may reveal it; ask your administrator to start every replica wi" +
-	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
-	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
-	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
-	"ho, when, which field and why. The values themselves are never kept.\x02" +
-	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
-	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
-	"ept that request.\x02This form was sent from another site: the console t" +
-	"akes its forms from its own pages only. Open the console and send it fro" +
-	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
-	"s the title of its page shows it), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
-	"found only whole and exactly as given, capitals and accents included: a " +
-	"list shows a long one shortened, so copy it from its instance’s page. An" +
-	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
-	"has passed, or at once when an administrator erases it.\x02No instance o" +
-	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
-	"key. An ended instance is deleted, with its occurrences and attempts, on" +
-	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
-	"n administrator erases it; the audit log keeps the operator actions take" +
-	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
-	" whole id: the lists show the end of each id. Open the row, or copy its " +
-	"link, for the whole id.\x02A token in the address is not used: you are s" +
-	"igned in already. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02A token in the address is not used: paste it in" +
-	" the field below. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
-	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
-	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
-	"or a restart of the server), so your last action was not applied. Sign i" +
-	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
-	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
-	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
-	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
-	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
-	" your token in the field: it is empty.\x02This token is unknown, revoked" +
-	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
-	"token, for the API.\x02Only administrators see this page: tokens, consum" +
-	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
-	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
-	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"/reveals).\x02Filters\x02a token’s name, exact\x02exact; instances delet" +
+	"ed since are not found\x02from\x02to\x02Apply filters\x02Clear filters" +
+	"\x02No operator action matches.\x02All actions\x02The process instance m" +
+	"ust be a whole instance id (a UUID): the lists show the end of each id; " +
+	"open the instance, or copy its link, for the whole id.\x02The bulk actio" +
+	"n must be its id (a UUID).\x02Operator actions, newest first\x02No bulk " +
+	"action has the id %[1]s: check the link, or open the action from the aud" +
+	"it log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk acti" +
+	"on %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
+	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
+	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
+	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
+	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
+	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
+	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
+	" how far it got.\x02No progress since %[1]s: the replica running it may " +
+	"have stopped. What it applied stays; act on the filter again for the res" +
+	"t.\x02Error: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to cont" +
+	"ent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find " +
+	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
+	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
+	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
+	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
+	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
+	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
+	"y: external tasks and process instances are for operators and administra" +
+	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
+	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
+	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
+	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
+	"dress, or it is not visible to you. An ended instance is deleted, with i" +
+	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
+	") has passed, or at once when an administrator erases it; the audit log " +
+	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
+	"UUID): the lists show the end of each id; open the row, or copy its link" +
+	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
+	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
+	"ere deleted with it; the audit log keeps the operator actions taken on i" +
+	"t.\x02Form refused\x02This form was not sent from this console session, " +
+	"or it has expired: nothing was done. Open the form again and send it ane" +
+	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
+	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
+	"orm not received\x02This form did not arrive in time: nothing was done. " +
+	"Send it again.\x02This form could not be read: nothing was done. Send it" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
+	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
+	"appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
+	"act these fields’ values are less protected than under the older one." +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
+	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
+	"heir Working copy, immutable revisions and named releases.\x02Definition" +
+	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
+	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers, and signing sec" +
+	"rets, are sealed and never shown. Create and change destinations with re" +
+	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
+	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
+	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
+	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
+	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
+	"racters. It is kept after the erasure, whatever the retention: write the" +
+	" request’s reference, not the person’s name.\x02Erase process instance %" +
+	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
+	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
+	"siness key and the workers’ messages go with it; this cannot be undone. " +
+	"The audit records naming it stay (who did what, and why), and so do back" +
+	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
+	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
+	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
+	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
+	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
+	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
+	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
+	"ow, and what its workers finished in the last hour: occurrences that end" +
+	"ed completed or failed. An occurrence retried since counts where it ends" +
+	" next; a failed attempt with attempts left is not counted, its occurrenc" +
+	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
+	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
+	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
+	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
+	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
+	"%[2]s); recounted every few seconds, shown anew at each reload.\x02claim" +
+	"able since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02De" +
+	"finition %[1]s has no occurrence yet.\x02All definitions\x02Completions " +
+	"and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s," +
+	" %[2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
+	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
+	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
+	": ended instances are deleted with their occurrences %[1]s after they en" +
+	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
+	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
+	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
+	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
+	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
+	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
+	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
+	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
+	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
+	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
+	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
+	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
+	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
+	"ce has ended. As an administrator you may erase it now rather than wait " +
+	"for retention (a data subject’s request): it is deleted with its occurre" +
+	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
+	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
+	"attempt (its inputs could not be built), so it would fail the same way. " +
+	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02This instance is held at a failed node: an in" +
+	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
+	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
+	".\x02Stopping cancels the instance and its open occurrences. It does not" +
+	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
+	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
+	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never" +
+	": retention keeps ended instances forever (RELAIS_RETENTION)\x02never: a" +
+	"nother replica’s RELAIS_RETENTION keeps ended instances forever\x02Delet" +
+	"ed by retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02" +
+	"ended instances are kept %[1]s, another replica’s longer RELAIS_RETENTIO" +
+	"N\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stopp" +
+	"ed by an operator\x02held, then abandoned by an operator\x02The version " +
+	"must be a whole number from 1.\x02A version is a process’s: choose the p" +
+	"rocess too.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every " +
+	"instance this filter matches\x02The next page counts them and asks for a" +
+	" reason before anything changes.\x02Process instances, newest first\x02I" +
+	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
+	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
+	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
+	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
+	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
+	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
+	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
+	"elais has not called the destination yet.\x02Relais never called the des" +
+	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
+	"ination’s status code only when it refused the call (destination_http_NN" +
+	"N); a completed call answered 2xx. The duration runs from the claim of t" +
+	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
+	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
+	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
+	"ll.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
+	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
+	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
+	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
+	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
+	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
+	"atever the retention: write no customer data in it.\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
+	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
+	"ion’s answer could not be used: it must be one JSON object whose outputs" +
+	" member matches the revision’s outputs contract, and nothing after it. I" +
+	"ts message says what was wrong.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same.\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
+	"the same, so check before retrying.\x02The destination did not answer wi" +
+	"thin the call’s timeout: it may have acted all the same, so check before" +
+	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
+	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
+	" attempts): the worker answered, and its answer must change, not its loc" +
+	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
+	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
+	" answered, and its answer must change, not its lock.\x02The last attempt" +
+	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
+	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
+	"deadline passed before the occurrence was completed: no attempt succeede" +
+	"d in time.\x02The result did not match the revision's outputs contract." +
+	"\x02The answer to the call was lost (the connection broke after the requ" +
+	"est was sent, or Relais stopped or could not reach its database before r" +
+	"ecording it): whether the destination acted is unknown, so Relais does n" +
+	"ot call it again by itself (an operator’s retry does).\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt ended without a result" +
+	" (its lock expired, or its worker’s stream ended) with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path, and is held at a later node.\x02Its instance went " +
+	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
+	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
+	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
+	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
+	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
+	"nstance was stopped while the worker held the task: its report is refuse" +
+	"d, but it may already have done the work.\x02The instance was stopped du" +
+	"ring the call, which was aborted: the destination may already have acted" +
+	" on the request (check there).\x02The instance was stopped while the tas" +
+	"k was deferred: a settlement by id is refused, but the work it waited fo" +
+	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
+	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
+	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
+	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
+	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
+	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
+	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
+	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
+	"redacted]\x02Message from the worker (its own words, protected values ma" +
+	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
+	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
+	"vision is a definition’s: choose the definition too.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
+	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
+	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
+	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are recounted every few seconds, shown anew at each reload.\x02" +
+	"revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimab" +
+	"le since\x02call in progress since\x02lock until\x02deferred since\x02Pa" +
+	"ges\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1" +
+	"]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02This address holds a parameter that cannot be " +
+	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
+	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
+	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
+	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
+	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
+	"imes in\x02The console runs no script, so it cannot read your computer’s" +
+	" time zone: choose a place, whose daylight saving time is followed, or a" +
+	" fixed offset from UTC.\x02Reload lists and detail pages\x02A reload emp" +
+	"ties what you typed but did not apply (filters, the search box) and move" +
+	"s the focus back to the top of the page: “Pause reloading”, on every pag" +
+	"e that reloads, stops it until you resume. Pages where you type a reason" +
+	" (confirmations, and occurrences with a value to reveal) never reload on" +
+	" their own, nor does a revealed value.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1" +
+	"]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[1]d sec" +
+	"onds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pause" +
+	"d: this page stays as it is until you resume.\x02Published process versi" +
+	"ons: their nodes, routes and pinned revisions, drawn, with where their o" +
+	"ccurrences are now.\x02Published process versions: their nodes, routes a" +
+	"nd pinned revisions, drawn.\x02Processes by key\x02Versions, newest firs" +
+	"t\x02No process is published yet.\x02version %[1]d\x02older versions, fr" +
+	"om version %[1]d (each links the one before)\x02Process %[1]s\x02Start n" +
+	"ode\x02Graph\x02Columns follow the longest path from the start node. Sol" +
+	"id arrows are successes (labelled with their route), dashed ones failure" +
+	"s (labelled with their error codes). Each box says how many of this vers" +
+	"ion’s occurrences are at that node now.\x02Nodes\x02Nodes of this versio" +
+	"n, with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
+	" starts with an empty object.\x02Inputs an instance of this version is s" +
+	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
+	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
+	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
+	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
+	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
+	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every" +
+	" few seconds, shown anew at each reload.\x02Only administrators may reve" +
+	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
+	"corded with the reveal in the audit log.\x02Cannot reveal it here\x02Thi" +
+	"s replica lacks the data key the value was sealed with, so it cannot ope" +
+	"n it (nothing was recorded). Another replica may reveal it; ask your adm" +
+	"inistrator to start every replica with the same data keys.\x02Back to th" +
+	"e occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
+	"s its business key. A business key is found only whole and exactly as gi" +
+	"ven, capitals and accents included: a list shows a long one shortened, s" +
+	"o copy it from its instance’s page. An ended instance is deleted once th" +
+	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
+	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
+	"en in the address is not used: you are signed in already. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02A token" +
+	" in the address is not used: paste it in the field below. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02You are" +
+	" signed out.\x02The token you signed in with is revoked, and you are sig" +
+	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
+	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
+	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
+	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
+	" in with an operator, designer or administrator token.\x02Token\x02The t" +
+	"oken is checked once and never stored in your browser; a session cookie " +
+	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
+	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
+	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
+	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
+	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
+	"perators) that are not revoked. Consumer tokens are managed with their c" +
+	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
+	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
+	") was revoked: its next request is refused.\x02routing output\x02each it" +
+	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
+	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
+	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
+	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
+	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
+	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
+	"bscribe workers to it, with their consumers granted it (a worker naming " +
+	"no revision takes those its consumer is granted; a process version pins " +
+	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
+	"em: subscribe workers to them, with their consumers granted them (a work" +
+	"er naming no revision takes those its consumer is granted; a process ver" +
+	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x02No process uses this definition yet: " +
+	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
+	"nition: Relais calls its destinations (push), and it needs no worker." +
+	"\x02No worker is connected for this definition; none of its occurrences " +
+	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
+	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 845 elements
+var frIndex = []uint32{ // 846 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1744,214 +1745,214 @@ var frIndex = []uint32{ // 845 elements
 	0x00002844, 0x00002927, 0x00002947, 0x0000294d,
 	0x00002951, 0x00002958, 0x0000295e, 0x00002974,
 	0x00002994, 0x000029a4, 0x000029af, 0x000029c1,
-	0x00002ad7, 0x00002adf, 0x00002afa, 0x00002afd,
-	0x00002b00, 0x00002b16, 0x00002b31, 0x00002b5d,
+	0x00002ad7, 0x00002adf, 0x00002afa, 0x00002b3c,
+	0x00002b3f, 0x00002b42, 0x00002b58, 0x00002b73,
 	// Entry 80 - 9F
-	0x00002b70, 0x00002c43, 0x00002c8c, 0x00002cc2,
-	0x00002d3e, 0x00002e5f, 0x00002f23, 0x0000301e,
-	0x000030e4, 0x0000319b, 0x000031b5, 0x000031c4,
-	0x000031cb, 0x000031dc, 0x000031f2, 0x000031f8,
-	0x00003209, 0x00003213, 0x0000323a, 0x00003256,
-	0x0000325e, 0x0000326b, 0x00003277, 0x00003285,
-	0x00003292, 0x00003299, 0x000032a7, 0x000032cb,
-	0x000032db, 0x000032f3, 0x00003314, 0x00003346,
+	0x00002b9f, 0x00002bb2, 0x00002c85, 0x00002cce,
+	0x00002d04, 0x00002d80, 0x00002ea1, 0x00002f65,
+	0x00003060, 0x00003126, 0x000031dd, 0x000031f7,
+	0x00003206, 0x0000320d, 0x0000321e, 0x00003234,
+	0x0000323a, 0x0000324b, 0x00003255, 0x0000327c,
+	0x00003298, 0x000032a0, 0x000032ad, 0x000032b9,
+	0x000032c7, 0x000032d4, 0x000032db, 0x000032e9,
+	0x0000330d, 0x0000331d, 0x00003335, 0x00003356,
 	// Entry A0 - BF
-	0x00003382, 0x000033bc, 0x000033d2, 0x000033ec,
-	0x0000341e, 0x00003438, 0x00003447, 0x000034fb,
-	0x0000350d, 0x0000358d, 0x000035a9, 0x000035c0,
-	0x000035d8, 0x0000361b, 0x00003769, 0x00003822,
-	0x0000382e, 0x00003919, 0x0000392c, 0x000039d1,
-	0x000039e6, 0x00003a01, 0x00003a7d, 0x00003a92,
-	0x00003aef, 0x00003b45, 0x00003b61, 0x00003bb8,
-	0x00003bd0, 0x00003c68, 0x00003c8d, 0x00003ca7,
+	0x00003388, 0x000033c4, 0x000033fe, 0x00003414,
+	0x0000342e, 0x00003460, 0x0000347a, 0x00003489,
+	0x0000353d, 0x0000354f, 0x000035cf, 0x000035eb,
+	0x00003602, 0x0000361a, 0x0000365d, 0x000037ab,
+	0x00003864, 0x00003870, 0x0000395b, 0x0000396e,
+	0x00003a13, 0x00003a28, 0x00003a43, 0x00003abf,
+	0x00003ad4, 0x00003b31, 0x00003b87, 0x00003ba3,
+	0x00003bfa, 0x00003c12, 0x00003caa, 0x00003ccf,
 	// Entry C0 - DF
-	0x00003d98, 0x00003dc6, 0x00003dc9, 0x00003dcd,
-	0x00003dd4, 0x00003dde, 0x00003de4, 0x00003dec,
-	0x00003df2, 0x00003dfc, 0x00003e1d, 0x00003e36,
-	0x00003e49, 0x00003e81, 0x00003e9b, 0x00003eb6,
-	0x00003f1c, 0x00003f4e, 0x00003f54, 0x00003f59,
-	0x00003f65, 0x00003f74, 0x00003f80, 0x00003f8c,
-	0x00003f9e, 0x00003faf, 0x00004033, 0x00004045,
-	0x0000405c, 0x00004067, 0x000040bc, 0x000040c9,
+	0x00003ce9, 0x00003dda, 0x00003e08, 0x00003e0b,
+	0x00003e0f, 0x00003e16, 0x00003e20, 0x00003e26,
+	0x00003e2e, 0x00003e34, 0x00003e3e, 0x00003e5f,
+	0x00003e78, 0x00003e8b, 0x00003ec3, 0x00003edd,
+	0x00003ef8, 0x00003f5e, 0x00003f90, 0x00003f96,
+	0x00003f9b, 0x00003fa7, 0x00003fb6, 0x00003fc2,
+	0x00003fce, 0x00003fe0, 0x00003ff1, 0x00004075,
+	0x00004087, 0x0000409e, 0x000040a9, 0x000040fe,
 	// Entry E0 - FF
-	0x000040ee, 0x000040fa, 0x00004104, 0x0000410a,
-	0x00004116, 0x0000412e, 0x00004180, 0x00004190,
-	0x000041a0, 0x000041a9, 0x000041b4, 0x000041bc,
-	0x000041dc, 0x000041fe, 0x00004226, 0x0000422f,
-	0x0000423f, 0x0000425f, 0x00004267, 0x00004276,
-	0x00004295, 0x000042c0, 0x000042e6, 0x000042f6,
-	0x00004300, 0x0000430a, 0x00004329, 0x00004347,
-	0x0000441f, 0x0000443d, 0x00004481, 0x000044be,
+	0x0000410b, 0x00004130, 0x0000413c, 0x00004146,
+	0x0000414c, 0x00004158, 0x00004170, 0x000041c2,
+	0x000041d2, 0x000041e2, 0x000041eb, 0x000041f6,
+	0x000041fe, 0x0000421e, 0x00004240, 0x00004268,
+	0x00004271, 0x00004281, 0x000042a1, 0x000042a9,
+	0x000042b8, 0x000042d7, 0x00004302, 0x00004328,
+	0x00004338, 0x00004342, 0x0000434c, 0x0000436b,
+	0x00004389, 0x00004461, 0x0000447f, 0x000044c3,
 	// Entry 100 - 11F
-	0x000044f1, 0x00004521, 0x000045aa, 0x000045d6,
-	0x00004606, 0x00004628, 0x00004643, 0x0000465e,
-	0x0000467a, 0x00004696, 0x000046ac, 0x000046c6,
-	0x000046fd, 0x00004733, 0x00004753, 0x00004772,
-	0x00004779, 0x00004780, 0x0000478f, 0x000047ab,
-	0x000047bf, 0x000047d4, 0x0000483e, 0x00004854,
-	0x00004859, 0x0000486d, 0x00004885, 0x000048aa,
-	0x000048d8, 0x000048fd, 0x00004917, 0x00004a60,
+	0x00004500, 0x00004533, 0x00004563, 0x000045ec,
+	0x00004618, 0x00004648, 0x0000466a, 0x00004685,
+	0x000046a0, 0x000046bc, 0x000046d8, 0x000046ee,
+	0x00004708, 0x0000473f, 0x00004775, 0x00004795,
+	0x000047b4, 0x000047bb, 0x000047c2, 0x000047d1,
+	0x000047ed, 0x00004801, 0x00004816, 0x00004880,
+	0x00004896, 0x0000489b, 0x000048af, 0x000048c7,
+	0x000048ec, 0x0000491a, 0x0000493f, 0x00004959,
 	// Entry 120 - 13F
-	0x00004a75, 0x00004a85, 0x00004a89, 0x00004a9c,
-	0x00004aab, 0x00004ac2, 0x00004ad1, 0x00004ad8,
-	0x00004ae3, 0x00004b05, 0x00004b19, 0x00004bf7,
-	0x00004c1f, 0x00004ca8, 0x00004dae, 0x00004dc3,
-	0x00004e29, 0x00004eae, 0x00004f23, 0x00004f35,
-	0x00004f48, 0x00004f64, 0x00004f91, 0x00004fae,
-	0x00004fd1, 0x00004fdc, 0x00004fe7, 0x00004ffe,
-	0x00005165, 0x000051d6, 0x000051fd, 0x0000523b,
+	0x00004aa2, 0x00004ab7, 0x00004ac7, 0x00004acb,
+	0x00004ade, 0x00004aed, 0x00004b04, 0x00004b13,
+	0x00004b1a, 0x00004b25, 0x00004b47, 0x00004b5b,
+	0x00004c39, 0x00004c61, 0x00004cea, 0x00004df0,
+	0x00004e05, 0x00004e6b, 0x00004ef0, 0x00004f65,
+	0x00004f77, 0x00004f8a, 0x00004fa6, 0x00004fd3,
+	0x00004ff0, 0x00005013, 0x0000501e, 0x00005029,
+	0x00005040, 0x000051a7, 0x00005218, 0x0000523f,
 	// Entry 140 - 15F
-	0x00005247, 0x00005250, 0x00005264, 0x0000526e,
-	0x00005295, 0x000052b1, 0x000052cc, 0x000052fc,
-	0x0000536c, 0x00005387, 0x00005396, 0x000053a7,
-	0x000053c8, 0x000053fe, 0x00005416, 0x0000545d,
-	0x000054c8, 0x000054d3, 0x000054ed, 0x00005537,
-	0x0000553f, 0x0000554d, 0x0000555d, 0x00005587,
-	0x000055b0, 0x00005629, 0x00005682, 0x00005720,
-	0x0000579a, 0x000057aa, 0x000057c9, 0x000057d5,
+	0x0000527d, 0x00005289, 0x00005292, 0x000052a6,
+	0x000052b0, 0x000052d7, 0x000052f3, 0x0000530e,
+	0x0000533e, 0x000053ae, 0x000053c9, 0x000053d8,
+	0x000053e9, 0x0000540a, 0x00005440, 0x00005458,
+	0x0000549f, 0x0000550a, 0x00005515, 0x0000552f,
+	0x00005579, 0x00005581, 0x0000558f, 0x0000559f,
+	0x000055c9, 0x000055f2, 0x0000566b, 0x000056c4,
+	0x00005762, 0x000057dc, 0x000057ec, 0x0000580b,
 	// Entry 160 - 17F
-	0x000057ee, 0x000057f9, 0x00005806, 0x00005815,
-	0x0000581d, 0x00005827, 0x0000582f, 0x00005837,
-	0x0000583d, 0x00005844, 0x00005849, 0x0000584e,
-	0x00005852, 0x00005857, 0x0000585d, 0x00005863,
-	0x00005869, 0x0000586e, 0x00005873, 0x00005879,
-	0x00005883, 0x000058a3, 0x000058c5, 0x000058e9,
-	0x0000590f, 0x00005918, 0x00005934, 0x0000593d,
-	0x00005955, 0x0000595e, 0x000059b2, 0x000059d2,
+	0x00005817, 0x00005830, 0x0000583b, 0x00005848,
+	0x00005857, 0x0000585f, 0x00005869, 0x00005871,
+	0x00005879, 0x0000587f, 0x00005886, 0x0000588b,
+	0x00005890, 0x00005894, 0x00005899, 0x0000589f,
+	0x000058a5, 0x000058ab, 0x000058b0, 0x000058b5,
+	0x000058bb, 0x000058c5, 0x000058e5, 0x00005907,
+	0x0000592b, 0x00005951, 0x0000595a, 0x00005976,
+	0x0000597f, 0x00005997, 0x000059a0, 0x000059f4,
 	// Entry 180 - 19F
-	0x000059d8, 0x000059e3, 0x000059e9, 0x000059f7,
-	0x00005a02, 0x00005a10, 0x00005a43, 0x00005a67,
-	0x00005a96, 0x00005adf, 0x00005ae6, 0x00005afc,
-	0x00005b6f, 0x00005b95, 0x00005baf, 0x00005c97,
-	0x00005e26, 0x00005f2d, 0x00005f7d, 0x00005fae,
-	0x00005fe1, 0x00006010, 0x0000601b, 0x0000601f,
-	0x00006031, 0x00006046, 0x00006054, 0x000060ae,
-	0x00006113, 0x00006130, 0x00006173, 0x000061da,
+	0x00005a14, 0x00005a1a, 0x00005a25, 0x00005a2b,
+	0x00005a39, 0x00005a44, 0x00005a52, 0x00005a85,
+	0x00005aa9, 0x00005ad8, 0x00005b21, 0x00005b28,
+	0x00005b3e, 0x00005bb1, 0x00005bd7, 0x00005bf1,
+	0x00005cd9, 0x00005e68, 0x00005f6f, 0x00005fbf,
+	0x00005ff0, 0x00006023, 0x00006052, 0x0000605d,
+	0x00006061, 0x00006073, 0x00006088, 0x00006096,
+	0x000060f0, 0x00006155, 0x00006172, 0x000061b5,
 	// Entry 1A0 - 1BF
-	0x000061e7, 0x000061fc, 0x0000620f, 0x0000623a,
-	0x00006267, 0x0000629e, 0x000062e8, 0x000062fa,
-	0x00006332, 0x00006349, 0x00006355, 0x0000636c,
-	0x000063a0, 0x000063ea, 0x0000641f, 0x00006428,
-	0x0000643f, 0x0000646d, 0x00006480, 0x00006492,
-	0x000064a3, 0x000064ef, 0x00006569, 0x0000658d,
-	0x00006598, 0x000065a3, 0x000065ae, 0x000065b8,
-	0x000065c2, 0x000065cb, 0x000065d4, 0x000065dd,
+	0x0000621c, 0x00006229, 0x0000623e, 0x00006251,
+	0x0000627c, 0x000062a9, 0x000062e0, 0x0000632a,
+	0x0000633c, 0x00006374, 0x0000638b, 0x00006397,
+	0x000063ae, 0x000063e2, 0x0000642c, 0x00006461,
+	0x0000646a, 0x00006481, 0x000064af, 0x000064c2,
+	0x000064d4, 0x000064e5, 0x00006531, 0x000065ab,
+	0x000065cf, 0x000065da, 0x000065e5, 0x000065f0,
+	0x000065fa, 0x00006604, 0x0000660d, 0x00006616,
 	// Entry 1C0 - 1DF
-	0x000065e6, 0x000065ef, 0x000065f6, 0x00006604,
-	0x0000660a, 0x00006611, 0x00006618, 0x00006621,
-	0x00006626, 0x00006634, 0x0000663a, 0x00006640,
-	0x00006646, 0x0000664e, 0x00006657, 0x00006660,
-	0x00006673, 0x00006684, 0x000066a7, 0x000066c8,
-	0x000066d7, 0x000066e2, 0x000066ed, 0x000066fa,
-	0x000066fe, 0x00006702, 0x00006710, 0x0000671e,
-	0x0000672c, 0x0000674c, 0x0000675f, 0x00006778,
+	0x0000661f, 0x00006628, 0x00006631, 0x00006638,
+	0x00006646, 0x0000664c, 0x00006653, 0x0000665a,
+	0x00006663, 0x00006668, 0x00006676, 0x0000667c,
+	0x00006682, 0x00006688, 0x00006690, 0x00006699,
+	0x000066a2, 0x000066b5, 0x000066c6, 0x000066e9,
+	0x0000670a, 0x00006719, 0x00006724, 0x0000672f,
+	0x0000673c, 0x00006740, 0x00006744, 0x00006752,
+	0x00006760, 0x0000676e, 0x0000678e, 0x000067a1,
 	// Entry 1E0 - 1FF
-	0x0000678d, 0x0000679e, 0x000067b0, 0x000067c2,
-	0x000067c8, 0x000067cf, 0x000067d7, 0x000067df,
-	0x000067fd, 0x0000681b, 0x00006832, 0x00006847,
-	0x00006858, 0x0000685e, 0x00006877, 0x00006882,
-	0x000068b6, 0x000068c3, 0x000068e1, 0x000068ef,
-	0x000068f8, 0x000068ff, 0x0000691a, 0x00006924,
-	0x00006937, 0x00006971, 0x0000697a, 0x00006989,
-	0x000069ed, 0x000069f9, 0x00006a03, 0x00006a33,
+	0x000067ba, 0x000067cf, 0x000067e0, 0x000067f2,
+	0x00006804, 0x0000680a, 0x00006811, 0x00006819,
+	0x00006821, 0x0000683f, 0x0000685d, 0x00006874,
+	0x00006889, 0x0000689a, 0x000068a0, 0x000068b9,
+	0x000068c4, 0x000068f8, 0x00006905, 0x00006923,
+	0x00006931, 0x0000693a, 0x00006941, 0x0000695c,
+	0x00006966, 0x00006979, 0x000069b3, 0x000069bc,
+	0x000069cb, 0x00006a2f, 0x00006a3b, 0x00006a45,
 	// Entry 200 - 21F
-	0x00006a8e, 0x00006b75, 0x00006b80, 0x00006bb3,
-	0x00006bf1, 0x00006c6a, 0x00006c8f, 0x00006c94,
-	0x00006cb4, 0x00006cd1, 0x00006cf1, 0x00006d06,
-	0x00006d47, 0x00006d52, 0x00006d5c, 0x00006d85,
-	0x00006dfa, 0x00006e0b, 0x00006e48, 0x00006e7c,
-	0x00006edd, 0x00006f27, 0x00006f35, 0x00006f71,
-	0x00006f9b, 0x00006fe0, 0x00007008, 0x00007047,
-	0x00007068, 0x000070a6, 0x000070e6, 0x00007106,
+	0x00006a75, 0x00006ad0, 0x00006bb7, 0x00006bc2,
+	0x00006bf5, 0x00006c33, 0x00006cac, 0x00006cd1,
+	0x00006cd6, 0x00006cf6, 0x00006d13, 0x00006d33,
+	0x00006d48, 0x00006d89, 0x00006d94, 0x00006d9e,
+	0x00006dc7, 0x00006e3c, 0x00006e4d, 0x00006e8a,
+	0x00006ebe, 0x00006f1f, 0x00006f69, 0x00006f77,
+	0x00006fb3, 0x00006fdd, 0x00007022, 0x0000704a,
+	0x00007089, 0x000070aa, 0x000070e8, 0x00007128,
 	// Entry 220 - 23F
-	0x00007147, 0x00007171, 0x00007198, 0x0000721b,
-	0x00007233, 0x00007247, 0x0000725e, 0x0000726c,
-	0x00007277, 0x0000729a, 0x000072d8, 0x000072f7,
-	0x00007313, 0x00007381, 0x00007453, 0x000074b2,
-	0x00007537, 0x000075b4, 0x000076c8, 0x000077cb,
-	0x00007812, 0x0000789f, 0x0000790e, 0x00007954,
-	0x00007aa1, 0x00007ac9, 0x00007aec, 0x00007b23,
-	0x00007bb4, 0x00007c07, 0x00007c30, 0x00007d12,
+	0x00007148, 0x00007189, 0x000071b3, 0x000071da,
+	0x0000725d, 0x00007275, 0x00007289, 0x000072a0,
+	0x000072ae, 0x000072b9, 0x000072dc, 0x0000731a,
+	0x00007339, 0x00007355, 0x000073c3, 0x00007495,
+	0x000074f4, 0x00007579, 0x000075f6, 0x0000770a,
+	0x0000780d, 0x00007854, 0x000078e1, 0x00007950,
+	0x00007996, 0x00007ae3, 0x00007b0b, 0x00007b2e,
+	0x00007b65, 0x00007bf6, 0x00007c49, 0x00007c72,
 	// Entry 240 - 25F
-	0x00007d38, 0x00007d7f, 0x00007e03, 0x00007e7e,
-	0x00007efb, 0x00007f23, 0x00007f4b, 0x00007f92,
-	0x00007fdc, 0x0000800f, 0x00008022, 0x0000812a,
-	0x00008158, 0x00008194, 0x000081aa, 0x0000823e,
-	0x00008251, 0x0000828e, 0x000082e7, 0x00008323,
-	0x00008336, 0x0000838a, 0x000083bf, 0x000083d1,
-	0x000083e8, 0x00008427, 0x00008479, 0x000084a5,
-	0x00008542, 0x000085e8, 0x00008695, 0x000086a5,
+	0x00007d54, 0x00007d7a, 0x00007dc1, 0x00007e45,
+	0x00007ec0, 0x00007f3d, 0x00007f65, 0x00007f8d,
+	0x00007fd4, 0x0000801e, 0x00008051, 0x00008064,
+	0x0000816c, 0x0000819a, 0x000081d6, 0x000081ec,
+	0x00008280, 0x00008293, 0x000082d0, 0x00008329,
+	0x00008365, 0x00008378, 0x000083cc, 0x00008401,
+	0x00008413, 0x0000842a, 0x00008469, 0x000084bb,
+	0x000084e7, 0x00008584, 0x0000862a, 0x000086d7,
 	// Entry 260 - 27F
-	0x00008705, 0x00008776, 0x000087fb, 0x00008890,
-	0x0000889b, 0x000088b8, 0x000088d7, 0x000088e8,
-	0x00008902, 0x0000890b, 0x00008915, 0x00008963,
-	0x000089a8, 0x000089c7, 0x000089fc, 0x00008a4d,
-	0x00008a5e, 0x00008aa8, 0x00008abe, 0x00008ad2,
-	0x00008aeb, 0x00008b01, 0x00008b2b, 0x00008b33,
-	0x00008b46, 0x00008b4d, 0x00008b68, 0x00008b88,
-	0x00008bb8, 0x00008bcf, 0x00008be5, 0x00008c1d,
+	0x000086e7, 0x00008747, 0x000087b8, 0x0000883d,
+	0x000088d2, 0x000088dd, 0x000088fa, 0x00008919,
+	0x0000892a, 0x00008944, 0x0000894d, 0x00008957,
+	0x000089a5, 0x000089ea, 0x00008a09, 0x00008a3e,
+	0x00008a8f, 0x00008aa0, 0x00008aea, 0x00008b00,
+	0x00008b14, 0x00008b2d, 0x00008b43, 0x00008b6d,
+	0x00008b75, 0x00008b88, 0x00008b8f, 0x00008baa,
+	0x00008bca, 0x00008bfa, 0x00008c11, 0x00008c27,
 	// Entry 280 - 29F
-	0x00008c58, 0x00008c84, 0x00008d07, 0x00008d18,
-	0x00008d32, 0x00008d3d, 0x00008d51, 0x00008d63,
-	0x00008d79, 0x00008d8b, 0x00008d9d, 0x00008da3,
-	0x00008db5, 0x00008dc3, 0x00008dd2, 0x00008dde,
-	0x00008df4, 0x00008e1e, 0x00008e51, 0x00008ef9,
-	0x00008f49, 0x00008f71, 0x00008fc3, 0x00009005,
-	0x00009041, 0x00009058, 0x00009122, 0x0000914f,
-	0x00009309, 0x00009323, 0x0000933c, 0x0000935d,
+	0x00008c5f, 0x00008c9a, 0x00008cc6, 0x00008d49,
+	0x00008d5a, 0x00008d74, 0x00008d7f, 0x00008d93,
+	0x00008da5, 0x00008dbb, 0x00008dcd, 0x00008ddf,
+	0x00008de5, 0x00008df7, 0x00008e05, 0x00008e14,
+	0x00008e20, 0x00008e36, 0x00008e60, 0x00008e93,
+	0x00008f3b, 0x00008f8b, 0x00008fb3, 0x00009005,
+	0x00009047, 0x00009083, 0x0000909a, 0x00009164,
+	0x00009191, 0x0000934b, 0x00009365, 0x0000937e,
 	// Entry 2A0 - 2BF
-	0x00009374, 0x000093a1, 0x000093a8, 0x000093c2,
-	0x000093e8, 0x000093fd, 0x00009457, 0x000094ec,
-	0x0000954f, 0x00009562, 0x00009589, 0x000095b1,
-	0x000095bf, 0x00009613, 0x00009623, 0x00009634,
-	0x0000963b, 0x00009771, 0x00009778, 0x000097b2,
-	0x000097b7, 0x000097cc, 0x000097e0, 0x000097f2,
-	0x00009808, 0x00009818, 0x00009855, 0x00009895,
-	0x000098b0, 0x000098c1, 0x00009905, 0x00009926,
+	0x0000939f, 0x000093b6, 0x000093e3, 0x000093ea,
+	0x00009404, 0x0000942a, 0x0000943f, 0x00009499,
+	0x0000952e, 0x00009591, 0x000095a4, 0x000095cb,
+	0x000095f3, 0x00009601, 0x00009655, 0x00009665,
+	0x00009676, 0x0000967d, 0x000097b3, 0x000097ba,
+	0x000097f4, 0x000097f9, 0x0000980e, 0x00009822,
+	0x00009834, 0x0000984a, 0x0000985a, 0x00009897,
+	0x000098d7, 0x000098f2, 0x00009903, 0x00009947,
 	// Entry 2C0 - 2DF
-	0x00009938, 0x0000994a, 0x00009a1f, 0x00009a37,
-	0x00009ad8, 0x00009b67, 0x00009b77, 0x00009c51,
-	0x00009d13, 0x00009d18, 0x00009d28, 0x00009d36,
-	0x00009d46, 0x00009d56, 0x00009d64, 0x00009d74,
-	0x00009d7e, 0x00009da7, 0x00009dc1, 0x00009ddc,
-	0x00009e6a, 0x00009ea8, 0x00009eb9, 0x00009f50,
-	0x00009f5d, 0x00009f78, 0x00009fd1, 0x00009fe5,
-	0x0000a003, 0x0000a07d, 0x0000a0be, 0x0000a134,
+	0x00009968, 0x0000997a, 0x0000998c, 0x00009a61,
+	0x00009a79, 0x00009b1a, 0x00009ba9, 0x00009bb9,
+	0x00009c93, 0x00009d55, 0x00009d5a, 0x00009d6a,
+	0x00009d78, 0x00009d88, 0x00009d98, 0x00009da6,
+	0x00009db6, 0x00009dc0, 0x00009de9, 0x00009e03,
+	0x00009e1e, 0x00009eac, 0x00009eea, 0x00009efb,
+	0x00009f92, 0x00009f9f, 0x00009fba, 0x0000a013,
+	0x0000a027, 0x0000a045, 0x0000a0bf, 0x0000a100,
 	// Entry 2E0 - 2FF
-	0x0000a153, 0x0000a269, 0x0000a282, 0x0000a2c8,
-	0x0000a2e0, 0x0000a333, 0x0000a36e, 0x0000a406,
-	0x0000a432, 0x0000a458, 0x0000a48c, 0x0000a4a4,
-	0x0000a4cf, 0x0000a578, 0x0000a582, 0x0000a60a,
-	0x0000a63f, 0x0000a680, 0x0000a7fc, 0x0000a97b,
-	0x0000aa54, 0x0000ab69, 0x0000ac85, 0x0000ac9e,
-	0x0000ad1a, 0x0000ade3, 0x0000ae6c, 0x0000ae79,
-	0x0000aecb, 0x0000aed1, 0x0000af85, 0x0000b035,
+	0x0000a176, 0x0000a195, 0x0000a2ab, 0x0000a2c4,
+	0x0000a30a, 0x0000a322, 0x0000a375, 0x0000a3b0,
+	0x0000a448, 0x0000a474, 0x0000a49a, 0x0000a4ce,
+	0x0000a4e6, 0x0000a511, 0x0000a5ba, 0x0000a5c4,
+	0x0000a64c, 0x0000a681, 0x0000a6c2, 0x0000a83e,
+	0x0000a9bd, 0x0000aa96, 0x0000abab, 0x0000acc7,
+	0x0000ace0, 0x0000ad5c, 0x0000ae25, 0x0000aeae,
+	0x0000aebb, 0x0000af0d, 0x0000af13, 0x0000afc7,
 	// Entry 300 - 31F
-	0x0000b067, 0x0000b093, 0x0000b0fc, 0x0000b1a3,
-	0x0000b265, 0x0000b295, 0x0000b2a2, 0x0000b2a8,
-	0x0000b2be, 0x0000b2c9, 0x0000b2d0, 0x0000b2db,
-	0x0000b2e9, 0x0000b2f6, 0x0000b304, 0x0000b31d,
-	0x0000b34a, 0x0000b3f3, 0x0000b406, 0x0000b410,
-	0x0000b49f, 0x0000b500, 0x0000b55c, 0x0000b56e,
-	0x0000b588, 0x0000b59b, 0x0000b5d9, 0x0000b615,
-	0x0000b632, 0x0000b63f, 0x0000b64d, 0x0000b65b,
+	0x0000b077, 0x0000b0a9, 0x0000b0d5, 0x0000b13e,
+	0x0000b1e5, 0x0000b2a7, 0x0000b2d7, 0x0000b2e4,
+	0x0000b2ea, 0x0000b300, 0x0000b30b, 0x0000b312,
+	0x0000b31d, 0x0000b32b, 0x0000b338, 0x0000b346,
+	0x0000b35f, 0x0000b38c, 0x0000b435, 0x0000b448,
+	0x0000b452, 0x0000b4e1, 0x0000b542, 0x0000b59e,
+	0x0000b5b0, 0x0000b5ca, 0x0000b5dd, 0x0000b61b,
+	0x0000b657, 0x0000b674, 0x0000b681, 0x0000b68f,
 	// Entry 320 - 33F
-	0x0000b66b, 0x0000b6a7, 0x0000b6e1, 0x0000b75e,
-	0x0000b769, 0x0000b793, 0x0000b7a0, 0x0000b7bc,
-	0x0000b7c0, 0x0000b7d2, 0x0000b894, 0x0000b8c7,
-	0x0000b8d2, 0x0000b8dc, 0x0000b8f1, 0x0000b8fa,
-	0x0000b904, 0x0000b919, 0x0000b93d, 0x0000b957,
-	0x0000b96c, 0x0000b998, 0x0000b9d7, 0x0000b9dc,
-	0x0000b9f1, 0x0000ba03, 0x0000ba38, 0x0000ba49,
-	0x0000ba76, 0x0000baa5, 0x0000bbc7, 0x0000bce9,
+	0x0000b69d, 0x0000b6ad, 0x0000b6e9, 0x0000b723,
+	0x0000b7a0, 0x0000b7ab, 0x0000b7d5, 0x0000b7e2,
+	0x0000b7fe, 0x0000b802, 0x0000b814, 0x0000b8d6,
+	0x0000b909, 0x0000b914, 0x0000b91e, 0x0000b933,
+	0x0000b93c, 0x0000b946, 0x0000b95b, 0x0000b97f,
+	0x0000b999, 0x0000b9ae, 0x0000b9da, 0x0000ba19,
+	0x0000ba1e, 0x0000ba33, 0x0000ba45, 0x0000ba7a,
+	0x0000ba8b, 0x0000bab8, 0x0000bae7, 0x0000bc09,
 	// Entry 340 - 35F
-	0x0000bd5f, 0x0000bdea, 0x0000be79, 0x0000bee0,
-	0x0000bf22, 0x0000bf74, 0x0000bfbc, 0x0000c02f,
-	0x0000c077, 0x0000c0a5, 0x0000c0d3, 0x0000c106,
-	0x0000c139,
-} // Size: 3404 bytes
+	0x0000bd2b, 0x0000bda1, 0x0000be2c, 0x0000bebb,
+	0x0000bf22, 0x0000bf64, 0x0000bfb6, 0x0000bffe,
+	0x0000c071, 0x0000c0b9, 0x0000c0e7, 0x0000c115,
+	0x0000c148, 0x0000c17b,
+} // Size: 3408 bytes
 
-const frData string = "" + // Size: 49465 bytes
+const frData string = "" + // Size: 49531 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2108,13 +2109,14 @@ const frData string = "" + // Size: 49465 bytes
 	"eur, et chaque effacement fait par un administrateur, avec son motif. Le" +
 	"s révélations de valeurs sensibles ont leur propre journal, que les admi" +
 	"nistrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
-	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
-	"tres\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corres" +
-	"pond.\x02Toutes les actions\x02L’instance de processus doit être un iden" +
-	"tifiant d’instance complet (un UUID)\u202f: les listes montrent la fin d" +
-	"e chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour " +
-	"l’identifiant complet.\x02L’action groupée doit être désignée par son id" +
-	"entifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances s" +
+	"upprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filtr" +
+	"es\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne correspo" +
+	"nd.\x02Toutes les actions\x02L’instance de processus doit être un identi" +
+	"fiant d’instance complet (un UUID)\u202f: les listes montrent la fin de " +
+	"chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’" +
+	"identifiant complet.\x02L’action groupée doit être désignée par son iden" +
+	"tifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
 	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
 	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
 	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
@@ -2669,4 +2671,4 @@ const frData string = "" + // Size: 49465 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 94688 bytes (92KiB); checksum: AE461FE2
+	// Total table size 94807 bytes (92KiB); checksum: 47C1C4E1

@@ -38,6 +38,9 @@ where (sqlc.narg('instance_id')::uuid is null or a.instance_id = sqlc.narg('inst
   and (sqlc.narg('action')::text is null or a.action = sqlc.narg('action'))
   and (sqlc.narg('bulk_id')::uuid is null or a.bulk_id = sqlc.narg('bulk_id'))
   and (sqlc.narg('actor')::text is null or a.actor_name = sqlc.narg('actor'))
+  -- The instances that still exist with this business key: records of
+  -- deleted ones keep no key (the audit outlives retention).
+  and (sqlc.narg('business_key')::text is null or a.instance_id in (select i.id from instances i where i.business_key = sqlc.narg('business_key')))
   and (sqlc.narg('acted_after')::timestamptz is null or a.at >= sqlc.narg('acted_after'))
   and (sqlc.narg('acted_before')::timestamptz is null or a.at < sqlc.narg('acted_before'))
   and (sqlc.narg('before')::bigint is null or a.id < sqlc.narg('before'))

@@ -93,11 +93,14 @@ where ($1::uuid is null or a.instance_id = $1)
   and ($2::text is null or a.action = $2)
   and ($3::uuid is null or a.bulk_id = $3)
   and ($4::text is null or a.actor_name = $4)
-  and ($5::timestamptz is null or a.at >= $5)
-  and ($6::timestamptz is null or a.at < $6)
-  and ($7::bigint is null or a.id < $7)
+  -- The instances that still exist with this business key: records of
+  -- deleted ones keep no key (the audit outlives retention).
+  and ($5::text is null or a.instance_id in (select i.id from instances i where i.business_key = $5))
+  and ($6::timestamptz is null or a.at >= $6)
+  and ($7::timestamptz is null or a.at < $7)
+  and ($8::bigint is null or a.id < $8)
 order by a.id desc
-limit $8
+limit $9
 `
 
 type OperatorActionListParams struct {
@@ -105,6 +108,7 @@ type OperatorActionListParams struct {
 	Action      *string
 	BulkID      *uuid.UUID
 	Actor       *string
+	BusinessKey *string
 	ActedAfter  *time.Time
 	ActedBefore *time.Time
 	Before      *int64
@@ -136,6 +140,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 		arg.Action,
 		arg.BulkID,
 		arg.Actor,
+		arg.BusinessKey,
 		arg.ActedAfter,
 		arg.ActedBefore,
 		arg.Before,
