@@ -410,14 +410,21 @@ func (g *groupCommit) endGatherLocked(filled bool) []*groupWrite {
 // the database may merely be slow.
 func (e *Engine) CutShortWrites(patience time.Duration) {
 	before := time.Now().Add(-patience)
-	// The starts' groups too (SRE QA: starts held by a frozen server
-	// waited out their minute where settlements answered in seconds).
+	e.eachRunningGroup(func(rg *runningGroup) {
+		if rg.began.Before(before) {
+			rg.cut(pgfault.ErrUnresponsive)
+		}
+	})
+}
+
+// eachRunningGroup calls f for each group in flight, the starts' too (SRE
+// QA: starts held by a frozen server waited out their minute where
+// settlements answered in seconds), under its lane's lock.
+func (e *Engine) eachRunningGroup(f func(rg *runningGroup)) {
 	for _, g := range []*groupCommit{e.group, e.starts} {
 		g.runningMu.Lock()
 		for rg := range g.running {
-			if rg.began.Before(before) {
-				rg.cut(pgfault.ErrUnresponsive)
-			}
+			f(rg)
 		}
 		g.runningMu.Unlock()
 	}
@@ -431,15 +438,11 @@ func (e *Engine) CutShortWrites(patience time.Duration) {
 // reading).
 func (e *Engine) WritesStalledFor() time.Duration {
 	var oldest time.Time
-	for _, g := range []*groupCommit{e.group, e.starts} {
-		g.runningMu.Lock()
-		for rg := range g.running {
-			if oldest.IsZero() || rg.began.Before(oldest) {
-				oldest = rg.began
-			}
+	e.eachRunningGroup(func(rg *runningGroup) {
+		if oldest.IsZero() || rg.began.Before(oldest) {
+			oldest = rg.began
 		}
-		g.runningMu.Unlock()
-	}
+	})
 	if oldest.IsZero() {
 		return 0
 	}

@@ -356,6 +356,7 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int, stal
 					"schema_version", got, "known_schema_version", want)
 			}
 			writable, err := engine.Writable(ctx, eng.Pool())
+			stalled := eng.WritesStalledFor()
 			switch {
 			case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
 				answer(http.StatusServiceUnavailable, "database unreachable", nil)
@@ -365,9 +366,8 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int, stal
 				// A standby (the URL still names the old primary after a
 				// failover): every write would be refused.
 				answer(http.StatusServiceUnavailable, "database read-only", got)
-			case eng.WritesStalledFor() > stalledAfter:
-				answer(http.StatusServiceUnavailable, "database writes stalled", got,
-					"writes_stalled_seconds", int(eng.WritesStalledFor().Seconds()))
+			case stalled > stalledAfter:
+				answer(http.StatusServiceUnavailable, "database writes stalled", got, "writes_stalled_seconds", int(stalled.Seconds()))
 			default:
 				// Ready without a data key (a replica on its own
 				// PostgreSQL given none) takes all but sensitive and
