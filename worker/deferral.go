@@ -54,13 +54,13 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	switch {
 	case c.inFlight != nil:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w (%sanother call is deferring it)", ErrAlreadyDeferred, deferredTask(t, ": "))
+		return Deferral{}, deferRefusal(ErrAlreadyDeferred, t, "another call is deferring it")
 	case c.state == deferDone:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w%s", ErrAlreadyDeferred, deferredTask(t, ""))
+		return Deferral{}, deferRefusal(ErrAlreadyDeferred, t, "")
 	case c.state == deferTooLate:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("%w%s", ErrTooLateToDefer, deferredTask(t, ""))
+		return Deferral{}, deferRefusal(ErrTooLateToDefer, t, "")
 	}
 	c.inFlight = make(chan struct{})
 	c.mu.Unlock()
@@ -89,7 +89,7 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	if err != nil {
 		return Deferral{}, err
 	}
-	if log == nil {
+	if c.deferTo != nil {
 		return d, nil // a unit test's: no lock to let go of
 	}
 	if c.stopKeeping != nil {
@@ -102,17 +102,20 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	return d, nil
 }
 
-// deferredTask names t in a refusal of Defer ("task 0193…" then sep, or
-// " (task 0193…)" without one), or nothing for a unit test's Task
-// without an id.
-func deferredTask(t *Task, sep string) string {
-	switch {
-	case t.ID == "":
-		return ""
-	case sep != "":
-		return "task " + t.ID + sep
+// deferRefusal is err about t, with why: "(task 0193…: why)", the task
+// left out for a unit test's Task without an id.
+func deferRefusal(err error, t *Task, why string) error {
+	var said []string
+	if t.ID != "" {
+		said = append(said, "task "+t.ID)
 	}
-	return " (task " + t.ID + ")"
+	if why != "" {
+		said = append(said, why)
+	}
+	if len(said) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(said, ": "))
 }
 
 // WithDefer makes t, a Task a unit test built by hand, take Defer
