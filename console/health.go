@@ -229,7 +229,9 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			v.Errors = unknown.Texts
-			v.ChartUnknown = T(ctx, "Definition %s has no occurrence yet.", key)
+			if len(v.Errors) == 0 {
+				v.ChartUnknown = T(ctx, "Definition %s has no occurrence yet.", key)
+			}
 		}
 	} else {
 		for _, dh := range h.Definitions {
