@@ -117,7 +117,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
-		menus: snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL)}
+		menus: snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL).QuietWhen(engine.PoolClosed)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
 	c.countsOf = eng.FreshOccurrenceCounts
 	c.bulkCost = bulkCostPerInstance

@@ -449,7 +449,7 @@ func (vc *versionCounts) get(ctx context.Context, key string, version int) ([]en
 	if sc == nil {
 		sc = snapshot.New("console node counts", func(ctx context.Context) ([]engine.NodeCount, error) {
 			return vc.eng.CountOccurrencesByNode(ctx, key, version)
-		}, vc.c.logger, countsTTL).StampWith(vc.eng.Now)
+		}, vc.c.logger, countsTTL).StampWith(vc.eng.Now).QuietWhen(engine.PoolClosed)
 		vc.caches[id] = sc
 	}
 	vc.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
@@ -137,13 +138,18 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		replica: opts.Replica, origin: newOrigin(), revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo(),
 		bulkStop: make(chan struct{})}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
-		StampWith(e.Now)
-	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
-	e.defined = snapshot.New("definition keys", e.q.DefinitionKeys, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
+		StampWith(e.Now).QuietWhen(PoolClosed)
+	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now).QuietWhen(PoolClosed)
+	e.defined = snapshot.New("definition keys", e.q.DefinitionKeys, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now).QuietWhen(PoolClosed)
 	e.group = newGroupCommit(e, opts.GroupLanes)
 	e.starts = newGroupCommit(e, opts.GroupLanes)
 	return e
 }
+
+// PoolClosed reports whether err comes from the engine's pool closed
+// under it: the process is stopping, and a read still in flight fails for
+// that reason only.
+func PoolClosed(err error) bool { return errors.Is(err, puddle.ErrClosedPool) }
 
 // Replica is the name this process has in the worker catalog.
 func (e *Engine) Replica() string { return e.replica }

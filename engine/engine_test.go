@@ -621,3 +621,19 @@ func TestReplicaNames(t *testing.T) {
 		t.Errorf("20 pid-1 names were all %v: want them apart", seen)
 	}
 }
+
+func TestPoolClosedTellsAReadFailingOnTheClosedPool(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	e := New(pool, Options{Keys: testRing(t)})
+	_, err := e.Health(context.Background())
+	if err != nil || PoolClosed(err) {
+		t.Fatalf("health on an open pool: %v (closed %t)", err, PoolClosed(err))
+	}
+	// A snapshot's refresh in flight as the process stops: its WARN asked
+	// nothing of anyone (see snapshot.Cache.QuietWhen).
+	pool.Close()
+	if _, err := e.Health(context.Background()); !PoolClosed(err) {
+		t.Errorf("health on a closed pool: %v, want it told by PoolClosed", err)
+	}
+}

@@ -49,6 +49,9 @@ type Cache[T any] struct {
 	stamp func() time.Time
 	// idleWait is idleWait; tests shorten it.
 	idleWait time.Duration
+	// stopped tells a load's error that says its source closed for good
+	// (see QuietWhen).
+	stopped func(error) bool
 
 	mu         sync.Mutex
 	value      T
@@ -88,6 +91,16 @@ func New[T any](name string, load func(context.Context) (T, error), logger *slog
 // engine's clock, which tests move. It returns s for chaining after New.
 func (s *Cache[T]) StampWith(clock func() time.Time) *Cache[T] {
 	s.stamp = clock
+	return s
+}
+
+// QuietWhen has a refresh failure for which stopped is true logged at debug
+// level: the process is stopping and closed the source under a refresh in
+// flight, which every replica's shutdown (and the bench's every round)
+// then logged as a WARN that asked for nothing. It returns s for chaining
+// after New.
+func (s *Cache[T]) QuietWhen(stopped func(error) bool) *Cache[T] {
+	s.stopped = stopped
 	return s
 }
 
@@ -194,7 +207,7 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 			// snapshot failed every few seconds, three WARN lines each
 			// time (SRE QA); the repeats are at debug level.
 			level := slog.LevelWarn
-			if s.lastErr != nil {
+			if s.lastErr != nil || s.stopped != nil && s.stopped(err) {
 				level = slog.LevelDebug
 			}
 			s.lastErr = err

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -136,6 +137,36 @@ func TestCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
 		slog.New(slog.DiscardHandler), time.Second)
 	if _, _, err := cold.Get(context.Background()); err == nil {
 		t.Error("a cold cache whose load fails returned no error")
+	}
+}
+
+func TestQuietWhenLogsARefreshFailingOnAStoppedSourceAtDebug(t *testing.T) {
+	t.Parallel()
+	closed := errors.New("closed pool")
+	var stopping atomic.Bool
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	var logs testlog.Buffer
+	c := New("test", func(ctx context.Context) (int, error) {
+		if stopping.Load() {
+			return 0, fmt.Errorf("engine: health: %w", closed)
+		}
+		return 7, nil
+	}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), time.Second).
+		QuietWhen(func(err error) bool { return errors.Is(err, closed) })
+	c.now = clk.now
+	if _, _, err := c.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The process stops: its pool closes under a refresh.
+	stopping.Store(true)
+	clk.add(2 * time.Second)
+	c.Get(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "refreshing a cached snapshot failed") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=DEBUG msg=\"refreshing a cached snapshot failed") {
+		t.Errorf("a refresh failing on a closed source was logged\n%s\nwant at debug level", got)
 	}
 }
 
