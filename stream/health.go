@@ -21,7 +21,8 @@ import (
 const watchFarewell = time.Second
 
 // health reports the worker service as serving until its replica drains,
-// and not while its replica cannot reach PostgreSQL (as /readyz says).
+// and not while its replica cannot reach PostgreSQL or its writes stall
+// (as /readyz says).
 //
 // It streams changes too (grpchealth.Watcher), for the clients that
 // balance over replicas by watching them (gRPC's client-side health
@@ -36,6 +37,9 @@ type health struct {
 	// set, in Unix nanoseconds.
 	down      atomic.Bool
 	downSince atomic.Int64
+	// stalled is set while the replica's writes wait on commits that do
+	// not end though reads answer (see Service.SetWritesStalled).
+	stalled atomic.Bool
 
 	mu       sync.Mutex
 	watchers map[*func()]struct{}
@@ -77,6 +81,20 @@ func (s *Service) SetDatabaseUp(up bool) {
 	}
 	if up {
 		s.health.downSince.Store(0)
+	}
+}
+
+// SetWritesStalled tells the health service whether the replica's writes
+// have waited on a commit past what /readyz allows while PostgreSQL still
+// answers reads (a frozen WAL disk, a lock held by hand). Health says
+// NOT_SERVING meanwhile, as /readyz says 503 "database writes stalled":
+// a client balancing by gRPC health kept sending its work to a replica
+// that load balancers had already left (SRE QA). The streams are not
+// ended for it: they claim nothing new while their writes wait, and end
+// by their own rules if the database stops answering.
+func (s *Service) SetWritesStalled(stalled bool) {
+	if s.health.stalled.Swap(stalled) != stalled {
+		s.health.changed()
 	}
 }
 
@@ -154,7 +172,7 @@ func (h *health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpche
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	default:
 	}
-	if h.down.Load() {
+	if h.down.Load() || h.stalled.Load() {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil

@@ -10,7 +10,8 @@ import (
 	"connectrpc.com/grpchealth"
 )
 
-// A watch hears each change of PostgreSQL's reachability, then the drain,
+// A watch hears each change of PostgreSQL's reachability and of stalled
+// writes, then the drain,
 // and ends after saying NOT_SERVING for it, so that a drain waits for no
 // watch.
 func TestHealthWatch(t *testing.T) {
@@ -52,6 +53,18 @@ func TestHealthWatch(t *testing.T) {
 	s.SetDatabaseUp(true)
 	if got := next("database up"); got != grpchealth.StatusServing {
 		t.Fatalf("database up: %v, want SERVING", got)
+	}
+	s.SetWritesStalled(true)
+	if got := next("writes stalled"); got != grpchealth.StatusNotServing {
+		t.Fatalf("writes stalled: %v, want NOT_SERVING", got)
+	}
+	if got, err := client.Check(ctx, &grpchealth.CheckRequest{}); err != nil || got.Status != grpchealth.StatusNotServing {
+		t.Fatalf("check while writes stall: %v %v, want NOT_SERVING", got, err)
+	}
+	s.SetWritesStalled(true) // no change: nothing sent
+	s.SetWritesStalled(false)
+	if got := next("writes flow again"); got != grpchealth.StatusServing {
+		t.Fatalf("writes flow again: %v, want SERVING", got)
 	}
 	began := time.Now()
 	close(closing)

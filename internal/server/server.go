@@ -134,6 +134,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 			}
 			wasDown = err != nil
 			streams.SetDatabaseUp(err == nil)
+			streams.SetWritesStalled(d.Engine.WritesStalledFor() > writesStalledAfter)
 			// Only a database that does not answer closes the gate: one
 			// that refuses (stopped, or at max_connections while this
 			// replica's pool still works) fails each statement at once.
