@@ -158,6 +158,21 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if f.status(t, f.pullHeld) != "held" {
 		t.Fatal("showing the confirmation acted")
 	}
+	// The page is there to take a reason: its field has the focus (a
+	// keyboard user tabbed through the whole navigation to reach it), and
+	// a screen reader landing there reads the question and its consequence.
+	asked := confirm.doc.Find(`#action-reason`)
+	if _, focused := asked.Attr("autofocus"); !focused || confirm.doc.Find("[autofocus]").Length() != 1 {
+		t.Errorf("the confirmation's reason has autofocus %t (%d on the page), want the page's one", focused, confirm.doc.Find("[autofocus]").Length())
+	}
+	for _, id := range strings.Fields(asked.AttrOr("aria-describedby", "")) {
+		if confirm.doc.Find("#"+id).Length() != 1 || strings.TrimSpace(confirm.doc.Find("#"+id).Text()) == "" {
+			t.Errorf("the reason is described by #%s, which the page lacks or leaves empty", id)
+		}
+	}
+	if by := asked.AttrOr("aria-describedby", ""); by != "action-question action-consequence action-reason-hint" {
+		t.Errorf("the confirmation's reason is described by %q, want the question, its consequence and the hint", by)
+	}
 
 	// No reason: refused, explained, nothing done.
 	form.Set("reason", "   ")
@@ -170,7 +185,7 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if inv, _ := field.Attr("aria-invalid"); inv != "true" {
 		t.Errorf("the refused reason's aria-invalid = %q, want true", inv)
 	}
-	if by, _ := field.Attr("aria-describedby"); by != "action-reason-hint action-error" || r.doc.Find(`#action-error`).Length() != 1 {
+	if by, _ := field.Attr("aria-describedby"); by != "action-question action-consequence action-reason-hint action-error" || r.doc.Find(`#action-error`).Length() != 1 {
 		t.Errorf("the refused reason is described by %q, want its hint and the error", by)
 	}
 	if _, focused := field.Attr("autofocus"); !focused {
