@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -90,6 +91,23 @@ type Pairs struct {
 	Revisions []int32
 	// fields holds the declared fields per pair index; nil for every input.
 	fields [][]string
+	// specific is how specific the subscription a pair's fields come from
+	// is (see specificity).
+	specific []int
+}
+
+// specificity ranks a subscription's definition: a key above any pattern,
+// a longer pattern above a shorter one. Where several of a worker's
+// subscriptions match one revision, the most specific one's fields are
+// delivered, as the Go SDK's most specific handler takes the key: a
+// worker subscribed to loans.* and to loans.check_credit with declared
+// fields was delivered every input of check_credit, its secret too, the
+// pattern's "every input" winning a union (Zeebe-user QA).
+func specificity(definition string) int {
+	if IsKeyPattern(definition) {
+		return len(patternPrefix(definition))
+	}
+	return math.MaxInt
 }
 
 // DefinitionKeys returns the distinct definition keys of the pairs, in
@@ -147,12 +165,18 @@ func (p Pairs) byKey() json.RawMessage {
 	return b
 }
 
-func (p *Pairs) add(key string, revision int, fields []string) {
+// add adds (key, revision) with the fields a subscription of that
+// specificity declared. A pair already added keeps the fields of the more
+// specific subscription; of two as specific (one key listed twice, which
+// only the loose resolution lets through), the union of their fields,
+// every input if either wants every input.
+func (p *Pairs) add(key string, revision int, fields []string, specific int) {
 	if p.Matches(key, revision) {
-		// Subscribed twice (a key and a pattern covering it): the union of
-		// the fields, every input if either wants every input.
 		i := p.index(key, revision)
 		switch {
+		case specific > p.specific[i]:
+			p.fields[i], p.specific[i] = fields, specific
+		case specific < p.specific[i]:
 		case p.fields[i] == nil || fields == nil:
 			p.fields[i] = nil
 		default:
@@ -165,7 +189,7 @@ func (p *Pairs) add(key string, revision int, fields []string) {
 		return
 	}
 	p.Keys, p.Revisions = append(p.Keys, key), append(p.Revisions, int32(revision))
-	p.fields = append(p.fields, fields)
+	p.fields, p.specific = append(p.fields, fields), append(p.specific, specific)
 }
 
 // grantSet answers which revisions of a key a consumer's grants allow.
@@ -278,6 +302,12 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 	var errs, refused []fault.FieldError
 	for i, s := range subs {
 		at := fmt.Sprintf("/subscriptions/%d", i)
+		if j := slices.IndexFunc(subs[:i], func(o Subscription) bool { return o.Definition == s.Definition }); strict && j >= 0 {
+			// Which of the two says what the worker takes, its revisions
+			// and fields, cannot be told.
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("%s is subscribed to already, at /subscriptions/%d: list each key or pattern once", s.Definition, j)})
+			continue
+		}
 		var resolved []revisionKey
 		switch {
 		case IsKeyPattern(s.Definition):
@@ -360,7 +390,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 		}
 		errs = append(errs, ferrs...)
 		for _, k := range resolved {
-			p.add(k.key, k.rev, fields)
+			p.add(k.key, k.rev, fields, specificity(s.Definition))
 		}
 	}
 	if len(errs) > 0 {
@@ -464,10 +494,11 @@ func (e *Engine) stillGranted(ctx context.Context, consumerID int64, p Pairs) (P
 	for i := range p.Keys {
 		if allowed(i) {
 			var fields []string
+			specific := 0
 			if i < len(p.fields) {
-				fields = p.fields[i]
+				fields, specific = p.fields[i], p.specific[i]
 			}
-			kept.add(p.Keys[i], int(p.Revisions[i]), fields)
+			kept.add(p.Keys[i], int(p.Revisions[i]), fields, specific)
 		}
 	}
 	if len(kept.Keys) == 0 {

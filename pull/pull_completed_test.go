@@ -242,6 +242,38 @@ func TestDeclaredFields(t *testing.T) {
 	}
 }
 
+// Where a worker's subscriptions overlap (a pattern and a key it covers),
+// the most specific one says what is delivered: a catch-all pattern next
+// to a key's declared fields delivered every input, the secret card too
+// (Zeebe-user QA). One key or pattern listed twice is refused: which of
+// the two the worker meant cannot be told.
+func TestDeclaredFieldsOfTheMostSpecificSubscription(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	env.Process("pp", nsProcess("crm.add_company"))
+	token := env.Consumer("c", "crm.*")
+	pattern := map[string]any{"definition": "crm.*"}
+	key := map[string]any{"definition": "crm.add_company", "fields": []string{"/company"}}
+	for _, order := range [][]map[string]any{{pattern, key}, {key, pattern}} {
+		_, id := startNS(t, env, "pp")
+		occ := one(t, fetch(t, env, token, subscribe("w1", order...)), id)
+		if got, _ := json.Marshal(occ["inputs"]); string(got) != `{"company":"Acme"}` {
+			t.Errorf("subscribed to %v: inputs %s, want the key's declared field only", order, got)
+		}
+	}
+
+	for _, twice := range []map[string]any{key, pattern} {
+		p := wantProblem(t, "subscribed twice", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+			subscribe("w1", twice, map[string]any{"definition": twice["definition"], "fields": []string{"/city"}})), 400, "invalid_request")
+		errs, _ := p["errors"].([]any)
+		if len(errs) != 1 || errs[0].(map[string]any)["path"] != "/subscriptions/1/definition" ||
+			!strings.Contains(errs[0].(map[string]any)["message"].(string), "at /subscriptions/0") {
+			t.Errorf("%s subscribed twice: errors %v, want one at /subscriptions/1/definition naming /subscriptions/0", twice["definition"], errs)
+		}
+	}
+}
+
 // A revision published without a field a live worker declares leaves
 // that worker's fetches working: a subscription listing no revisions takes
 // the revisions its fields fit; one listing the revision is refused.
