@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/relais/relais/engine"
@@ -36,4 +37,23 @@ func LoseClaimAnswer(t interface{ Cleanup(func()) }, worker string) {
 	lose := func(w string) bool { return w == worker && done.CompareAndSwap(false, true) }
 	loseClaimAnswer.Store(&lose)
 	t.Cleanup(func() { loseClaimAnswer.Store(nil) })
+}
+
+// HoldBeforeWait holds worker's stream loop, once, the next time it is
+// about to wait for what comes next: held is closed once it is, and the
+// loop goes on when release is called.
+func HoldBeforeWait(t interface{ Cleanup(func()) }, worker string) (held <-chan struct{}, release func()) {
+	var done atomic.Bool
+	h, r := make(chan struct{}), make(chan struct{})
+	hook := func(w string) {
+		if w == worker && done.CompareAndSwap(false, true) {
+			close(h)
+			<-r
+		}
+	}
+	beforeWait.Store(&hook)
+	var once sync.Once
+	release = func() { once.Do(func() { close(r) }) }
+	t.Cleanup(func() { release(); beforeWait.Store(nil) })
+	return h, release
 }

@@ -519,7 +519,10 @@ func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 	r.due = time.NewTimer(time.Hour)
 	r.due.Stop()
 	defer r.due.Stop()
-	r.dirty = true
+	// The first claim asks when more is due unless it fills the credit:
+	// a retry announced before the stream opened was otherwise pushed at
+	// its first keep-alive.
+	r.dirty, r.recheckDue = true, true
 	// closing is the replica's stop, heard once; stopping says it was,
 	// grace when the assignments still held are handed back.
 	closing := svc.reg.closing
@@ -565,6 +568,9 @@ func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 			r.wakeAt(r.holdOff) // the claim held off comes then
 		}
 		r.publishRefill()
+		if hook := beforeWait.Load(); hook != nil {
+			(*hook)(s.workerID)
+		}
 		var wentDown <-chan struct{}
 		var lostC <-chan time.Time
 		if lost == nil {
@@ -625,6 +631,9 @@ func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 				r.wakeAt(at.Add(dueSlack))
 			} else {
 				r.dirty = true
+			}
+			if later := s.waiter.Later(); !later.IsZero() {
+				r.wakeAt(later.Add(dueSlack))
 			}
 		case <-r.due.C:
 			r.dueAt = time.Time{}

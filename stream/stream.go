@@ -72,6 +72,11 @@ var loseAnswer atomic.Pointer[func(ref engine.WorkerRef) bool]
 // due: where a test makes PostgreSQL hang.
 var emptyClaimed atomic.Pointer[func(worker string)]
 
+// beforeWait, set by tests only, is called with a stream's worker id each
+// time its loop is about to wait for what comes next: where a test holds
+// the loop while wake-ups pile up.
+var beforeWait atomic.Pointer[func(worker string)]
+
 // loseClaimAnswer, set by tests only, makes a claim of a stream of worker
 // that reserved something answer as if its COMMIT's answer had been lost.
 var loseClaimAnswer atomic.Pointer[func(worker string) bool]

@@ -28,11 +28,44 @@ type Hub struct {
 type Waiter struct {
 	pairs []string
 	c     chan time.Time
+
+	// later is the earliest time still ahead that a sooner pending wake
+	// displaced from c (see send), until Later takes it.
+	mu    sync.Mutex
+	later time.Time
 }
 
 // C is the channel a wake-up arrives on. It holds at most one pending
 // wake-up: the earliest.
 func (w *Waiter) C() <-chan time.Time { return w.c }
+
+// Later returns, and forgets, the earliest time still ahead that was
+// announced while a sooner wake-up was pending on C, and so not sent
+// (zero if none). A waiter that claims once woken and remembers due
+// times itself (a worker stream) asks for it after each wake-up from C:
+// a retry announced for later in the transaction that also made work
+// claimable now was lost, and the stream pushed it at its next keep-alive,
+// seconds late (Zeebe- and River-user QA).
+func (w *Waiter) Later() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at := w.later
+	w.later = time.Time{}
+	return at
+}
+
+// keepLater keeps at for Later if it is ahead and sooner than the time
+// kept.
+func (w *Waiter) keepLater(at time.Time) {
+	if at.IsZero() || !at.After(time.Now()) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.later.IsZero() || at.Before(w.later) {
+		w.later = at
+	}
+}
 
 // NewHub returns an empty hub that wakes every waiter of a notified pair.
 func NewHub() *Hub { return &Hub{byPair: map[string]map[*Waiter]struct{}{}} }
@@ -162,9 +195,9 @@ func (h *Hub) WakeAll() {
 	}
 }
 
-// send keeps the earliest pending wake: a waiter that has not consumed one
-// yet needs only the soonest time to re-check. The zero time (re-check now)
-// is the earliest of all.
+// send keeps the earliest pending wake on the waiter's channel, the zero
+// time (re-check now) the earliest of all, and the earliest of the later
+// ones still ahead for Later.
 func send(w *Waiter, at time.Time) {
 	select {
 	case w.c <- at:
@@ -172,8 +205,11 @@ func send(w *Waiter, at time.Time) {
 		select {
 		case prev := <-w.c:
 			if prev.IsZero() || !at.IsZero() && prev.Before(at) {
-				at = prev
+				at, prev = prev, at
 			}
+			// The later of the two is kept aside, not dropped: one still
+			// ahead is due after the wake-up sent claims.
+			w.keepLater(prev)
 		default:
 		}
 		select {

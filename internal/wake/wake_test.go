@@ -57,10 +57,21 @@ func TestPendingWakeKeepsTheEarliestTime(t *testing.T) {
 	if at, _ := pending(w); !at.Equal(now) {
 		t.Errorf("pending wake at %v, want the earliest %v", at, now)
 	}
+	// The times still ahead that the sooner wake displaced: the earliest
+	// is kept for the waiter to be woken then, once.
+	if later := w.Later(); !later.Equal(now.Add(time.Minute)) {
+		t.Errorf("kept for later: %v, want the earliest time displaced, %v", later, now.Add(time.Minute))
+	}
+	if later := w.Later(); !later.IsZero() {
+		t.Errorf("kept for later again: %v, want nothing (taken)", later)
+	}
 	h.Notify(payload("k", now.Add(time.Hour)))
 	h.WakeAll()
 	if at, ok := pending(w); !ok || !at.IsZero() {
 		t.Errorf("after WakeAll the pending wake is %v (%v), want the zero time: re-check now", at, ok)
+	}
+	if later := w.Later(); !later.Equal(now.Add(time.Hour)) {
+		t.Errorf("kept for later past WakeAll: %v, want %v", later, now.Add(time.Hour))
 	}
 	h.WakeAll()
 	h.Notify(payload("k", now))
