@@ -457,6 +457,12 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 		}
 	}
 
+	if t.ctl != nil {
+		// Whatever becomes of its report: a handler cut short (stopped,
+		// timed out, released at shutdown) returned its own error too
+		// (River-user QA: a hook saw nil for those).
+		t.ctl.end.HandlerErr = err
+	}
 	if t.ctl.deferred(true) {
 		// Whoever settles it later, by id, reports its outcome.
 		t.ended(OutcomeDeferred, "", nil)
@@ -496,7 +502,6 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 		// once, without spending an attempt.
 		r.handBack(t, log)
 	default:
-		t.ctl.end.HandlerErr = err
 		r.settleFail(t, failureOf(err), log)
 	}
 }

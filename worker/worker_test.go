@@ -1293,8 +1293,9 @@ func TestHandlerTimeout(t *testing.T) {
 				causes <- context.Cause(ctx)
 				if ignores {
 					<-release
+					return created(ctx, task)
 				}
-				return created(ctx, task)
+				return nil, context.Cause(ctx)
 			})
 			h.start()
 			if cause := <-causes; !errors.Is(cause, ErrHandlerTimeout) {
@@ -1310,6 +1311,11 @@ func TestHandlerTimeout(t *testing.T) {
 			case e := <-ends:
 				if e.Outcome != OutcomeFailed || e.ErrorCode != "handler_timeout" || e.Handler < 100*time.Millisecond {
 					t.Errorf("OnTaskEnd told %+v, want failed handler_timeout after at least the timeout", e)
+				}
+				// The error the handler returned once cut short, for a hook
+				// to log (River-user QA: nil); none from one still running.
+				if got := e.HandlerErr; ignores && got != nil || !ignores && !errors.Is(got, ErrHandlerTimeout) {
+					t.Errorf("OnTaskEnd's HandlerErr = %v, want the handler's own (ErrHandlerTimeout) once it returned", got)
 				}
 			case <-time.After(5 * time.Second):
 				t.Error("OnTaskEnd not told once the timeout was reported")
