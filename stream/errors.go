@@ -159,7 +159,7 @@ func protoDuration(iso string) string {
 
 // problemError is fe as a connect error with its Problem detail.
 func problemError(fe *fault.Error) *connect.Error {
-	ce := connect.NewError(CodeOf(fe.Kind), errors.New(fe.Detail))
+	ce := connect.NewError(CodeOf(fe.Kind), errors.New(statusMessage(fe)))
 	p := &workerv1.Problem{Code: fe.Code, Detail: fe.Detail}
 	for _, e := range fe.Errors {
 		p.Errors = append(p.Errors, &workerv1.FieldError{Path: e.Path, Message: e.Message})
@@ -172,6 +172,23 @@ func problemError(fe *fault.Error) *connect.Error {
 		ce.AddDetail(d)
 	}
 	return ce
+}
+
+// statusMessage is the gRPC status message of fe: its detail, and its
+// first field error when it has some. A client that logs the status alone
+// (most gRPC stacks do) read "the outputs violate revision 1 of
+// loans.check_credit: 3 problem(s)" without a pointer (Zeebe-user QA);
+// every one stays in the Problem detail.
+func statusMessage(fe *fault.Error) string {
+	if len(fe.Errors) == 0 {
+		return fe.Detail
+	}
+	first := fe.Errors[0]
+	msg := fe.Detail + "; first at " + first.Path + ": " + first.Message
+	if more := len(fe.Errors) - 1; more > 0 {
+		msg += fmt.Sprintf(" (and %d more in the Problem detail)", more)
+	}
+	return msg
 }
 
 // ProblemOf returns the Problem detail of a connect error, if it has one.

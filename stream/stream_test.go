@@ -117,6 +117,12 @@ func TestEachClientSubscribesReceivesAndSettles(t *testing.T) {
 			if len(p.GetErrors()) != 2 || !paths["/outputs/result"] || !paths["/outputs/crm_id"] {
 				t.Errorf("invalid_outputs errors %v, want /outputs/result (bad choice) and /outputs/crm_id (missing)", p.GetErrors())
 			}
+			// The status message alone names the first problem, for a
+			// client that logs only it (Zeebe-user QA).
+			first := p.GetErrors()[0]
+			if want := p.GetDetail() + "; first at " + first.GetPath() + ": " + first.GetMessage() + " (and 1 more in the Problem detail)"; !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("status %q, want its message to be %q", err, want)
+			}
 			// Noted on the attempt, as a REST refusal is.
 			as, _ := occurrence(t, f.env, a.GetOccurrenceId())["attempts"].([]any)
 			if refused, _ := as[0].(map[string]any)["refused_reports"].(map[string]any); len(as) != 1 || refused["count"] != 1.0 {
