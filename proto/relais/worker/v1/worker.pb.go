@@ -892,7 +892,7 @@ type CompleteRequest struct {
 	// The attempt this call is for (the Assignment's attempt): a report sent
 	// again after a lost answer then never settles a later attempt of the
 	// occurrence that the same worker holds (an earlier attempt's is refused
-	// lock_expired, an identical failure report replays its first answer).
+	// lock_expired, an identical report replays its first answer).
 	// Unset: the occurrence's current attempt.
 	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1027,7 +1027,7 @@ type FailRequest struct {
 	// The attempt this call is for (the Assignment's attempt): a report sent
 	// again after a lost answer then never settles a later attempt of the
 	// occurrence that the same worker holds (an earlier attempt's is refused
-	// lock_expired, an identical failure report replays its first answer).
+	// lock_expired, an identical report replays its first answer).
 	// Unset: the occurrence's current attempt.
 	Attempt       *int32 `protobuf:"varint,8,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1197,10 +1197,9 @@ type ExtendRequest struct {
 	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Unset: the server's default lock duration.
 	LockDuration *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
-	// The attempt this call is for (the Assignment's attempt): a report sent
-	// again after a lost answer then never settles a later attempt of the
-	// occurrence that the same worker holds (an earlier attempt's is refused
-	// lock_expired, an identical failure report replays its first answer).
+	// The attempt this call is for (the Assignment's attempt): an extension
+	// sent late never extends a later attempt of the occurrence that the same
+	// worker holds (an earlier attempt's is refused lock_expired).
 	// Unset: the occurrence's current attempt.
 	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1314,11 +1313,10 @@ type DeferRequest struct {
 	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
 	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Reason       string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The attempt this call is for (the Assignment's attempt): a report sent
-	// again after a lost answer then never settles a later attempt of the
+	// The attempt this call is for (the Assignment's attempt): a deferral
+	// sent again after a lost answer never defers a later attempt of the
 	// occurrence that the same worker holds (an earlier attempt's is refused
-	// lock_expired, an identical failure report replays its first answer).
-	// Unset: the occurrence's current attempt.
+	// lock_expired). Unset: the occurrence's current attempt.
 	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1447,11 +1445,10 @@ type ReleaseRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
 	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// The attempt this call is for (the Assignment's attempt): a report sent
-	// again after a lost answer then never settles a later attempt of the
+	// The attempt this call is for (the Assignment's attempt): a release
+	// sent again after a lost answer never gives back a later attempt of the
 	// occurrence that the same worker holds (an earlier attempt's is refused
-	// lock_expired, an identical failure report replays its first answer).
-	// Unset: the occurrence's current attempt.
+	// lock_expired). Unset: the occurrence's current attempt.
 	Attempt       *int32 `protobuf:"varint,3,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

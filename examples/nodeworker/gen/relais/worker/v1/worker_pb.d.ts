@@ -452,7 +452,7 @@ export declare type CompleteRequest = Message<"relais.worker.v1.CompleteRequest"
    * The attempt this call is for (the Assignment's attempt): a report sent
    * again after a lost answer then never settles a later attempt of the
    * occurrence that the same worker holds (an earlier attempt's is refused
-   * lock_expired, an identical failure report replays its first answer).
+   * lock_expired, an identical report replays its first answer).
    * Unset: the occurrence's current attempt.
    *
    * @generated from field: optional int32 attempt = 4;
@@ -541,7 +541,7 @@ export declare type FailRequest = Message<"relais.worker.v1.FailRequest"> & {
    * The attempt this call is for (the Assignment's attempt): a report sent
    * again after a lost answer then never settles a later attempt of the
    * occurrence that the same worker holds (an earlier attempt's is refused
-   * lock_expired, an identical failure report replays its first answer).
+   * lock_expired, an identical report replays its first answer).
    * Unset: the occurrence's current attempt.
    *
    * @generated from field: optional int32 attempt = 8;
@@ -613,10 +613,9 @@ export declare type ExtendRequest = Message<"relais.worker.v1.ExtendRequest"> & 
   lockDuration?: Duration | undefined;
 
   /**
-   * The attempt this call is for (the Assignment's attempt): a report sent
-   * again after a lost answer then never settles a later attempt of the
-   * occurrence that the same worker holds (an earlier attempt's is refused
-   * lock_expired, an identical failure report replays its first answer).
+   * The attempt this call is for (the Assignment's attempt): an extension
+   * sent late never extends a later attempt of the occurrence that the same
+   * worker holds (an earlier attempt's is refused lock_expired).
    * Unset: the occurrence's current attempt.
    *
    * @generated from field: optional int32 attempt = 4;
@@ -666,11 +665,10 @@ export declare type DeferRequest = Message<"relais.worker.v1.DeferRequest"> & {
   reason: string;
 
   /**
-   * The attempt this call is for (the Assignment's attempt): a report sent
-   * again after a lost answer then never settles a later attempt of the
+   * The attempt this call is for (the Assignment's attempt): a deferral
+   * sent again after a lost answer never defers a later attempt of the
    * occurrence that the same worker holds (an earlier attempt's is refused
-   * lock_expired, an identical failure report replays its first answer).
-   * Unset: the occurrence's current attempt.
+   * lock_expired). Unset: the occurrence's current attempt.
    *
    * @generated from field: optional int32 attempt = 4;
    */
@@ -726,11 +724,10 @@ export declare type ReleaseRequest = Message<"relais.worker.v1.ReleaseRequest"> 
   workerId: string;
 
   /**
-   * The attempt this call is for (the Assignment's attempt): a report sent
-   * again after a lost answer then never settles a later attempt of the
+   * The attempt this call is for (the Assignment's attempt): a release
+   * sent again after a lost answer never gives back a later attempt of the
    * occurrence that the same worker holds (an earlier attempt's is refused
-   * lock_expired, an identical failure report replays its first answer).
-   * Unset: the occurrence's current attempt.
+   * lock_expired). Unset: the occurrence's current attempt.
    *
    * @generated from field: optional int32 attempt = 3;
    */
