@@ -97,6 +97,10 @@ type WorkerServiceClient interface {
 	// same consumer: no lock, no expiry (DESIGN §11).
 	Defer(context.Context, *connect.Request[v1.DeferRequest]) (*connect.Response[v1.DeferResponse], error)
 	// Release hands the reservation back at once without spending an attempt.
+	// The task is claimable again at once, by this stream too when it has
+	// credit: release what is held after Drain, when stopping. A worker that
+	// releases what it cannot take now gets it back in a loop; to set a task
+	// aside, Fail it retryable with a retry_delay, or Defer it.
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
 }
 
@@ -248,6 +252,10 @@ type WorkerServiceHandler interface {
 	// same consumer: no lock, no expiry (DESIGN §11).
 	Defer(context.Context, *connect.Request[v1.DeferRequest]) (*connect.Response[v1.DeferResponse], error)
 	// Release hands the reservation back at once without spending an attempt.
+	// The task is claimable again at once, by this stream too when it has
+	// credit: release what is held after Drain, when stopping. A worker that
+	// releases what it cannot take now gets it back in a loop; to set a task
+	// aside, Fail it retryable with a retry_delay, or Defer it.
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
 }
 

@@ -998,6 +998,10 @@ export declare const WorkerService: GenService<{
   },
   /**
    * Release hands the reservation back at once without spending an attempt.
+   * The task is claimable again at once, by this stream too when it has
+   * credit: release what is held after Drain, when stopping. A worker that
+   * releases what it cannot take now gets it back in a loop; to set a task
+   * aside, Fail it retryable with a retry_delay, or Defer it.
    *
    * @generated from rpc relais.worker.v1.WorkerService.Release
    */
