@@ -148,7 +148,8 @@ func (s *Service) Handlers() map[string]http.Handler {
 	path, inner := workerv1connect.NewWorkerServiceHandler(s, opts...)
 	inner = withResponseController(inner)
 	h := s.authenticatedFirst(inner)
-	out[path] = h
+	// The service's path ending in / takes only what no procedure is.
+	out[path] = s.authenticatedFirst(unknownProcedure())
 	// Each procedure at its own path too, so that the request metrics and
 	// logs tell a minutes-long Subscribe from a Complete (the service path,
 	// ending in /, takes what no procedure is).
@@ -167,6 +168,25 @@ func (s *Service) Handlers() map[string]http.Handler {
 	path, h = grpchealth.NewHandler(s.health)
 	out[path] = s.health.endWatches(h)
 	return out
+}
+
+// unknownProcedure answers a call to a procedure the worker service lacks
+// in the call's own protocol (gRPC's UNIMPLEMENTED, Connect's
+// unimplemented), naming the procedures it has: connect-go answered a
+// bare text/plain 404, which a gRPC client reports as an unexpected HTTP
+// status (Zeebe-user QA, calling ActivateJobs).
+func unknownProcedure() http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/"+workerv1connect.WorkerServiceName+"/")
+		err := connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s has no procedure %q: its procedures are Subscribe, Heartbeat, Drain, Complete, Fail, Extend, Defer and Release",
+			workerv1connect.WorkerServiceName, name))
+		if !ew.IsSupported(r) {
+			http.Error(w, err.Message(), http.StatusNotFound)
+			return
+		}
+		_ = ew.Write(w, r, err)
+	})
 }
 
 // authenticatedFirst refuses a worker-service call whose token does not

@@ -617,3 +617,31 @@ func TestSettlementsAreTimedAsTheRESTRoutes(t *testing.T) {
 		t.Error("a heartbeat was timed as a settlement")
 	}
 }
+
+// A procedure the service lacks is answered in the call's own protocol,
+// unimplemented, naming the procedures it has: connect-go's bare
+// text/plain 404 read as an unexpected HTTP status to a gRPC client
+// (Zeebe-user QA, calling ActivateJobs).
+func TestUnknownProcedure(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	const procedure = "/" + workerv1connect.WorkerServiceName + "/ActivateJobs"
+	for _, kind := range []string{"grpc", "grpcweb", "connect"} {
+		c := newClient(t, kind, f.env.URL)
+		_, err := call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, f.consumer, procedure, &workerv1.DrainRequest{})
+		if code, _ := refusal(err); code != "unimplemented" || !strings.Contains(err.Error(), `no procedure "ActivateJobs": its procedures are Subscribe`) {
+			t.Errorf("%s: %v (%s), want unimplemented naming the procedures", kind, err, code)
+		}
+	}
+	// The token first, as for every call.
+	req, _ := newRawRequest(f.env.URL+procedure, "", `{}`)
+	req.Header.Del("Authorization")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a token: %d, want 401", res.StatusCode)
+	}
+}
