@@ -146,9 +146,15 @@ func (f FieldError) String() string { return f.Path + ": " + f.Message }
 // any other non-2xx response, whose Code is then empty). Use errors.As to
 // get it from the errors this package returns.
 type APIError struct {
+	// Status is the HTTP status (a worker stream's refusal is given the
+	// status its REST route answers).
 	Status int
-	Code   string
+	// Code is the problem's stable code (README, Problem codes):
+	// lock_expired, already_settled, not_granted, … Match it, not Detail.
+	Code string
+	// Detail says what happened, in words meant for a person.
 	Detail string
+	// Errors point at the members of the request that were refused.
 	Errors []FieldError
 	// RetryAfter is the server's Retry-After, when it sent one.
 	RetryAfter time.Duration

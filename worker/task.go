@@ -28,7 +28,10 @@ import (
 
 // Task is one reserved occurrence, as fetch-and-lock delivered it.
 type Task struct {
-	ID         string `json:"id"`
+	// ID is the occurrence's id, the same for every attempt: key outside
+	// effects by it (delivery is at least once).
+	ID string `json:"id"`
+	// Definition and Revision are the task contract the inputs follow.
 	Definition string `json:"definition"`
 	Revision   int    `json:"revision"`
 	// Inputs are the validated inputs, secrets in clear: never log them.
@@ -45,9 +48,13 @@ type Task struct {
 	LockExpiresAt time.Time `json:"lock_expires_at"`
 	// DeadlineAt is when the occurrence times out, if it has a deadline.
 	DeadlineAt *time.Time `json:"deadline_at"`
-	InstanceID string     `json:"instance_id"`
-	Node       string     `json:"node"`
-	Priority   int        `json:"priority"`
+	// InstanceID is the process instance the occurrence belongs to, and
+	// Node the process node that made it.
+	InstanceID string `json:"instance_id"`
+	Node       string `json:"node"`
+	// Priority is the node's policy priority, 0 to 9: higher is claimed
+	// first.
+	Priority int `json:"priority"`
 
 	// wire reports the task's outcome: the REST routes for a fetched task,
 	// the worker protocol for a streamed one.
@@ -747,7 +754,12 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		}
 		// Debug: a worker busy at a few thousand tasks a second would
 		// write as many lines; what went wrong is logged above it.
-		log.Debug("task completed", "route", route)
+		if route != "" {
+			log.Debug("task completed", "route", route)
+		} else {
+			// A definition without a routing output has no route to say.
+			log.Debug("task completed")
+		}
 		t.ended(OutcomeCompleted, "", nil)
 	case errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity && ae.Code == codeInvalidOutputs:
 		// The problem's pointers and messages describe the contract,

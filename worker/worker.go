@@ -227,11 +227,14 @@ type TaskStart struct {
 // TaskEnd is what became of a task whose handler ran (see
 // Config.OnTaskEnd).
 type TaskEnd struct {
+	// Definition, Revision, OccurrenceID and Attempt are the task's
+	// (Task's Definition, Revision, ID and Attempt).
 	Definition   string
 	Revision     int
 	OccurrenceID string
 	Attempt      int
-	Outcome      TaskOutcome
+	// Outcome is how the task ended for this worker.
+	Outcome TaskOutcome
 	// ErrorCode is the code the failure was reported with (OutcomeFailed),
 	// as Relais received it.
 	ErrorCode string
