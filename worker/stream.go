@@ -430,6 +430,11 @@ func (s *streamSession) live() bool {
 // may have it by then).
 var errStreamEnded = errors.New("the stream ended")
 
+// errNotResumed is why a streamed task's handler is cancelled once the
+// stream that followed its stream's end did not resume it: Relais took the
+// task back (or its lock lapsed), and would refuse its outcome.
+var errNotResumed = errors.New("the next stream could not resume the task")
+
 // waitingTask is a streamed task waiting for a slot. The server frees a
 // slot's credit when its outcome commits and pushes the next task at once,
 // which can arrive before the outcome's answer frees the slot here: the
@@ -734,7 +739,7 @@ func (r *run) adopt(s *streamSession, asked []*orphan, resumed []string) {
 			continue
 		}
 		r.w.log.Info("the new stream did not resume the task (Relais took it back as the stream ended, or its lock lapsed); cancelling the handler", taskAttrs(t.task)...)
-		t.cancel(fmt.Errorf("%w: %w, and the next stream could not resume the task", ErrLockLost, errStreamEnded))
+		t.cancel(fmt.Errorf("%w: %w, and %w", ErrLockLost, errStreamEnded, errNotResumed))
 	}
 }
 
