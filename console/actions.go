@@ -151,7 +151,7 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 		v.Question = T(ctx, "Stop this instance? Its open occurrences are cancelled.")
 		// A push call in flight is cut short, its request already sent
 		// (console QA: a payment's stop said nothing of it).
-		v.Consequence = T(ctx, "Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.")
+		v.Consequence = T(ctx, "Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.")
 		v.Confirm = T(ctx, "Stop the instance")
 		v.Danger = true
 	}

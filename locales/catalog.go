@@ -705,7 +705,7 @@ var messageKeyToIndex = map[string]int{
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
 	"Workers seen within three heartbeats": 811,
 	"Workers serving %s":                   819,
-	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
+	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        217,
 	"You are signed out.": 759,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              167,
@@ -894,241 +894,241 @@ var enIndex = []uint32{ // 846 elements
 	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
 	0x000001c3, 0x000001e0, 0x0000024b, 0x000002fa,
 	0x0000030d, 0x0000032c, 0x0000036b, 0x000003e1,
-	0x000003f6, 0x00000412, 0x0000044a, 0x00000575,
-	0x00000587, 0x00000633, 0x000006f5, 0x000007c3,
+	0x000003f6, 0x00000412, 0x0000044a, 0x000005ad,
+	0x000005bf, 0x0000066b, 0x0000072d, 0x000007fb,
 	// Entry 20 - 3F
-	0x000007d5, 0x000007f1, 0x00000806, 0x0000088d,
-	0x0000091a, 0x000009a7, 0x00000a9f, 0x00000adc,
-	0x00000b1b, 0x00000b4d, 0x00000bbc, 0x00000c25,
-	0x00000c60, 0x00000d05, 0x00000d52, 0x00000d75,
-	0x00000dd5, 0x00000e28, 0x00000e81, 0x00000eda,
-	0x00000f07, 0x00000f64, 0x00000fbf, 0x00000fcf,
-	0x0000100e, 0x0000104f, 0x00001056, 0x0000108c,
-	0x0000109d, 0x00001118, 0x0000113d, 0x0000116b,
+	0x0000080d, 0x00000829, 0x0000083e, 0x000008c5,
+	0x00000952, 0x000009df, 0x00000ad7, 0x00000b14,
+	0x00000b53, 0x00000b85, 0x00000bf4, 0x00000c5d,
+	0x00000c98, 0x00000d3d, 0x00000d8a, 0x00000dad,
+	0x00000e0d, 0x00000e60, 0x00000eb9, 0x00000f12,
+	0x00000f3f, 0x00000f9c, 0x00000ff7, 0x00001007,
+	0x00001046, 0x00001087, 0x0000108e, 0x000010c4,
+	0x000010d5, 0x00001150, 0x00001175, 0x000011a3,
 	// Entry 40 - 5F
-	0x000011e7, 0x00001231, 0x00001265, 0x00001295,
-	0x000012d9, 0x00001311, 0x0000133e, 0x0000136e,
-	0x000013be, 0x000013f6, 0x00001456, 0x000014ad,
-	0x000014df, 0x00001525, 0x0000155a, 0x000015d3,
-	0x000015db, 0x000015e3, 0x000015ea, 0x000015f7,
-	0x00001602, 0x00001614, 0x00001621, 0x0000162c,
-	0x0000163b, 0x00001646, 0x00001660, 0x0000166a,
-	0x0000169d, 0x000017e7, 0x00001add, 0x00001c0c,
+	0x0000121f, 0x00001269, 0x0000129d, 0x000012cd,
+	0x00001311, 0x00001349, 0x00001376, 0x000013a6,
+	0x000013f6, 0x0000142e, 0x0000148e, 0x000014e5,
+	0x00001517, 0x0000155d, 0x00001592, 0x0000160b,
+	0x00001613, 0x0000161b, 0x00001622, 0x0000162f,
+	0x0000163a, 0x0000164c, 0x00001659, 0x00001664,
+	0x00001673, 0x0000167e, 0x00001698, 0x000016a2,
+	0x000016d5, 0x0000181f, 0x00001b15, 0x00001c44,
 	// Entry 60 - 7F
-	0x00001c26, 0x00001c38, 0x00001c59, 0x00001c73,
-	0x00001c97, 0x00001cbb, 0x00001ce2, 0x00001d52,
-	0x00001d7a, 0x00001db5, 0x00001e5a, 0x00001ed3,
-	0x00001f28, 0x00001fd7, 0x00001ff3, 0x00001ff8,
-	0x00001ffc, 0x00002003, 0x0000200a, 0x0000201b,
-	0x00002034, 0x00002040, 0x00002048, 0x00002052,
-	0x0000213a, 0x00002142, 0x0000215a, 0x00002187,
-	0x0000218c, 0x0000218f, 0x0000219d, 0x000021ab,
+	0x00001c5e, 0x00001c70, 0x00001c91, 0x00001cab,
+	0x00001ccf, 0x00001cf3, 0x00001d1a, 0x00001d8a,
+	0x00001db2, 0x00001ded, 0x00001e92, 0x00001f0b,
+	0x00001f60, 0x0000200f, 0x0000202b, 0x00002030,
+	0x00002034, 0x0000203b, 0x00002042, 0x00002053,
+	0x0000206c, 0x00002078, 0x00002080, 0x0000208a,
+	0x00002172, 0x0000217a, 0x00002192, 0x000021bf,
+	0x000021c4, 0x000021c7, 0x000021d5, 0x000021e3,
 	// Entry 80 - 9F
-	0x000021c7, 0x000021d3, 0x00002268, 0x00002291,
-	0x000022b0, 0x00002308, 0x000023e0, 0x00002473,
-	0x00002528, 0x000025bc, 0x0000263b, 0x00002651,
-	0x00002660, 0x00002669, 0x00002679, 0x00002689,
-	0x00002690, 0x0000269f, 0x000026a9, 0x000026c8,
-	0x000026db, 0x000026e0, 0x000026ec, 0x000026f4,
-	0x000026fe, 0x0000270b, 0x00002712, 0x0000271a,
-	0x00002735, 0x0000273e, 0x0000274f, 0x00002766,
+	0x000021ff, 0x0000220b, 0x000022a0, 0x000022c9,
+	0x000022e8, 0x00002340, 0x00002418, 0x000024ab,
+	0x00002560, 0x000025f4, 0x00002673, 0x00002689,
+	0x00002698, 0x000026a1, 0x000026b1, 0x000026c1,
+	0x000026c8, 0x000026d7, 0x000026e1, 0x00002700,
+	0x00002713, 0x00002718, 0x00002724, 0x0000272c,
+	0x00002736, 0x00002743, 0x0000274a, 0x00002752,
+	0x0000276d, 0x00002776, 0x00002787, 0x0000279e,
 	// Entry A0 - BF
-	0x00002789, 0x000027b0, 0x000027d1, 0x000027e2,
-	0x000027e9, 0x00002810, 0x00002820, 0x0000282c,
-	0x000028aa, 0x000028ba, 0x00002922, 0x00002939,
-	0x00002949, 0x0000295d, 0x0000299a, 0x00002ab3,
-	0x00002b30, 0x00002b3a, 0x00002bf5, 0x00002c02,
-	0x00002c7f, 0x00002c90, 0x00002c9f, 0x00002cff,
-	0x00002d11, 0x00002d54, 0x00002d92, 0x00002daa,
-	0x00002df0, 0x00002e05, 0x00002e74, 0x00002e85,
+	0x000027c1, 0x000027e8, 0x00002809, 0x0000281a,
+	0x00002821, 0x00002848, 0x00002858, 0x00002864,
+	0x000028e2, 0x000028f2, 0x0000295a, 0x00002971,
+	0x00002981, 0x00002995, 0x000029d2, 0x00002aeb,
+	0x00002b68, 0x00002b72, 0x00002c2d, 0x00002c3a,
+	0x00002cb7, 0x00002cc8, 0x00002cd7, 0x00002d37,
+	0x00002d49, 0x00002d8c, 0x00002dca, 0x00002de2,
+	0x00002e28, 0x00002e3d, 0x00002eac, 0x00002ebd,
 	// Entry C0 - DF
-	0x00002e98, 0x00002f5d, 0x00002f75, 0x00002f78,
-	0x00002f7d, 0x00002f84, 0x00002f8f, 0x00002f95,
-	0x00002f9b, 0x00002fa2, 0x00002faa, 0x00002fc5,
-	0x00002fd2, 0x00002fe0, 0x0000300a, 0x00003020,
-	0x00003037, 0x0000307d, 0x0000309f, 0x000030a5,
-	0x000030aa, 0x000030b3, 0x000030c2, 0x000030ce,
-	0x000030da, 0x000030eb, 0x000030f8, 0x00003155,
-	0x00003164, 0x0000316f, 0x00003179, 0x000031b7,
+	0x00002ed0, 0x00002f95, 0x00002fad, 0x00002fb0,
+	0x00002fb5, 0x00002fbc, 0x00002fc7, 0x00002fcd,
+	0x00002fd3, 0x00002fda, 0x00002fe2, 0x00002ffd,
+	0x0000300a, 0x00003018, 0x00003042, 0x00003058,
+	0x0000306f, 0x000030b5, 0x000030d7, 0x000030dd,
+	0x000030e2, 0x000030eb, 0x000030fa, 0x00003106,
+	0x00003112, 0x00003123, 0x00003130, 0x0000318d,
+	0x0000319c, 0x000031a7, 0x000031b1, 0x000031ef,
 	// Entry E0 - FF
-	0x000031c0, 0x000031d0, 0x000031d8, 0x000031e1,
-	0x000031e7, 0x000031f1, 0x00003203, 0x0000324b,
-	0x00003259, 0x00003265, 0x0000326d, 0x00003274,
-	0x0000327b, 0x0000328c, 0x0000329b, 0x000032c4,
-	0x000032cb, 0x000032d6, 0x000032f1, 0x000032f9,
-	0x00003305, 0x00003321, 0x00003338, 0x0000335a,
-	0x00003369, 0x00003375, 0x0000337c, 0x00003395,
-	0x000033af, 0x00003458, 0x0000346e, 0x000034ae,
+	0x000031f8, 0x00003208, 0x00003210, 0x00003219,
+	0x0000321f, 0x00003229, 0x0000323b, 0x00003283,
+	0x00003291, 0x0000329d, 0x000032a5, 0x000032ac,
+	0x000032b3, 0x000032c4, 0x000032d3, 0x000032fc,
+	0x00003303, 0x0000330e, 0x00003329, 0x00003331,
+	0x0000333d, 0x00003359, 0x00003370, 0x00003392,
+	0x000033a1, 0x000033ad, 0x000033b4, 0x000033cd,
+	0x000033e7, 0x00003490, 0x000034a6, 0x000034e6,
 	// Entry 100 - 11F
-	0x000034df, 0x00003509, 0x00003530, 0x000035a7,
-	0x000035cb, 0x000035f2, 0x00003611, 0x00003627,
-	0x0000363d, 0x00003651, 0x00003667, 0x00003678,
-	0x0000368f, 0x000036b2, 0x000036d5, 0x000036f2,
-	0x0000370f, 0x00003714, 0x0000371c, 0x00003726,
-	0x00003739, 0x0000374d, 0x00003762, 0x000037ae,
-	0x000037c1, 0x000037c5, 0x000037d5, 0x000037de,
-	0x000037f1, 0x00003817, 0x0000382b, 0x00003841,
+	0x00003517, 0x00003541, 0x00003568, 0x000035df,
+	0x00003603, 0x0000362a, 0x00003649, 0x0000365f,
+	0x00003675, 0x00003689, 0x0000369f, 0x000036b0,
+	0x000036c7, 0x000036ea, 0x0000370d, 0x0000372a,
+	0x00003747, 0x0000374c, 0x00003754, 0x0000375e,
+	0x00003771, 0x00003785, 0x0000379a, 0x000037e6,
+	0x000037f9, 0x000037fd, 0x0000380d, 0x00003816,
+	0x00003829, 0x0000384f, 0x00003863, 0x00003879,
 	// Entry 120 - 13F
-	0x00003957, 0x0000396c, 0x00003979, 0x0000397d,
-	0x0000398a, 0x0000399a, 0x000039a7, 0x000039b1,
-	0x000039b7, 0x000039c1, 0x000039e1, 0x000039f3,
-	0x00003aa7, 0x00003ac4, 0x00003b32, 0x00003bf2,
-	0x00003c05, 0x00003c52, 0x00003cb6, 0x00003d1a,
-	0x00003d23, 0x00003d33, 0x00003d48, 0x00003d6c,
-	0x00003d88, 0x00003da0, 0x00003dab, 0x00003db6,
-	0x00003dca, 0x00003ee0, 0x00003f30, 0x00003f54,
+	0x0000398f, 0x000039a4, 0x000039b1, 0x000039b5,
+	0x000039c2, 0x000039d2, 0x000039df, 0x000039e9,
+	0x000039ef, 0x000039f9, 0x00003a19, 0x00003a2b,
+	0x00003adf, 0x00003afc, 0x00003b6a, 0x00003c2a,
+	0x00003c3d, 0x00003c8a, 0x00003cee, 0x00003d52,
+	0x00003d5b, 0x00003d6b, 0x00003d80, 0x00003da4,
+	0x00003dc0, 0x00003dd8, 0x00003de3, 0x00003dee,
+	0x00003e02, 0x00003f18, 0x00003f68, 0x00003f8c,
 	// Entry 140 - 15F
-	0x00003f7f, 0x00003f8a, 0x00003f8f, 0x00003f9e,
-	0x00003fa5, 0x00003fbc, 0x00003fd1, 0x00003fe3,
-	0x00004006, 0x00004053, 0x00004069, 0x00004073,
-	0x0000407d, 0x00004092, 0x000040ba, 0x000040ca,
-	0x00004103, 0x00004157, 0x00004161, 0x00004177,
-	0x000041b0, 0x000041b5, 0x000041c3, 0x000041d0,
-	0x000041f9, 0x0000421c, 0x0000426f, 0x000042af,
-	0x00004330, 0x00004397, 0x000043a4, 0x000043c4,
+	0x00003fb7, 0x00003fc2, 0x00003fc7, 0x00003fd6,
+	0x00003fdd, 0x00003ff4, 0x00004009, 0x0000401b,
+	0x0000403e, 0x0000408b, 0x000040a1, 0x000040ab,
+	0x000040b5, 0x000040ca, 0x000040f2, 0x00004102,
+	0x0000413b, 0x0000418f, 0x00004199, 0x000041af,
+	0x000041e8, 0x000041ed, 0x000041fb, 0x00004208,
+	0x00004231, 0x00004254, 0x000042a7, 0x000042e7,
+	0x00004368, 0x000043cf, 0x000043dc, 0x000043fc,
 	// Entry 160 - 17F
-	0x000043d0, 0x000043e9, 0x000043f2, 0x000043fc,
-	0x00004405, 0x0000440d, 0x00004417, 0x0000441f,
-	0x00004427, 0x0000442b, 0x0000442f, 0x00004433,
-	0x00004437, 0x0000443b, 0x0000443f, 0x00004443,
-	0x00004447, 0x0000444b, 0x0000444f, 0x00004453,
-	0x00004457, 0x00004461, 0x0000447f, 0x0000449f,
-	0x000044c3, 0x000044e7, 0x000044f0, 0x00004507,
-	0x0000450f, 0x00004520, 0x00004525, 0x0000456a,
+	0x00004408, 0x00004421, 0x0000442a, 0x00004434,
+	0x0000443d, 0x00004445, 0x0000444f, 0x00004457,
+	0x0000445f, 0x00004463, 0x00004467, 0x0000446b,
+	0x0000446f, 0x00004473, 0x00004477, 0x0000447b,
+	0x0000447f, 0x00004483, 0x00004487, 0x0000448b,
+	0x0000448f, 0x00004499, 0x000044b7, 0x000044d7,
+	0x000044fb, 0x0000451f, 0x00004528, 0x0000453f,
+	0x00004547, 0x00004558, 0x0000455d, 0x000045a2,
 	// Entry 180 - 19F
-	0x00004582, 0x00004587, 0x00004592, 0x00004598,
-	0x000045a2, 0x000045aa, 0x000045b2, 0x000045dc,
-	0x000045f6, 0x0000461e, 0x0000464e, 0x00004654,
-	0x00004663, 0x000046b6, 0x000046d4, 0x000046eb,
-	0x0000479b, 0x000048bd, 0x0000497c, 0x000049d3,
-	0x000049fd, 0x00004a29, 0x00004a53, 0x00004a5b,
-	0x00004a61, 0x00004a6e, 0x00004a80, 0x00004a89,
-	0x00004acb, 0x00004b15, 0x00004b2a, 0x00004b5c,
+	0x000045ba, 0x000045bf, 0x000045ca, 0x000045d0,
+	0x000045da, 0x000045e2, 0x000045ea, 0x00004614,
+	0x0000462e, 0x00004656, 0x00004686, 0x0000468c,
+	0x0000469b, 0x000046ee, 0x0000470c, 0x00004723,
+	0x000047d3, 0x000048f5, 0x000049b4, 0x00004a0b,
+	0x00004a35, 0x00004a61, 0x00004a8b, 0x00004a93,
+	0x00004a99, 0x00004aa6, 0x00004ab8, 0x00004ac1,
+	0x00004b03, 0x00004b4d, 0x00004b62, 0x00004b94,
 	// Entry 1A0 - 1BF
-	0x00004ba8, 0x00004bb1, 0x00004bc3, 0x00004bd2,
-	0x00004bf4, 0x00004c18, 0x00004c43, 0x00004c77,
-	0x00004c85, 0x00004cb0, 0x00004cc2, 0x00004cc6,
-	0x00004cdc, 0x00004d06, 0x00004d4f, 0x00004d6f,
-	0x00004d78, 0x00004d8a, 0x00004dad, 0x00004dbb,
-	0x00004dca, 0x00004dd7, 0x00004e0f, 0x00004e78,
-	0x00004e94, 0x00004e9e, 0x00004ea7, 0x00004eb0,
-	0x00004eba, 0x00004ec1, 0x00004ecb, 0x00004ed3,
+	0x00004be0, 0x00004be9, 0x00004bfb, 0x00004c0a,
+	0x00004c2c, 0x00004c50, 0x00004c7b, 0x00004caf,
+	0x00004cbd, 0x00004ce8, 0x00004cfa, 0x00004cfe,
+	0x00004d14, 0x00004d3e, 0x00004d87, 0x00004da7,
+	0x00004db0, 0x00004dc2, 0x00004de5, 0x00004df3,
+	0x00004e02, 0x00004e0f, 0x00004e47, 0x00004eb0,
+	0x00004ecc, 0x00004ed6, 0x00004edf, 0x00004ee8,
+	0x00004ef2, 0x00004ef9, 0x00004f03, 0x00004f0b,
 	// Entry 1C0 - 1DF
-	0x00004ed8, 0x00004ee0, 0x00004ee9, 0x00004ef2,
-	0x00004eff, 0x00004f04, 0x00004f0c, 0x00004f13,
-	0x00004f1b, 0x00004f20, 0x00004f2e, 0x00004f35,
-	0x00004f3c, 0x00004f41, 0x00004f48, 0x00004f52,
-	0x00004f59, 0x00004f6c, 0x00004f7c, 0x00004f97,
-	0x00004fb7, 0x00004fc5, 0x00004fce, 0x00004fd7,
-	0x00004fe0, 0x00004fe4, 0x00004fe7, 0x00004ff3,
-	0x00005001, 0x0000500e, 0x0000501f, 0x0000502e,
+	0x00004f10, 0x00004f18, 0x00004f21, 0x00004f2a,
+	0x00004f37, 0x00004f3c, 0x00004f44, 0x00004f4b,
+	0x00004f53, 0x00004f58, 0x00004f66, 0x00004f6d,
+	0x00004f74, 0x00004f79, 0x00004f80, 0x00004f8a,
+	0x00004f91, 0x00004fa4, 0x00004fb4, 0x00004fcf,
+	0x00004fef, 0x00004ffd, 0x00005006, 0x0000500f,
+	0x00005018, 0x0000501c, 0x0000501f, 0x0000502b,
+	0x00005039, 0x00005046, 0x00005057, 0x00005066,
 	// Entry 1E0 - 1FF
-	0x00005045, 0x00005058, 0x00005068, 0x00005077,
-	0x00005086, 0x0000508e, 0x00005095, 0x0000509d,
-	0x000050a5, 0x000050b3, 0x000050c1, 0x000050d7,
-	0x000050ec, 0x000050fd, 0x00005103, 0x0000510a,
-	0x00005113, 0x0000512f, 0x00005138, 0x00005142,
-	0x0000514b, 0x00005154, 0x0000515d, 0x00005174,
-	0x0000517c, 0x0000518a, 0x000051b6, 0x000051c2,
-	0x000051d0, 0x00005216, 0x00005222, 0x0000522a,
+	0x0000507d, 0x00005090, 0x000050a0, 0x000050af,
+	0x000050be, 0x000050c6, 0x000050cd, 0x000050d5,
+	0x000050dd, 0x000050eb, 0x000050f9, 0x0000510f,
+	0x00005124, 0x00005135, 0x0000513b, 0x00005142,
+	0x0000514b, 0x00005167, 0x00005170, 0x0000517a,
+	0x00005183, 0x0000518c, 0x00005195, 0x000051ac,
+	0x000051b4, 0x000051c2, 0x000051ee, 0x000051fa,
+	0x00005208, 0x0000524e, 0x0000525a, 0x00005262,
 	// Entry 200 - 21F
-	0x00005255, 0x000052a0, 0x00005362, 0x00005366,
-	0x0000538c, 0x000053b4, 0x00005417, 0x00005436,
-	0x0000543b, 0x00005456, 0x00005467, 0x00005473,
-	0x0000547b, 0x000054ad, 0x000054b6, 0x000054bf,
-	0x000054db, 0x0000553c, 0x00005549, 0x00005580,
-	0x000055af, 0x000055ff, 0x0000563a, 0x00005648,
-	0x00005674, 0x0000569a, 0x000056bb, 0x000056c6,
-	0x000056f4, 0x00005711, 0x00005740, 0x00005772,
+	0x0000528d, 0x000052d8, 0x0000539a, 0x0000539e,
+	0x000053c4, 0x000053ec, 0x0000544f, 0x0000546e,
+	0x00005473, 0x0000548e, 0x0000549f, 0x000054ab,
+	0x000054b3, 0x000054e5, 0x000054ee, 0x000054f7,
+	0x00005513, 0x00005574, 0x00005581, 0x000055b8,
+	0x000055e7, 0x00005637, 0x00005672, 0x00005680,
+	0x000056ac, 0x000056d2, 0x000056f3, 0x000056fe,
+	0x0000572c, 0x00005749, 0x00005778, 0x000057aa,
 	// Entry 220 - 23F
-	0x00005790, 0x000057c5, 0x000057e1, 0x00005800,
-	0x0000585b, 0x0000586a, 0x00005877, 0x00005885,
-	0x00005892, 0x0000589b, 0x000058b6, 0x000058e6,
-	0x00005901, 0x0000590b, 0x0000595d, 0x00005a1d,
-	0x00005a79, 0x00005af7, 0x00005b6d, 0x00005c40,
-	0x00005d03, 0x00005d3b, 0x00005d9b, 0x00005df2,
-	0x00005e2c, 0x00005f39, 0x00005f59, 0x00005f7f,
-	0x00005fa9, 0x0000601a, 0x00006057, 0x0000607b,
+	0x000057c8, 0x000057fd, 0x00005819, 0x00005838,
+	0x00005893, 0x000058a2, 0x000058af, 0x000058bd,
+	0x000058ca, 0x000058d3, 0x000058ee, 0x0000591e,
+	0x00005939, 0x00005943, 0x00005995, 0x00005a55,
+	0x00005ab1, 0x00005b2f, 0x00005ba5, 0x00005c78,
+	0x00005d3b, 0x00005d73, 0x00005dd3, 0x00005e2a,
+	0x00005e64, 0x00005f71, 0x00005f91, 0x00005fb7,
+	0x00005fe1, 0x00006052, 0x0000608f, 0x000060b3,
 	// Entry 240 - 25F
-	0x0000611f, 0x00006144, 0x00006173, 0x000061d3,
-	0x0000622c, 0x00006286, 0x000062a0, 0x000062be,
-	0x000062f2, 0x00006332, 0x0000635c, 0x0000636b,
-	0x00006436, 0x00006467, 0x00006496, 0x000064a9,
-	0x0000651e, 0x00006531, 0x00006565, 0x000065b6,
-	0x000065ea, 0x000065fa, 0x00006641, 0x0000666e,
-	0x0000667b, 0x0000668b, 0x000066bb, 0x000066f5,
-	0x00006718, 0x0000678f, 0x00006811, 0x00006896,
+	0x00006157, 0x0000617c, 0x000061ab, 0x0000620b,
+	0x00006264, 0x000062be, 0x000062d8, 0x000062f6,
+	0x0000632a, 0x0000636a, 0x00006394, 0x000063a3,
+	0x0000646e, 0x0000649f, 0x000064ce, 0x000064e1,
+	0x00006556, 0x00006569, 0x0000659d, 0x000065ee,
+	0x00006622, 0x00006632, 0x00006679, 0x000066a6,
+	0x000066b3, 0x000066c3, 0x000066f3, 0x0000672d,
+	0x00006750, 0x000067c7, 0x00006849, 0x000068ce,
 	// Entry 260 - 27F
-	0x000068a5, 0x000068f5, 0x00006955, 0x000069c1,
-	0x00006a38, 0x00006a40, 0x00006a58, 0x00006a75,
-	0x00006a83, 0x00006a94, 0x00006a9c, 0x00006aa7,
-	0x00006ae8, 0x00006b20, 0x00006b34, 0x00006b64,
-	0x00006b9f, 0x00006baf, 0x00006bee, 0x00006bff,
-	0x00006c11, 0x00006c1d, 0x00006c2e, 0x00006c48,
-	0x00006c50, 0x00006c61, 0x00006c67, 0x00006c7b,
-	0x00006c93, 0x00006cb8, 0x00006cc6, 0x00006cd9,
+	0x000068dd, 0x0000692d, 0x0000698d, 0x000069f9,
+	0x00006a70, 0x00006a78, 0x00006a90, 0x00006aad,
+	0x00006abb, 0x00006acc, 0x00006ad4, 0x00006adf,
+	0x00006b20, 0x00006b58, 0x00006b6c, 0x00006b9c,
+	0x00006bd7, 0x00006be7, 0x00006c26, 0x00006c37,
+	0x00006c49, 0x00006c55, 0x00006c66, 0x00006c80,
+	0x00006c88, 0x00006c99, 0x00006c9f, 0x00006cb3,
+	0x00006ccb, 0x00006cf0, 0x00006cfe, 0x00006d11,
 	// Entry 280 - 29F
-	0x00006d17, 0x00006d54, 0x00006d80, 0x00006dd8,
-	0x00006de7, 0x00006df8, 0x00006e00, 0x00006e0d,
-	0x00006e1d, 0x00006e34, 0x00006e3f, 0x00006e4e,
-	0x00006e54, 0x00006e62, 0x00006e6c, 0x00006e77,
-	0x00006e81, 0x00006e94, 0x00006eb9, 0x00006ee4,
-	0x00006f75, 0x00006fb0, 0x00006fcf, 0x0000700d,
-	0x00007044, 0x00007072, 0x00007080, 0x0000711f,
-	0x0000713d, 0x00007294, 0x000072a2, 0x000072b6,
+	0x00006d4f, 0x00006d8c, 0x00006db8, 0x00006e10,
+	0x00006e1f, 0x00006e30, 0x00006e38, 0x00006e45,
+	0x00006e55, 0x00006e6c, 0x00006e77, 0x00006e86,
+	0x00006e8c, 0x00006e9a, 0x00006ea4, 0x00006eaf,
+	0x00006eb9, 0x00006ecc, 0x00006ef1, 0x00006f1c,
+	0x00006fad, 0x00006fe8, 0x00007007, 0x00007045,
+	0x0000707c, 0x000070aa, 0x000070b8, 0x00007157,
+	0x00007175, 0x000072cc, 0x000072da, 0x000072ee,
 	// Entry 2A0 - 2BF
-	0x000072d7, 0x000072eb, 0x0000731b, 0x00007321,
-	0x00007335, 0x0000734d, 0x00007360, 0x0000739d,
-	0x00007410, 0x0000745d, 0x0000746e, 0x00007485,
-	0x000074a2, 0x000074b0, 0x000074ef, 0x000074fd,
-	0x00007508, 0x0000750e, 0x00007600, 0x00007606,
-	0x00007638, 0x0000763d, 0x0000764d, 0x00007658,
-	0x00007661, 0x00007671, 0x0000767d, 0x000076b1,
-	0x000076e4, 0x000076fe, 0x00007705, 0x00007736,
+	0x0000730f, 0x00007323, 0x00007353, 0x00007359,
+	0x0000736d, 0x00007385, 0x00007398, 0x000073d5,
+	0x00007448, 0x00007495, 0x000074a6, 0x000074bd,
+	0x000074da, 0x000074e8, 0x00007527, 0x00007535,
+	0x00007540, 0x00007546, 0x00007638, 0x0000763e,
+	0x00007670, 0x00007675, 0x00007685, 0x00007690,
+	0x00007699, 0x000076a9, 0x000076b5, 0x000076e9,
+	0x0000771c, 0x00007736, 0x0000773d, 0x0000776e,
 	// Entry 2C0 - 2DF
-	0x00007756, 0x00007768, 0x0000777a, 0x0000781f,
-	0x00007835, 0x000078ba, 0x00007934, 0x00007943,
-	0x000079fd, 0x00007a4e, 0x00007a53, 0x00007a61,
-	0x00007a71, 0x00007a7d, 0x00007a8d, 0x00007a9b,
-	0x00007aab, 0x00007ab5, 0x00007ad8, 0x00007af1,
-	0x00007b04, 0x00007b70, 0x00007b96, 0x00007ba5,
-	0x00007bf7, 0x00007c05, 0x00007c21, 0x00007c6f,
-	0x00007c7e, 0x00007c94, 0x00007ce8, 0x00007d1a,
+	0x0000778e, 0x000077a0, 0x000077b2, 0x00007857,
+	0x0000786d, 0x000078f2, 0x0000796c, 0x0000797b,
+	0x00007a35, 0x00007a86, 0x00007a8b, 0x00007a99,
+	0x00007aa9, 0x00007ab5, 0x00007ac5, 0x00007ad3,
+	0x00007ae3, 0x00007aed, 0x00007b10, 0x00007b29,
+	0x00007b3c, 0x00007ba8, 0x00007bce, 0x00007bdd,
+	0x00007c2f, 0x00007c3d, 0x00007c59, 0x00007ca7,
+	0x00007cb6, 0x00007ccc, 0x00007d20, 0x00007d52,
 	// Entry 2E0 - 2FF
-	0x00007d72, 0x00007d88, 0x00007e56, 0x00007e6d,
-	0x00007ea4, 0x00007eb2, 0x00007ef6, 0x00007f1b,
-	0x00007f92, 0x00007fa8, 0x00007fbf, 0x00007fed,
-	0x00008000, 0x00008028, 0x000080ac, 0x000080b3,
-	0x0000811b, 0x00008145, 0x00008175, 0x000082ca,
-	0x00008404, 0x000084a4, 0x0000857b, 0x00008654,
-	0x00008668, 0x000086c3, 0x0000876e, 0x000087f0,
-	0x000087f8, 0x00008833, 0x00008839, 0x000088cb,
+	0x00007daa, 0x00007dc0, 0x00007e8e, 0x00007ea5,
+	0x00007edc, 0x00007eea, 0x00007f2e, 0x00007f53,
+	0x00007fca, 0x00007fe0, 0x00007ff7, 0x00008025,
+	0x00008038, 0x00008060, 0x000080e4, 0x000080eb,
+	0x00008153, 0x0000817d, 0x000081ad, 0x00008302,
+	0x0000843c, 0x000084dc, 0x000085b3, 0x0000868c,
+	0x000086a0, 0x000086fb, 0x000087a6, 0x00008828,
+	0x00008830, 0x0000886b, 0x00008871, 0x00008903,
 	// Entry 300 - 31F
-	0x00008963, 0x0000898f, 0x000089ba, 0x00008a08,
-	0x00008a74, 0x00008b1b, 0x00008b36, 0x00008b40,
-	0x00008b45, 0x00008b4f, 0x00008b57, 0x00008b5d,
-	0x00008b65, 0x00008b73, 0x00008b7d, 0x00008b8a,
-	0x00008b9d, 0x00008bc1, 0x00008c41, 0x00008c52,
-	0x00008c5a, 0x00008ccf, 0x00008d23, 0x00008d6b,
-	0x00008d7a, 0x00008d8d, 0x00008d99, 0x00008dd5,
-	0x00008e0f, 0x00008e1d, 0x00008e2a, 0x00008e38,
+	0x0000899b, 0x000089c7, 0x000089f2, 0x00008a40,
+	0x00008aac, 0x00008b53, 0x00008b6e, 0x00008b78,
+	0x00008b7d, 0x00008b87, 0x00008b8f, 0x00008b95,
+	0x00008b9d, 0x00008bab, 0x00008bb5, 0x00008bc2,
+	0x00008bd5, 0x00008bf9, 0x00008c79, 0x00008c8a,
+	0x00008c92, 0x00008d07, 0x00008d5b, 0x00008da3,
+	0x00008db2, 0x00008dc5, 0x00008dd1, 0x00008e0d,
+	0x00008e47, 0x00008e55, 0x00008e62, 0x00008e70,
 	// Entry 320 - 33F
-	0x00008e46, 0x00008e54, 0x00008e86, 0x00008eb6,
-	0x00008f12, 0x00008f1f, 0x00008f3f, 0x00008f4a,
-	0x00008f64, 0x00008f69, 0x00008f7a, 0x00009000,
-	0x00009025, 0x0000902c, 0x00009035, 0x00009048,
-	0x00009052, 0x0000905c, 0x00009066, 0x0000907e,
-	0x00009094, 0x000090a0, 0x000090c2, 0x000090f0,
-	0x000090f7, 0x00009104, 0x00009115, 0x0000913c,
-	0x0000914c, 0x0000916b, 0x0000918b, 0x00009263,
+	0x00008e7e, 0x00008e8c, 0x00008ebe, 0x00008eee,
+	0x00008f4a, 0x00008f57, 0x00008f77, 0x00008f82,
+	0x00008f9c, 0x00008fa1, 0x00008fb2, 0x00009038,
+	0x0000905d, 0x00009064, 0x0000906d, 0x00009080,
+	0x0000908a, 0x00009094, 0x0000909e, 0x000090b6,
+	0x000090cc, 0x000090d8, 0x000090fa, 0x00009128,
+	0x0000912f, 0x0000913c, 0x0000914d, 0x00009174,
+	0x00009184, 0x000091a3, 0x000091c3, 0x0000929b,
 	// Entry 340 - 35F
-	0x00009344, 0x00009398, 0x000093e8, 0x00009448,
-	0x0000949b, 0x000094d3, 0x0000950b, 0x0000953c,
-	0x0000958c, 0x000095c0, 0x000095de, 0x000095fd,
-	0x0000961c, 0x0000963c,
+	0x0000937c, 0x000093d0, 0x00009420, 0x00009480,
+	0x000094d3, 0x0000950b, 0x00009543, 0x00009574,
+	0x000095c4, 0x000095f8, 0x00009616, 0x00009635,
+	0x00009654, 0x00009674,
 } // Size: 3408 bytes
 
-const enData string = "" + // Size: 38460 bytes
+const enData string = "" + // Size: 38516 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1145,516 +1145,517 @@ const enData string = "" + // Size: 38460 bytes
 	"d occurrence stays as it is and nothing is completed on its behalf. An a" +
 	"bandoned instance cannot be resumed.\x02Abandon the instance\x02Stop pro" +
 	"cess instance %[1]s\x02Stop this instance? Its open occurrences are canc" +
-	"elled.\x02Workers that hold one of them learn it when they next report, " +
-	"and their results are refused; a push call in flight is aborted, though " +
-	"its destination may already have acted on the request (a card charged: c" +
-	"heck there). Nothing is completed on their behalf, and a stopped instanc" +
-	"e cannot be resumed.\x02Stop the instance\x02This instance cannot be ret" +
-	"ried: its occurrence at node %[1]s failed before any attempt (its inputs" +
-	" could not be built), so it would fail the same way. Abandon or stop it." +
-	"\x02Its last call was answered as a success, with outputs the contract r" +
-	"efused: the destination most likely acted. Check at the destination befo" +
-	"re retrying, or it acts twice (a card charged twice).\x02Its last call m" +
-	"ay have been carried out all the same (its answer was lost, or came afte" +
-	"r the timeout): check at the destination that it did not act before retr" +
-	"ying, or it acts twice (a card charged twice).\x02Nothing was done.\x02C" +
-	"annot act on this instance\x02Back to the instance\x02Someone acted on t" +
-	"his instance after this page was opened (%[1]s by %[2]s, %[3]s). Nothing" +
-	" was done: look at it again before deciding.\x02This instance has alread" +
-	"y ended (it is %[1]s now): someone acted on it after this page was opene" +
-	"d (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is no long" +
-	"er held (it is %[1]s now): someone acted on it after this page was opene" +
-	"d (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is %[1]s, " +
-	"not held: there is nothing to retry. A failure ends its instance unless " +
-	"the node’s on_error leads to hold (an incident waiting for an operator);" +
-	" start a new instance (with a new Idempotency-Key, or none) to redo the " +
-	"work.\x02This instance is %[1]s, not held: there is nothing to retry." +
-	"\x02This instance is %[1]s, not held: there is nothing to abandon.\x02Th" +
-	"is instance is %[1]s: there is nothing to stop.\x02Someone acted on this" +
-	" instance after this page was opened. Nothing was done: look at it again" +
-	" before deciding.\x02This instance is no longer held (it is %[1]s now): " +
-	"someone may have acted on it first. Nothing was done.\x02This instance h" +
-	"as already ended; there is nothing to stop.\x02Its occurrence failed bef" +
-	"ore any attempt: its inputs could not be built, so a retry would fail th" +
-	"e same way. Abandon or stop the instance instead. Nothing was done.\x02T" +
-	"his instance was already stopped; nothing changed and nothing was record" +
-	"ed.\x02The reason you gave, not recorded:\x02This instance was already s" +
-	"topped, by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02" +
-	"Retried: the occurrence at node %[1]s is offered again. Recorded in the " +
-	"audit log.\x02Abandoned: the instance failed with the error code abandon" +
-	"ed. Recorded in the audit log.\x02Stopped: the instance and its open occ" +
-	"urrences are cancelled. Recorded in the audit log.\x02Relais refused the" +
-	" action. Nothing was done.\x02Give a reason: it is recorded in the audit" +
-	" log (at most %[1]d characters). Nothing was done.\x02The reason is too " +
-	"long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was done." +
-	"\x02Unknown action.\x02Stopping applies to running or held instances, no" +
-	"t %[1]s ones.\x02Retrying and abandoning apply to held instances, not %[" +
-	"1]s ones.\x02Filter\x02Reason (recorded in the audit log for every insta" +
-	"nce)\x02Back to the list\x02This takes about %[1]s. Keep this page open " +
-	"until it answers: if it stops waiting first, the action still runs to it" +
-	"s end.\x02Follow it in the audit log (new tab)\x02Retry every held insta" +
-	"nce this filter matches\x02Each one’s failed occurrence is offered again" +
-	" with a fresh budget of attempts. Nothing is completed on anyone’s behal" +
-	"f.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02" +
-	"%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1" +
-	"]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held insta" +
-	"nce this filter matches\x02Each one fails with the error code abandoned " +
-	"and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d inst" +
-	"ance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance this" +
-	" filter matches\x02Stop every running instance this filter matches\x14" +
-	"\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1" +
-	"]d running instances match now.\x02Stop every running or held instance t" +
-	"his filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held ins" +
-	"tance matches now.\x00+\x02%[1]d running or held instances match now." +
-	"\x02Each one and its open occurrences are cancelled; a stopped instance " +
-	"cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance" +
-	"\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this acti" +
-	"on applies to matches the filter.\x02An error code is matched exactly, c" +
-	"apitals included.\x02No process, business key, error code or creation da" +
-	"te narrows this filter: it applies to the instances of every process." +
-	"\x02Process\x02Version\x02Status\x02Business key\x02Error code\x02Held a" +
-	"t a node of\x02Created from\x02Created to\x02Other criteria\x02none give" +
-	"n\x02By process and error code\x02Instances\x02The %[1]d largest groups;" +
-	" the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of th" +
-	"em is calling a destination now: a stop aborts the call, but the destina" +
-	"tion may already have acted on the request (a card charged: check with i" +
-	"t).\x00\xa0\x01\x02%[1]d of them are calling a destination now: a stop a" +
-	"borts the call, but the destination may already have acted on the reques" +
-	"t (a card charged: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[" +
-	"1]d of them is held at a push call that may have been carried out all th" +
-	"e same: it ended outcome_unknown or deadline_exceeded (its answer was lo" +
-	"st, or came after the timeout), or invalid_outputs (the destination answ" +
-	"ered a success whose outputs the contract refused). Check at the destina" +
-	"tion that it did not act before retrying, or it acts twice (a card charg" +
-	"ed twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may" +
-	" have been carried out all the same: it ended outcome_unknown or deadlin" +
-	"e_exceeded (its answer was lost, or came after the timeout), or invalid_" +
-	"outputs (the destination answered a success whose outputs the contract r" +
-	"efused). Check at the destination that it did not act before retrying, o" +
-	"r it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01" +
-	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
-	" not be built): it cannot be retried and is left out. Abandon or stop it" +
-	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
-	"eir inputs could not be built): they cannot be retried and are left out." +
-	" Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
-	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
-	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
-	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
-	"the one the node an instance is held at runs, not the node’s name.\x02De" +
-	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
-	" start again from the list.\x02The count changed since it was taken (it " +
-	"was %[1]d): instances were settled, retried or acted on meanwhile. Nothi" +
-	"ng was done; check the new count and confirm again.\x02This bulk action " +
-	"was already applied (the form was sent again): its records are in the au" +
-	"dit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appli" +
-	"ed to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14" +
-	"\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (sett" +
-	"led, or acted on by someone else).\x00T\x02%[1]d skipped: they changed a" +
-	"fter the count (settled, or acted on by someone else).\x02%[1]s (token #" +
-	"%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02" +
-	"Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every" +
-	" retry, abandon and stop an operator applied, and every erasure an admin" +
-	"istrator made, with its reason. Reveals of sensitive values have their o" +
-	"wn log, which administrators read on the Reveals page (GET /api/v1/audit" +
-	"/reveals).\x02Filters\x02a token’s name, exact\x02exact; instances delet" +
-	"ed since are not found\x02from\x02to\x02Apply filters\x02Clear filters" +
-	"\x02No operator action matches.\x02All actions\x02The process instance m" +
-	"ust be a whole instance id (a UUID): the lists show the end of each id; " +
-	"open the instance, or copy its link, for the whole id.\x02The bulk actio" +
-	"n must be its id (a UUID).\x02Operator actions, newest first\x02No bulk " +
-	"action has the id %[1]s: check the link, or open the action from the aud" +
-	"it log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk acti" +
-	"on %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
-	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
-	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
-	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
-	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
-	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
-	" how far it got.\x02No progress since %[1]s: the replica running it may " +
-	"have stopped. What it applied stays; act on the filter again for the res" +
-	"t.\x02Error: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to cont" +
-	"ent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find " +
-	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
-	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
-	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
-	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
-	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
-	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
-	"y: external tasks and process instances are for operators and administra" +
-	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
-	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
-	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
-	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
-	"dress, or it is not visible to you. An ended instance is deleted, with i" +
-	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
-	") has passed, or at once when an administrator erases it; the audit log " +
-	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
-	"UUID): the lists show the end of each id; open the row, or copy its link" +
-	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
-	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
-	"ere deleted with it; the audit log keeps the operator actions taken on i" +
-	"t.\x02Form refused\x02This form was not sent from this console session, " +
-	"or it has expired: nothing was done. Open the form again and send it ane" +
-	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
-	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
-	"orm not received\x02This form did not arrive in time: nothing was done. " +
-	"Send it again.\x02This form could not be read: nothing was done. Send it" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
-	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
-	"heir Working copy, immutable revisions and named releases.\x02Definition" +
-	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create and change destinations with re" +
-	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
-	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
-	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
-	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
-	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
-	"racters. It is kept after the erasure, whatever the retention: write the" +
-	" request’s reference, not the person’s name.\x02Erase process instance %" +
-	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
-	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
-	"siness key and the workers’ messages go with it; this cannot be undone. " +
-	"The audit records naming it stay (who did what, and why), and so do back" +
-	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
-	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
-	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
-	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
-	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
-	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
-	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
-	"ow, and what its workers finished in the last hour: occurrences that end" +
-	"ed completed or failed. An occurrence retried since counts where it ends" +
-	" next; a failed attempt with attempts left is not counted, its occurrenc" +
-	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
-	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
-	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
-	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
-	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
-	"%[2]s); recounted every few seconds, shown anew at each reload.\x02claim" +
-	"able since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02De" +
-	"finition %[1]s has no occurrence yet.\x02All definitions\x02Completions " +
-	"and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s," +
-	" %[2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
-	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
-	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
-	": ended instances are deleted with their occurrences %[1]s after they en" +
-	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
-	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
-	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
-	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
-	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
-	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
-	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
-	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
-	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
-	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
-	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
-	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
-	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
-	"ce has ended. As an administrator you may erase it now rather than wait " +
-	"for retention (a data subject’s request): it is deleted with its occurre" +
-	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
-	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
-	"attempt (its inputs could not be built), so it would fail the same way. " +
-	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02This instance is held at a failed node: an in" +
-	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
-	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
-	".\x02Stopping cancels the instance and its open occurrences. It does not" +
-	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
-	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
-	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never" +
-	": retention keeps ended instances forever (RELAIS_RETENTION)\x02never: a" +
-	"nother replica’s RELAIS_RETENTION keeps ended instances forever\x02Delet" +
-	"ed by retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02" +
-	"ended instances are kept %[1]s, another replica’s longer RELAIS_RETENTIO" +
-	"N\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stopp" +
-	"ed by an operator\x02held, then abandoned by an operator\x02The version " +
-	"must be a whole number from 1.\x02A version is a process’s: choose the p" +
-	"rocess too.\x02Creation date\x02The page size must be between 1 and %[1]" +
-	"d.\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every " +
-	"instance this filter matches\x02The next page counts them and asks for a" +
-	" reason before anything changes.\x02Process instances, newest first\x02I" +
-	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
-	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
-	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
-	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
-	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
-	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
-	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
-	"elais has not called the destination yet.\x02Relais never called the des" +
-	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
-	"ination’s status code only when it refused the call (destination_http_NN" +
-	"N); a completed call answered 2xx. The duration runs from the claim of t" +
-	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
-	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
-	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
-	"ll.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
-	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
-	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
-	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
-	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
-	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
-	"atever the retention: write no customer data in it.\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
-	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
-	"ion’s answer could not be used: it must be one JSON object whose outputs" +
-	" member matches the revision’s outputs contract, and nothing after it. I" +
-	"ts message says what was wrong.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same.\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
-	"the same, so check before retrying.\x02The destination did not answer wi" +
-	"thin the call’s timeout: it may have acted all the same, so check before" +
-	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
-	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
-	" attempts): the worker answered, and its answer must change, not its loc" +
-	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
-	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
-	" answered, and its answer must change, not its lock.\x02The last attempt" +
-	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
-	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
-	"deadline passed before the occurrence was completed: no attempt succeede" +
-	"d in time.\x02The result did not match the revision's outputs contract." +
-	"\x02The answer to the call was lost (the connection broke after the requ" +
-	"est was sent, or Relais stopped or could not reach its database before r" +
-	"ecording it): whether the destination acted is unknown, so Relais does n" +
-	"ot call it again by itself (an operator’s retry does).\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt ended without a result" +
-	" (its lock expired, or its worker’s stream ended) with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
-	"vision is a definition’s: choose the definition too.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
-	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
-	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
-	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are recounted every few seconds, shown anew at each reload.\x02" +
-	"revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimab" +
-	"le since\x02call in progress since\x02lock until\x02deferred since\x02Pa" +
-	"ges\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1" +
-	"]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02This address holds a parameter that cannot be " +
-	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
-	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
-	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
-	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
-	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
-	"imes in\x02The console runs no script, so it cannot read your computer’s" +
-	" time zone: choose a place, whose daylight saving time is followed, or a" +
-	" fixed offset from UTC.\x02Reload lists and detail pages\x02A reload emp" +
-	"ties what you typed but did not apply (filters, the search box) and move" +
-	"s the focus back to the top of the page: “Pause reloading”, on every pag" +
-	"e that reloads, stops it until you resume. Pages where you type a reason" +
-	" (confirmations, and occurrences with a value to reveal) never reload on" +
-	" their own, nor does a revealed value.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1" +
-	"]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[1]d sec" +
-	"onds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pause" +
-	"d: this page stays as it is until you resume.\x02Published process versi" +
-	"ons: their nodes, routes and pinned revisions, drawn, with where their o" +
-	"ccurrences are now.\x02Published process versions: their nodes, routes a" +
-	"nd pinned revisions, drawn.\x02Processes by key\x02Versions, newest firs" +
-	"t\x02No process is published yet.\x02version %[1]d\x02older versions, fr" +
-	"om version %[1]d (each links the one before)\x02Process %[1]s\x02Start n" +
-	"ode\x02Graph\x02Columns follow the longest path from the start node. Sol" +
-	"id arrows are successes (labelled with their route), dashed ones failure" +
-	"s (labelled with their error codes). Each box says how many of this vers" +
-	"ion’s occurrences are at that node now.\x02Nodes\x02Nodes of this versio" +
-	"n, with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
-	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
-	" starts with an empty object.\x02Inputs an instance of this version is s" +
-	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
-	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
-	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
-	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
-	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
-	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
-	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
-	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
-	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
-	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every" +
-	" few seconds, shown anew at each reload.\x02Only administrators may reve" +
-	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
-	"corded with the reveal in the audit log.\x02Cannot reveal it here\x02Thi" +
-	"s replica lacks the data key the value was sealed with, so it cannot ope" +
-	"n it (nothing was recorded). Another replica may reveal it; ask your adm" +
-	"inistrator to start every replica with the same data keys.\x02Back to th" +
-	"e occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02This form was" +
-	" sent from another site: the console takes its forms from its own pages " +
-	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
-	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
-	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
-	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
-	"s its business key. A business key is found only whole and exactly as gi" +
-	"ven, capitals and accents included: a list shows a long one shortened, s" +
-	"o copy it from its instance’s page. An ended instance is deleted once th" +
-	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
-	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
-	"en in the address is not used: you are signed in already. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02A token" +
-	" in the address is not used: paste it in the field below. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02You are" +
-	" signed out.\x02The token you signed in with is revoked, and you are sig" +
-	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
-	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
-	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
-	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
-	" in with an operator, designer or administrator token.\x02Token\x02The t" +
-	"oken is checked once and never stored in your browser; a session cookie " +
-	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
+	"elled.\x02Workers that hold one of them are told at once on a stream, at" +
+	" their next lock extension or report when long polling, and their result" +
+	"s are refused; a push call in flight is aborted, though its destination " +
+	"may already have acted on the request (a card charged: check there). Not" +
+	"hing is completed on their behalf, and a stopped instance cannot be resu" +
+	"med.\x02Stop the instance\x02This instance cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon or stop it.\x02Its last cal" +
+	"l was answered as a success, with outputs the contract refused: the dest" +
+	"ination most likely acted. Check at the destination before retrying, or " +
+	"it acts twice (a card charged twice).\x02Its last call may have been car" +
+	"ried out all the same (its answer was lost, or came after the timeout): " +
+	"check at the destination that it did not act before retrying, or it acts" +
+	" twice (a card charged twice).\x02Nothing was done.\x02Cannot act on thi" +
+	"s instance\x02Back to the instance\x02Someone acted on this instance aft" +
+	"er this page was opened (%[1]s by %[2]s, %[3]s). Nothing was done: look " +
+	"at it again before deciding.\x02This instance has already ended (it is %" +
+	"[1]s now): someone acted on it after this page was opened (%[2]s by %[3]" +
+	"s, %[4]s). Nothing was done.\x02This instance is no longer held (it is %" +
+	"[1]s now): someone acted on it after this page was opened (%[2]s by %[3]" +
+	"s, %[4]s). Nothing was done.\x02This instance is %[1]s, not held: there " +
+	"is nothing to retry. A failure ends its instance unless the node’s on_er" +
+	"ror leads to hold (an incident waiting for an operator); start a new ins" +
+	"tance (with a new Idempotency-Key, or none) to redo the work.\x02This in" +
+	"stance is %[1]s, not held: there is nothing to retry.\x02This instance i" +
+	"s %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]" +
+	"s: there is nothing to stop.\x02Someone acted on this instance after thi" +
+	"s page was opened. Nothing was done: look at it again before deciding." +
+	"\x02This instance is no longer held (it is %[1]s now): someone may have " +
+	"acted on it first. Nothing was done.\x02This instance has already ended;" +
+	" there is nothing to stop.\x02Its occurrence failed before any attempt: " +
+	"its inputs could not be built, so a retry would fail the same way. Aband" +
+	"on or stop the instance instead. Nothing was done.\x02This instance was " +
+	"already stopped; nothing changed and nothing was recorded.\x02The reason" +
+	" you gave, not recorded:\x02This instance was already stopped, by %[1]s " +
+	"at %[2]s; nothing changed and nothing was recorded.\x02Retried: the occu" +
+	"rrence at node %[1]s is offered again. Recorded in the audit log.\x02Aba" +
+	"ndoned: the instance failed with the error code abandoned. Recorded in t" +
+	"he audit log.\x02Stopped: the instance and its open occurrences are canc" +
+	"elled. Recorded in the audit log.\x02Relais refused the action. Nothing " +
+	"was done.\x02Give a reason: it is recorded in the audit log (at most %[1" +
+	"]d characters). Nothing was done.\x02The reason is too long: %[1]d chara" +
+	"cters, for at most %[2]d. Shorten it. Nothing was done.\x02Unknown actio" +
+	"n.\x02Stopping applies to running or held instances, not %[1]s ones.\x02" +
+	"Retrying and abandoning apply to held instances, not %[1]s ones.\x02Filt" +
+	"er\x02Reason (recorded in the audit log for every instance)\x02Back to t" +
+	"he list\x02This takes about %[1]s. Keep this page open until it answers:" +
+	" if it stops waiting first, the action still runs to its end.\x02Follow " +
+	"it in the audit log (new tab)\x02Retry every held instance this filter m" +
+	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
+	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
+	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
+	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
+	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
+	"lter matches\x02Each one fails with the error code abandoned and cannot " +
+	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
+	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
+	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
+	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
+	"ng instances match now.\x02Stop every running or held instance this filt" +
+	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
+	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
+	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
+	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
+	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
+	"matches the filter.\x02An error code is matched exactly, capitals includ" +
+	"ed.\x02No process, business key, error code or creation date narrows thi" +
+	"s filter: it applies to the instances of every process.\x02Process\x02Ve" +
+	"rsion\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Cr" +
+	"eated from\x02Created to\x02Other criteria\x02none given\x02By process a" +
+	"nd error code\x02Instances\x02The %[1]d largest groups; the filter match" +
+	"es more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of them is calling a d" +
+	"estination now: a stop aborts the call, but the destination may already " +
+	"have acted on the request (a card charged: check with it).\x00\xa0\x01" +
+	"\x02%[1]d of them are calling a destination now: a stop aborts the call," +
+	" but the destination may already have acted on the request (a card charg" +
+	"ed: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is " +
+	"held at a push call that may have been carried out all the same: it ende" +
+	"d outcome_unknown or deadline_exceeded (its answer was lost, or came aft" +
+	"er the timeout), or invalid_outputs (the destination answered a success " +
+	"whose outputs the contract refused). Check at the destination that it di" +
+	"d not act before retrying, or it acts twice (a card charged twice).\x00" +
+	"\xf6\x02\x02%[1]d of them are held at a push call that may have been car" +
+	"ried out all the same: it ended outcome_unknown or deadline_exceeded (it" +
+	"s answer was lost, or came after the timeout), or invalid_outputs (the d" +
+	"estination answered a success whose outputs the contract refused). Check" +
+	" at the destination that it did not act before retrying, or it acts twic" +
+	"e (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more " +
+	"held instance failed before any attempt (its inputs could not be built):" +
+	" it cannot be retried and is left out. Abandon or stop it.\x00\x96\x01" +
+	"\x02%[1]d more held instances failed before any attempt (their inputs co" +
+	"uld not be built): they cannot be retried and are left out. Abandon or s" +
+	"top them.\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown d" +
+	"estination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1]s has no ver" +
+	"sion %[2]d.\x02No process has the key “%[1]s”.\x02No definition has the " +
+	"key “%[1]s”.\x02This filter takes the key of a definition: the one the n" +
+	"ode an instance is held at runs, not the node’s name.\x02Definition %[1]" +
+	"s has no revision %[2]d.\x02The confirmed count is missing: start again " +
+	"from the list.\x02The count changed since it was taken (it was %[1]d): i" +
+	"nstances were settled, retried or acted on meanwhile. Nothing was done; " +
+	"check the new count and confirm again.\x02This bulk action was already a" +
+	"pplied (the form was sent again): its records are in the audit log. Noth" +
+	"ing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d i" +
+	"nstance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
+	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
+	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
+	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
+	"don and stop an operator applied, and every erasure an administrator mad" +
+	"e, with its reason. Reveals of sensitive values have their own log, whic" +
+	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
+	"\x02Filters\x02a token’s name, exact\x02exact; instances deleted since a" +
+	"re not found\x02from\x02to\x02Apply filters\x02Clear filters\x02No opera" +
+	"tor action matches.\x02All actions\x02The process instance must be a who" +
+	"le instance id (a UUID): the lists show the end of each id; open the ins" +
+	"tance, or copy its link, for the whole id.\x02The bulk action must be it" +
+	"s id (a UUID).\x02Operator actions, newest first\x02No bulk action has t" +
+	"he id %[1]s: check the link, or open the action from the audit log.\x14" +
+	"\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s ch" +
+	"anged. While it runs, each reload shows how far it got.\x00h\x02Showing " +
+	"the %[1]d instances bulk action %[2]s changed. While it runs, each reloa" +
+	"d shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied t" +
+	"o %[4]d of the %[5]d instances counted, %[6]d skipped (they changed afte" +
+	"r the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was" +
+	" stopped by an error after %[4]d of the %[5]d instances counted (%[6]d s" +
+	"kipped). What it applied stays; act on the filter again for the rest." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
+	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
+	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
+	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
+	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
+	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
+	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
+	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
+	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
+	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
+	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
+	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
+	"t allowed\x02Your role can read definitions and processes only: external" +
+	" tasks and process instances are for operators and administrators.\x02In" +
+	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
+	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
+	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
+	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
+	" it is not visible to you. An ended instance is deleted, with its occurr" +
+	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
+	"sed, or at once when an administrator erases it; the audit log keeps the" +
+	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
+	"e lists show the end of each id; open the row, or copy its link, for the" +
+	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
+	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
+	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
+	"m refused\x02This form was not sent from this console session, or it has" +
+	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
+	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
+	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
+	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
+	"gain.\x02This form could not be read: nothing was done. Send it again." +
+	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
+	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
+	"d not show this page. Try again; if it persists, give your administrator" +
+	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
+	"external services that take tasks, and the definitions each may take. Cr" +
+	"eate consumers, change their grants and rotate their tokens through the " +
+	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
+	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
+	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
+	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
+	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
+	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
+	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
+	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
+	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
+	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
+	"e from one revision to another, and whom it may break.\x02From revision" +
+	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
+	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
+	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
+	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
+	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
+	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
+	"es not yet snapshotted: they are in no revision (workers and processes u" +
+	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
+	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
+	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
+	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
+	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
+	"ese fields’ values are less protected than under the older one.\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
+	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
+	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
+	" Working copy, immutable revisions and named releases.\x02Definitions by" +
+	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
+	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
+	" call. Values of the URL's query and of the headers, and signing secrets" +
+	", are sealed and never shown. Create and change destinations with relais" +
+	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
+	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
+	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
+	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
+	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
+	"ters. It is kept after the erasure, whatever the retention: write the re" +
+	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
+	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
+	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
+	"ess key and the workers’ messages go with it; this cannot be undone. The" +
+	" audit records naming it stay (who did what, and why), and so do backups" +
+	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
+	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
+	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
+	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
+	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02A held instance’s failed occurrence counts in bot" +
+	"h Held instances and Failed.\x02Completions and failures, last hour\x02D" +
+	"efinitions, those needing attention first\x02Definition\x02Open\x02Held " +
+	"instances\x02Failed\x02Oldest claimable waits\x02Completed, last hour" +
+	"\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %[1" +
+	"]s (%[2]s); recounted every few seconds, shown anew at each reload.\x02c" +
+	"laimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
+	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
+	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
+	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
+	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: e" +
+	"nded instances are kept forever, another replica’s RELAIS_RETENTION.\x02" +
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
+	"tion: ended instances are deleted with their occurrences %[1]s after the" +
+	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
+	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
+	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
+	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
+	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
+	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
+	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
+	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
+	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
+	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
+	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
+	"operator actions\x02No operator has acted on this instance.\x02Operator " +
+	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
+	"uts the instance was started with, labelled by process version %[1]d's c" +
+	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
+	" instance has ended. As an administrator you may erase it now rather tha" +
+	"n wait for retention (a data subject’s request): it is deleted with its " +
+	"occurrences and attempts.\x02This instance is held at a failed node: an " +
+	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
+	"re any attempt (its inputs could not be built), so it would fail the sam" +
+	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
+	"on, recorded in the audit log.\x02This instance is held at a failed node" +
+	": an incident. Retry offers the failed occurrence again; abandon fails t" +
+	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
+	"dit log.\x02Stopping cancels the instance and its open occurrences. It d" +
+	"oes not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aba" +
+	"ndoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
+	"\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
+	"\x02never: another replica’s RELAIS_RETENTION keeps ended instances fore" +
+	"ver\x02Deleted by retention\x02ended instances are kept %[1]s (RELAIS_RE" +
+	"TENTION)\x02ended instances are kept %[1]s, another replica’s longer REL" +
+	"AIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
+	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
+	"The version must be a whole number from 1.\x02A version is a process’s: " +
+	"choose the process too.\x02Creation date\x02The page size must be betwee" +
+	"n 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitive\x02A" +
+	"ct on every instance this filter matches\x02The next page counts them an" +
+	"d asks for a reason before anything changes.\x02Process instances, newes" +
+	"t first\x02Instance\x02End node or error\x02No instance matches these fi" +
+	"lters.\x02All processes\x02Any definition\x02All statuses\x02Unknown sta" +
+	"tus “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an inst" +
+	"ance, not of a task: the Instances page lists the instances with it.\x02" +
+	"Unknown status “%[1]s”.\x02available\x02reserved\x02deferred\x02complete" +
+	"d\x02failed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02re" +
+	"leased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worker fetche" +
+	"s it)\x02push (Relais calls the service)\x02administrator\x02operator" +
+	"\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
+	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
+	"stination’s answer\x02Outcome\x02Error message\x02No worker has reserved" +
+	" this occurrence yet.\x02in progress\x02Whole message\x02No worker ever " +
+	"reserved this occurrence: it ended before any attempt.\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
+	"r called the destination: the occurrence ended before any call.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
+	" from its instance\x02The latest %[1]d attempts, oldest first\x02The %[1" +
+	"]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences/%[" +
+	"3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason gi" +
+	"ven by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none:" +
+	" a failed call takes the node’s error path\x02Deadline\x02Priority\x02%[" +
+	"1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destinati" +
+	"on’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%" +
+	"[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2" +
+	"]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each f" +
+	"ailure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s aft" +
+	"er each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the" +
+	" last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Why (recorded with the reveal)\x02Every admin reads it" +
+	", and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
+	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
+	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination’s answer could not be used: it must be one JSON obje" +
+	"ct whose outputs member matches the revision’s outputs contract, and not" +
+	"hing after it. Its message says what was wrong.\x02The destination did n" +
+	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
+	"The destination did not answer within the call’s timeout (%[1]s): it may" +
+	" have acted all the same, so check before retrying.\x02The destination d" +
+	"id not answer within the call’s timeout: it may have acted all the same," +
+	" so check before retrying.\x02The last attempt’s lock expired with no at" +
+	"tempt left, after Relais refused its worker’s report (%[1]s; see the fai" +
+	"led occurrence’s attempts): the worker answered, and its answer must cha" +
+	"nge, not its lock.\x02The last attempt’s lock expired with no attempt le" +
+	"ft, after Relais refused its worker’s report (%[1]s; see the attempts be" +
+	"low): the worker answered, and its answer must change, not its lock.\x02" +
+	"The last attempt’s lock expired with no attempt left.\x02The last attemp" +
+	"t’s worker stream ended (its worker left or was dropped) with no attempt" +
+	" left.\x02The deadline passed before the occurrence was completed: no at" +
+	"tempt succeeded in time.\x02The result did not match the revision's outp" +
+	"uts contract.\x02The answer to the call was lost (the connection broke a" +
+	"fter the request was sent, or Relais stopped or could not reach its data" +
+	"base before recording it): whether the destination acted is unknown, so " +
+	"Relais does not call it again by itself (an operator’s retry does).\x02T" +
+	"he call could not be prepared.\x02The destination could not be reached." +
+	"\x02The destination’s answer was too large.\x02The last attempt ended wi" +
+	"thout a result (its lock expired, or its worker’s stream ended) with no " +
+	"attempt left.\x02The inputs could not be built from the process’s bindin" +
+	"gs.\x02An operator abandoned the instance.\x02A Camunda 7 worker reporte" +
+	"d a failure with no retries left (retries: 0, no retries sent, which Cam" +
+	"unda reads as 0, or a budget already spent): it is not run again.\x02The" +
+	" destination answered HTTP %[1]s.\x02No live worker takes %[1]s now (Wor" +
+	"kers page).\x02No live worker takes revision %[1]d: the live workers of " +
+	"%[2]s declare inputs it does not have.\x02No live worker takes revision " +
+	"%[1]d: the live workers of %[2]s take revision %[3]d only.\x02No live wo" +
+	"rker takes revision %[1]d: the live workers of %[2]s take revisions %[3]" +
+	"s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
+	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
+	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
+	"%[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]" +
+	"s without its result recorded: the replica making it may have stopped. I" +
+	"f so, it fails outcome_unknown at %[3]s (%[4]s): ask the destination whe" +
+	"ther it took effect.\x02Relais is calling the destination (since %[1]s)." +
+	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
+	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
+	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
+	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
+	"went on along the node’s error path, and is held at a later node.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02The instance was stopped while the worker held the task: its r" +
+	"eport is refused, but it may already have done the work.\x02The instance" +
+	" was stopped during the call, which was aborted: the destination may alr" +
+	"eady have acted on the request (check there).\x02The instance was stoppe" +
+	"d while the task was deferred: a settlement by id is refused, but the wo" +
+	"rk it waited for may already be done.\x02%[1]s at %[2]s\x02Relais refuse" +
+	"d a report of this attempt at %[1]s (%[2]s) before taking another.\x02Re" +
+	"lais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), b" +
+	"efore taking another.\x02Relais refused this attempt’s report at %[1]s (" +
+	"%[2]s): its worker answered, and the answer was not taken.\x02Relais ref" +
+	"used %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worke" +
+	"r answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable bo" +
+	"dy\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
+	"tected values masked)\x02Message from Relais, quoting the destination’s " +
+	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
+	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
+	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
+	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
+	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
+	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
+	"rence matches these filters.\x02All consumers\x02instance held here\x02T" +
+	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
+	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are recounted every few seconds, shown anew at each rel" +
+	"oad.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
+	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
+	"he first day comes after the last.\x02This address holds a parameter tha" +
+	"t cannot be read (a percent sign not followed by two hexadecimal digits," +
+	" or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (did" +
+	" you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1" +
+	"]s” is given %[2]d times: give it once.\x02The page cursor is invalid: g" +
+	"o back to the first page.\x02These settings are kept in this browser onl" +
+	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
+	"r computer’s time zone: choose a place, whose daylight saving time is fo" +
+	"llowed, or a fixed offset from UTC.\x02Reload lists and detail pages\x02" +
+	"A reload empties what you typed but did not apply (filters, the search b" +
+	"ox) and moves the focus back to the top of the page: “Pause reloading”, " +
+	"on every page that reloads, stops it until you resume. Pages where you t" +
+	"ype a reason (confirmations, and occurrences with a value to reveal) nev" +
+	"er reload on their own, nor does a revealed value.\x02Save settings\x02B" +
+	"ack without saving\x02UTC (coordinated universal time)\x02Local time in " +
+	"%[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Eve" +
+	"ry %[1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Rel" +
+	"oading paused: this page stays as it is until you resume.\x02Published p" +
+	"rocess versions: their nodes, routes and pinned revisions, drawn, with w" +
+	"here their occurrences are now.\x02Published process versions: their nod" +
+	"es, routes and pinned revisions, drawn.\x02Processes by key\x02Versions," +
+	" newest first\x02No process is published yet.\x02version %[1]d\x02older " +
+	"versions, from version %[1]d (each links the one before)\x02Process %[1]" +
+	"s\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: a" +
+	"n instance starts with an empty object.\x02Inputs an instance of this ve" +
+	"rsion is started with\x02Instances of this version\x02Latest\x02yes: a s" +
+	"tart that names no version runs this one\x02no: the latest is version %[" +
+	"1]d\x02← version %[1]d\x02version %[1]d →\x02Columns follow the longest " +
+	"path from the start node. Solid arrows are successes (labelled with thei" +
+	"r route), dashed ones failures (labelled with their error codes).\x02Nod" +
+	"es of this version\x02This version has %[1]d nodes: too many to draw leg" +
+	"ibly (at most %[2]d). The table below lists every node with its routes a" +
+	"nd counts.\x02This version has %[1]d nodes: too many to draw legibly (at" +
+	" most %[2]d). The table below lists every node with its routes.\x02Graph" +
+	" of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x00Y\x02%[1]d node" +
+	"s, starting at %[2]s. The table below lists the same nodes, routes and c" +
+	"ounts.\x02%[1]d nodes, starting at %[2]s. The table below lists the same" +
+	" nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (f" +
+	"ails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02h" +
+	"old (an incident for an operator)\x02any other code → %[1]s\x02fails the" +
+	" instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, " +
+	"priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry " +
+	"can run: the deadline ends the occurrence before its retry delay passes." +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The call may last pa" +
+	"st the deadline, which cuts it short (deadline_exceeded).\x02instances h" +
+	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted ev" +
+	"ery few seconds, shown anew at each reload.\x02Only administrators may r" +
+	"eveal a sensitive value.\x02Say why you reveal this value: the reason is" +
+	" recorded with the reveal in the audit log.\x02Cannot reveal it here\x02" +
+	"This replica lacks the data key the value was sealed with, so it cannot " +
+	"open it (nothing was recorded). Another replica may reveal it; ask your " +
+	"administrator to start every replica with the same data keys.\x02Back to" +
+	" the occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log" +
+	".\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive)" +
+	" can be revealed.\x02Secret values can never be revealed.\x02Every sensi" +
+	"tive value an administrator revealed: who, when, which field and why. Th" +
+	"e values themselves are never kept.\x02Reveals, newest first\x02No value" +
+	" was revealed.\x02none (revealed before reasons were asked for)\x02Metho" +
+	"d not allowed\x02This page does not accept that request.\x02This form wa" +
+	"s sent from another site: the console takes its forms from its own pages" +
+	" only. Open the console and send it from there.\x02Search\x02Type an ins" +
+	"tance or occurrence id (a whole UUID, as the title of its page shows it)" +
+	", or a business key.\x02Nothing to find: the search box is empty.\x02Tha" +
+	"t is too long to be an id or a business key.\x02No instance has “%[1]s” " +
+	"as its business key. A business key is found only whole and exactly as g" +
+	"iven, capitals and accents included: a list shows a long one shortened, " +
+	"so copy it from its instance’s page. An ended instance is deleted once t" +
+	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
+	"ministrator erases it.\x02No instance or occurrence has the id “%[1]s”, " +
+	"and no instance has it as its business key. An ended instance is deleted" +
+	", with its occurrences and attempts, once the retention period (RELAIS_R" +
+	"ETENTION) has passed, or at once when an administrator erases it; the au" +
+	"dit log keeps the operator actions taken on it.\x02No instance has “%[1]" +
+	"s” as its business key, and it is not a whole id: the lists show the end" +
+	" of each id. Open the row, or copy its link, for the whole id.\x02A toke" +
+	"n in the address is not used: you are signed in already. The address has" +
+	" put it in your browser’s history, and perhaps in a proxy’s logs: if oth" +
+	"ers may read them, have the token revoked and use a new one.\x02A token " +
+	"in the address is not used: paste it in the field below. The address has" +
+	" put it in your browser’s history, and perhaps in a proxy’s logs: if oth" +
+	"ers may read them, have the token revoked and use a new one.\x02You are " +
+	"signed out.\x02The token you signed in with is revoked, and you are sign" +
+	"ed out: sign in with another one.\x02Your session had ended (inactivity," +
+	" a sign-out elsewhere, a revoked token or a restart of the server), so y" +
+	"our last action was not applied. Sign in again, then repeat it.\x02Your " +
+	"session has ended (inactivity, a sign-out elsewhere, a token revoked or " +
+	"expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
+	"in with an operator, designer or administrator token.\x02Token\x02The to" +
+	"ken is checked once and never stored in your browser; a session cookie s" +
+	"tands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
 	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
 	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
 	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
@@ -1718,241 +1719,241 @@ var frIndex = []uint32{ // 846 elements
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
 	0x00000263, 0x0000028d, 0x0000030f, 0x0000040a,
 	0x00000421, 0x0000044c, 0x000004a2, 0x00000528,
-	0x00000540, 0x00000569, 0x000005ae, 0x0000070e,
-	0x00000724, 0x00000810, 0x00000910, 0x00000a1b,
+	0x00000540, 0x00000569, 0x000005ae, 0x0000076a,
+	0x00000780, 0x0000086c, 0x0000096c, 0x00000a77,
 	// Entry 20 - 3F
-	0x00000a32, 0x00000a59, 0x00000a70, 0x00000b16,
-	0x00000bc9, 0x00000c7d, 0x00000da2, 0x00000deb,
-	0x00000e35, 0x00000e6f, 0x00000efc, 0x00000f81,
-	0x00000fc6, 0x0000109e, 0x000010fb, 0x0000112c,
-	0x0000119d, 0x00001206, 0x0000127d, 0x000012e6,
-	0x0000131a, 0x0000138f, 0x000013fa, 0x0000140b,
-	0x00001471, 0x000014dc, 0x000014e3, 0x00001524,
-	0x00001538, 0x000015d6, 0x0000160a, 0x00001649,
+	0x00000a8e, 0x00000ab5, 0x00000acc, 0x00000b72,
+	0x00000c25, 0x00000cd9, 0x00000dfe, 0x00000e47,
+	0x00000e91, 0x00000ecb, 0x00000f58, 0x00000fdd,
+	0x00001022, 0x000010fa, 0x00001157, 0x00001188,
+	0x000011f9, 0x00001262, 0x000012d9, 0x00001342,
+	0x00001376, 0x000013eb, 0x00001456, 0x00001467,
+	0x000014cd, 0x00001538, 0x0000153f, 0x00001580,
+	0x00001594, 0x00001632, 0x00001666, 0x000016a5,
 	// Entry 40 - 5F
-	0x000016ed, 0x0000176d, 0x000017a9, 0x000017e9,
-	0x00001842, 0x00001880, 0x000018be, 0x000018fb,
-	0x0000197a, 0x000019c4, 0x00001a5c, 0x00001ac5,
-	0x00001aff, 0x00001b60, 0x00001ba0, 0x00001c49,
-	0x00001c53, 0x00001c5b, 0x00001c62, 0x00001c6f,
-	0x00001c7f, 0x00001c97, 0x00001caa, 0x00001cbe,
-	0x00001ccf, 0x00001cd5, 0x00001cf6, 0x00001d00,
-	0x00001d48, 0x00001eef, 0x000022a4, 0x00002450,
+	0x00001749, 0x000017c9, 0x00001805, 0x00001845,
+	0x0000189e, 0x000018dc, 0x0000191a, 0x00001957,
+	0x000019d6, 0x00001a20, 0x00001ab8, 0x00001b21,
+	0x00001b5b, 0x00001bbc, 0x00001bfc, 0x00001ca5,
+	0x00001caf, 0x00001cb7, 0x00001cbe, 0x00001ccb,
+	0x00001cdb, 0x00001cf3, 0x00001d06, 0x00001d1a,
+	0x00001d2b, 0x00001d31, 0x00001d52, 0x00001d5c,
+	0x00001da4, 0x00001f4b, 0x00002300, 0x000024ac,
 	// Entry 60 - 7F
-	0x00002472, 0x00002488, 0x000024ae, 0x000024d4,
-	0x00002503, 0x00002532, 0x00002564, 0x000025e5,
-	0x00002618, 0x0000264d, 0x00002726, 0x000027cf,
-	0x00002844, 0x00002927, 0x00002947, 0x0000294d,
-	0x00002951, 0x00002958, 0x0000295e, 0x00002974,
-	0x00002994, 0x000029a4, 0x000029af, 0x000029c1,
-	0x00002ad7, 0x00002adf, 0x00002afa, 0x00002b3c,
-	0x00002b3f, 0x00002b42, 0x00002b58, 0x00002b73,
+	0x000024ce, 0x000024e4, 0x0000250a, 0x00002530,
+	0x0000255f, 0x0000258e, 0x000025c0, 0x00002641,
+	0x00002674, 0x000026a9, 0x00002782, 0x0000282b,
+	0x000028a0, 0x00002983, 0x000029a3, 0x000029a9,
+	0x000029ad, 0x000029b4, 0x000029ba, 0x000029d0,
+	0x000029f0, 0x00002a00, 0x00002a0b, 0x00002a1d,
+	0x00002b33, 0x00002b3b, 0x00002b56, 0x00002b98,
+	0x00002b9b, 0x00002b9e, 0x00002bb4, 0x00002bcf,
 	// Entry 80 - 9F
-	0x00002b9f, 0x00002bb2, 0x00002c85, 0x00002cce,
-	0x00002d04, 0x00002d80, 0x00002ea1, 0x00002f65,
-	0x00003060, 0x00003126, 0x000031dd, 0x000031f7,
-	0x00003206, 0x0000320d, 0x0000321e, 0x00003234,
-	0x0000323a, 0x0000324b, 0x00003255, 0x0000327c,
-	0x00003298, 0x000032a0, 0x000032ad, 0x000032b9,
-	0x000032c7, 0x000032d4, 0x000032db, 0x000032e9,
-	0x0000330d, 0x0000331d, 0x00003335, 0x00003356,
+	0x00002bfb, 0x00002c0e, 0x00002ce1, 0x00002d2a,
+	0x00002d60, 0x00002ddc, 0x00002efd, 0x00002fc1,
+	0x000030bc, 0x00003182, 0x00003239, 0x00003253,
+	0x00003262, 0x00003269, 0x0000327a, 0x00003290,
+	0x00003296, 0x000032a7, 0x000032b1, 0x000032d8,
+	0x000032f4, 0x000032fc, 0x00003309, 0x00003315,
+	0x00003323, 0x00003330, 0x00003337, 0x00003345,
+	0x00003369, 0x00003379, 0x00003391, 0x000033b2,
 	// Entry A0 - BF
-	0x00003388, 0x000033c4, 0x000033fe, 0x00003414,
-	0x0000342e, 0x00003460, 0x0000347a, 0x00003489,
-	0x0000353d, 0x0000354f, 0x000035cf, 0x000035eb,
-	0x00003602, 0x0000361a, 0x0000365d, 0x000037ab,
-	0x00003864, 0x00003870, 0x0000395b, 0x0000396e,
-	0x00003a13, 0x00003a28, 0x00003a43, 0x00003abf,
-	0x00003ad4, 0x00003b31, 0x00003b87, 0x00003ba3,
-	0x00003bfa, 0x00003c12, 0x00003caa, 0x00003ccf,
+	0x000033e4, 0x00003420, 0x0000345a, 0x00003470,
+	0x0000348a, 0x000034bc, 0x000034d6, 0x000034e5,
+	0x00003599, 0x000035ab, 0x0000362b, 0x00003647,
+	0x0000365e, 0x00003676, 0x000036b9, 0x00003807,
+	0x000038c0, 0x000038cc, 0x000039b7, 0x000039ca,
+	0x00003a6f, 0x00003a84, 0x00003a9f, 0x00003b1b,
+	0x00003b30, 0x00003b8d, 0x00003be3, 0x00003bff,
+	0x00003c56, 0x00003c6e, 0x00003d06, 0x00003d2b,
 	// Entry C0 - DF
-	0x00003ce9, 0x00003dda, 0x00003e08, 0x00003e0b,
-	0x00003e0f, 0x00003e16, 0x00003e20, 0x00003e26,
-	0x00003e2e, 0x00003e34, 0x00003e3e, 0x00003e5f,
-	0x00003e78, 0x00003e8b, 0x00003ec3, 0x00003edd,
-	0x00003ef8, 0x00003f5e, 0x00003f90, 0x00003f96,
-	0x00003f9b, 0x00003fa7, 0x00003fb6, 0x00003fc2,
-	0x00003fce, 0x00003fe0, 0x00003ff1, 0x00004075,
-	0x00004087, 0x0000409e, 0x000040a9, 0x000040fe,
+	0x00003d45, 0x00003e36, 0x00003e64, 0x00003e67,
+	0x00003e6b, 0x00003e72, 0x00003e7c, 0x00003e82,
+	0x00003e8a, 0x00003e90, 0x00003e9a, 0x00003ebb,
+	0x00003ed4, 0x00003ee7, 0x00003f1f, 0x00003f39,
+	0x00003f54, 0x00003fba, 0x00003fec, 0x00003ff2,
+	0x00003ff7, 0x00004003, 0x00004012, 0x0000401e,
+	0x0000402a, 0x0000403c, 0x0000404d, 0x000040d1,
+	0x000040e3, 0x000040fa, 0x00004105, 0x0000415a,
 	// Entry E0 - FF
-	0x0000410b, 0x00004130, 0x0000413c, 0x00004146,
-	0x0000414c, 0x00004158, 0x00004170, 0x000041c2,
-	0x000041d2, 0x000041e2, 0x000041eb, 0x000041f6,
-	0x000041fe, 0x0000421e, 0x00004240, 0x00004268,
-	0x00004271, 0x00004281, 0x000042a1, 0x000042a9,
-	0x000042b8, 0x000042d7, 0x00004302, 0x00004328,
-	0x00004338, 0x00004342, 0x0000434c, 0x0000436b,
-	0x00004389, 0x00004461, 0x0000447f, 0x000044c3,
+	0x00004167, 0x0000418c, 0x00004198, 0x000041a2,
+	0x000041a8, 0x000041b4, 0x000041cc, 0x0000421e,
+	0x0000422e, 0x0000423e, 0x00004247, 0x00004252,
+	0x0000425a, 0x0000427a, 0x0000429c, 0x000042c4,
+	0x000042cd, 0x000042dd, 0x000042fd, 0x00004305,
+	0x00004314, 0x00004333, 0x0000435e, 0x00004384,
+	0x00004394, 0x0000439e, 0x000043a8, 0x000043c7,
+	0x000043e5, 0x000044bd, 0x000044db, 0x0000451f,
 	// Entry 100 - 11F
-	0x00004500, 0x00004533, 0x00004563, 0x000045ec,
-	0x00004618, 0x00004648, 0x0000466a, 0x00004685,
-	0x000046a0, 0x000046bc, 0x000046d8, 0x000046ee,
-	0x00004708, 0x0000473f, 0x00004775, 0x00004795,
-	0x000047b4, 0x000047bb, 0x000047c2, 0x000047d1,
-	0x000047ed, 0x00004801, 0x00004816, 0x00004880,
-	0x00004896, 0x0000489b, 0x000048af, 0x000048c7,
-	0x000048ec, 0x0000491a, 0x0000493f, 0x00004959,
+	0x0000455c, 0x0000458f, 0x000045bf, 0x00004648,
+	0x00004674, 0x000046a4, 0x000046c6, 0x000046e1,
+	0x000046fc, 0x00004718, 0x00004734, 0x0000474a,
+	0x00004764, 0x0000479b, 0x000047d1, 0x000047f1,
+	0x00004810, 0x00004817, 0x0000481e, 0x0000482d,
+	0x00004849, 0x0000485d, 0x00004872, 0x000048dc,
+	0x000048f2, 0x000048f7, 0x0000490b, 0x00004923,
+	0x00004948, 0x00004976, 0x0000499b, 0x000049b5,
 	// Entry 120 - 13F
-	0x00004aa2, 0x00004ab7, 0x00004ac7, 0x00004acb,
-	0x00004ade, 0x00004aed, 0x00004b04, 0x00004b13,
-	0x00004b1a, 0x00004b25, 0x00004b47, 0x00004b5b,
-	0x00004c39, 0x00004c61, 0x00004cea, 0x00004df0,
-	0x00004e05, 0x00004e6b, 0x00004ef0, 0x00004f65,
-	0x00004f77, 0x00004f8a, 0x00004fa6, 0x00004fd3,
-	0x00004ff0, 0x00005013, 0x0000501e, 0x00005029,
-	0x00005040, 0x000051a7, 0x00005218, 0x0000523f,
+	0x00004afe, 0x00004b13, 0x00004b23, 0x00004b27,
+	0x00004b3a, 0x00004b49, 0x00004b60, 0x00004b6f,
+	0x00004b76, 0x00004b81, 0x00004ba3, 0x00004bb7,
+	0x00004c95, 0x00004cbd, 0x00004d46, 0x00004e4c,
+	0x00004e61, 0x00004ec7, 0x00004f4c, 0x00004fc1,
+	0x00004fd3, 0x00004fe6, 0x00005002, 0x0000502f,
+	0x0000504c, 0x0000506f, 0x0000507a, 0x00005085,
+	0x0000509c, 0x00005203, 0x00005274, 0x0000529b,
 	// Entry 140 - 15F
-	0x0000527d, 0x00005289, 0x00005292, 0x000052a6,
-	0x000052b0, 0x000052d7, 0x000052f3, 0x0000530e,
-	0x0000533e, 0x000053ae, 0x000053c9, 0x000053d8,
-	0x000053e9, 0x0000540a, 0x00005440, 0x00005458,
-	0x0000549f, 0x0000550a, 0x00005515, 0x0000552f,
-	0x00005579, 0x00005581, 0x0000558f, 0x0000559f,
-	0x000055c9, 0x000055f2, 0x0000566b, 0x000056c4,
-	0x00005762, 0x000057dc, 0x000057ec, 0x0000580b,
+	0x000052d9, 0x000052e5, 0x000052ee, 0x00005302,
+	0x0000530c, 0x00005333, 0x0000534f, 0x0000536a,
+	0x0000539a, 0x0000540a, 0x00005425, 0x00005434,
+	0x00005445, 0x00005466, 0x0000549c, 0x000054b4,
+	0x000054fb, 0x00005566, 0x00005571, 0x0000558b,
+	0x000055d5, 0x000055dd, 0x000055eb, 0x000055fb,
+	0x00005625, 0x0000564e, 0x000056c7, 0x00005720,
+	0x000057be, 0x00005838, 0x00005848, 0x00005867,
 	// Entry 160 - 17F
-	0x00005817, 0x00005830, 0x0000583b, 0x00005848,
-	0x00005857, 0x0000585f, 0x00005869, 0x00005871,
-	0x00005879, 0x0000587f, 0x00005886, 0x0000588b,
-	0x00005890, 0x00005894, 0x00005899, 0x0000589f,
-	0x000058a5, 0x000058ab, 0x000058b0, 0x000058b5,
-	0x000058bb, 0x000058c5, 0x000058e5, 0x00005907,
-	0x0000592b, 0x00005951, 0x0000595a, 0x00005976,
-	0x0000597f, 0x00005997, 0x000059a0, 0x000059f4,
+	0x00005873, 0x0000588c, 0x00005897, 0x000058a4,
+	0x000058b3, 0x000058bb, 0x000058c5, 0x000058cd,
+	0x000058d5, 0x000058db, 0x000058e2, 0x000058e7,
+	0x000058ec, 0x000058f0, 0x000058f5, 0x000058fb,
+	0x00005901, 0x00005907, 0x0000590c, 0x00005911,
+	0x00005917, 0x00005921, 0x00005941, 0x00005963,
+	0x00005987, 0x000059ad, 0x000059b6, 0x000059d2,
+	0x000059db, 0x000059f3, 0x000059fc, 0x00005a50,
 	// Entry 180 - 19F
-	0x00005a14, 0x00005a1a, 0x00005a25, 0x00005a2b,
-	0x00005a39, 0x00005a44, 0x00005a52, 0x00005a85,
-	0x00005aa9, 0x00005ad8, 0x00005b21, 0x00005b28,
-	0x00005b3e, 0x00005bb1, 0x00005bd7, 0x00005bf1,
-	0x00005cd9, 0x00005e68, 0x00005f6f, 0x00005fbf,
-	0x00005ff0, 0x00006023, 0x00006052, 0x0000605d,
-	0x00006061, 0x00006073, 0x00006088, 0x00006096,
-	0x000060f0, 0x00006155, 0x00006172, 0x000061b5,
+	0x00005a70, 0x00005a76, 0x00005a81, 0x00005a87,
+	0x00005a95, 0x00005aa0, 0x00005aae, 0x00005ae1,
+	0x00005b05, 0x00005b34, 0x00005b7d, 0x00005b84,
+	0x00005b9a, 0x00005c0d, 0x00005c33, 0x00005c4d,
+	0x00005d35, 0x00005ec4, 0x00005fcb, 0x0000601b,
+	0x0000604c, 0x0000607f, 0x000060ae, 0x000060b9,
+	0x000060bd, 0x000060cf, 0x000060e4, 0x000060f2,
+	0x0000614c, 0x000061b1, 0x000061ce, 0x00006211,
 	// Entry 1A0 - 1BF
-	0x0000621c, 0x00006229, 0x0000623e, 0x00006251,
-	0x0000627c, 0x000062a9, 0x000062e0, 0x0000632a,
-	0x0000633c, 0x00006374, 0x0000638b, 0x00006397,
-	0x000063ae, 0x000063e2, 0x0000642c, 0x00006461,
-	0x0000646a, 0x00006481, 0x000064af, 0x000064c2,
-	0x000064d4, 0x000064e5, 0x00006531, 0x000065ab,
-	0x000065cf, 0x000065da, 0x000065e5, 0x000065f0,
-	0x000065fa, 0x00006604, 0x0000660d, 0x00006616,
+	0x00006278, 0x00006285, 0x0000629a, 0x000062ad,
+	0x000062d8, 0x00006305, 0x0000633c, 0x00006386,
+	0x00006398, 0x000063d0, 0x000063e7, 0x000063f3,
+	0x0000640a, 0x0000643e, 0x00006488, 0x000064bd,
+	0x000064c6, 0x000064dd, 0x0000650b, 0x0000651e,
+	0x00006530, 0x00006541, 0x0000658d, 0x00006607,
+	0x0000662b, 0x00006636, 0x00006641, 0x0000664c,
+	0x00006656, 0x00006660, 0x00006669, 0x00006672,
 	// Entry 1C0 - 1DF
-	0x0000661f, 0x00006628, 0x00006631, 0x00006638,
-	0x00006646, 0x0000664c, 0x00006653, 0x0000665a,
-	0x00006663, 0x00006668, 0x00006676, 0x0000667c,
-	0x00006682, 0x00006688, 0x00006690, 0x00006699,
-	0x000066a2, 0x000066b5, 0x000066c6, 0x000066e9,
-	0x0000670a, 0x00006719, 0x00006724, 0x0000672f,
-	0x0000673c, 0x00006740, 0x00006744, 0x00006752,
-	0x00006760, 0x0000676e, 0x0000678e, 0x000067a1,
+	0x0000667b, 0x00006684, 0x0000668d, 0x00006694,
+	0x000066a2, 0x000066a8, 0x000066af, 0x000066b6,
+	0x000066bf, 0x000066c4, 0x000066d2, 0x000066d8,
+	0x000066de, 0x000066e4, 0x000066ec, 0x000066f5,
+	0x000066fe, 0x00006711, 0x00006722, 0x00006745,
+	0x00006766, 0x00006775, 0x00006780, 0x0000678b,
+	0x00006798, 0x0000679c, 0x000067a0, 0x000067ae,
+	0x000067bc, 0x000067ca, 0x000067ea, 0x000067fd,
 	// Entry 1E0 - 1FF
-	0x000067ba, 0x000067cf, 0x000067e0, 0x000067f2,
-	0x00006804, 0x0000680a, 0x00006811, 0x00006819,
-	0x00006821, 0x0000683f, 0x0000685d, 0x00006874,
-	0x00006889, 0x0000689a, 0x000068a0, 0x000068b9,
-	0x000068c4, 0x000068f8, 0x00006905, 0x00006923,
-	0x00006931, 0x0000693a, 0x00006941, 0x0000695c,
-	0x00006966, 0x00006979, 0x000069b3, 0x000069bc,
-	0x000069cb, 0x00006a2f, 0x00006a3b, 0x00006a45,
+	0x00006816, 0x0000682b, 0x0000683c, 0x0000684e,
+	0x00006860, 0x00006866, 0x0000686d, 0x00006875,
+	0x0000687d, 0x0000689b, 0x000068b9, 0x000068d0,
+	0x000068e5, 0x000068f6, 0x000068fc, 0x00006915,
+	0x00006920, 0x00006954, 0x00006961, 0x0000697f,
+	0x0000698d, 0x00006996, 0x0000699d, 0x000069b8,
+	0x000069c2, 0x000069d5, 0x00006a0f, 0x00006a18,
+	0x00006a27, 0x00006a8b, 0x00006a97, 0x00006aa1,
 	// Entry 200 - 21F
-	0x00006a75, 0x00006ad0, 0x00006bb7, 0x00006bc2,
-	0x00006bf5, 0x00006c33, 0x00006cac, 0x00006cd1,
-	0x00006cd6, 0x00006cf6, 0x00006d13, 0x00006d33,
-	0x00006d48, 0x00006d89, 0x00006d94, 0x00006d9e,
-	0x00006dc7, 0x00006e3c, 0x00006e4d, 0x00006e8a,
-	0x00006ebe, 0x00006f1f, 0x00006f69, 0x00006f77,
-	0x00006fb3, 0x00006fdd, 0x00007022, 0x0000704a,
-	0x00007089, 0x000070aa, 0x000070e8, 0x00007128,
+	0x00006ad1, 0x00006b2c, 0x00006c13, 0x00006c1e,
+	0x00006c51, 0x00006c8f, 0x00006d08, 0x00006d2d,
+	0x00006d32, 0x00006d52, 0x00006d6f, 0x00006d8f,
+	0x00006da4, 0x00006de5, 0x00006df0, 0x00006dfa,
+	0x00006e23, 0x00006e98, 0x00006ea9, 0x00006ee6,
+	0x00006f1a, 0x00006f7b, 0x00006fc5, 0x00006fd3,
+	0x0000700f, 0x00007039, 0x0000707e, 0x000070a6,
+	0x000070e5, 0x00007106, 0x00007144, 0x00007184,
 	// Entry 220 - 23F
-	0x00007148, 0x00007189, 0x000071b3, 0x000071da,
-	0x0000725d, 0x00007275, 0x00007289, 0x000072a0,
-	0x000072ae, 0x000072b9, 0x000072dc, 0x0000731a,
-	0x00007339, 0x00007355, 0x000073c3, 0x00007495,
-	0x000074f4, 0x00007579, 0x000075f6, 0x0000770a,
-	0x0000780d, 0x00007854, 0x000078e1, 0x00007950,
-	0x00007996, 0x00007ae3, 0x00007b0b, 0x00007b2e,
-	0x00007b65, 0x00007bf6, 0x00007c49, 0x00007c72,
+	0x000071a4, 0x000071e5, 0x0000720f, 0x00007236,
+	0x000072b9, 0x000072d1, 0x000072e5, 0x000072fc,
+	0x0000730a, 0x00007315, 0x00007338, 0x00007376,
+	0x00007395, 0x000073b1, 0x0000741f, 0x000074f1,
+	0x00007550, 0x000075d5, 0x00007652, 0x00007766,
+	0x00007869, 0x000078b0, 0x0000793d, 0x000079ac,
+	0x000079f2, 0x00007b3f, 0x00007b67, 0x00007b8a,
+	0x00007bc1, 0x00007c52, 0x00007ca5, 0x00007cce,
 	// Entry 240 - 25F
-	0x00007d54, 0x00007d7a, 0x00007dc1, 0x00007e45,
-	0x00007ec0, 0x00007f3d, 0x00007f65, 0x00007f8d,
-	0x00007fd4, 0x0000801e, 0x00008051, 0x00008064,
-	0x0000816c, 0x0000819a, 0x000081d6, 0x000081ec,
-	0x00008280, 0x00008293, 0x000082d0, 0x00008329,
-	0x00008365, 0x00008378, 0x000083cc, 0x00008401,
-	0x00008413, 0x0000842a, 0x00008469, 0x000084bb,
-	0x000084e7, 0x00008584, 0x0000862a, 0x000086d7,
+	0x00007db0, 0x00007dd6, 0x00007e1d, 0x00007ea1,
+	0x00007f1c, 0x00007f99, 0x00007fc1, 0x00007fe9,
+	0x00008030, 0x0000807a, 0x000080ad, 0x000080c0,
+	0x000081c8, 0x000081f6, 0x00008232, 0x00008248,
+	0x000082dc, 0x000082ef, 0x0000832c, 0x00008385,
+	0x000083c1, 0x000083d4, 0x00008428, 0x0000845d,
+	0x0000846f, 0x00008486, 0x000084c5, 0x00008517,
+	0x00008543, 0x000085e0, 0x00008686, 0x00008733,
 	// Entry 260 - 27F
-	0x000086e7, 0x00008747, 0x000087b8, 0x0000883d,
-	0x000088d2, 0x000088dd, 0x000088fa, 0x00008919,
-	0x0000892a, 0x00008944, 0x0000894d, 0x00008957,
-	0x000089a5, 0x000089ea, 0x00008a09, 0x00008a3e,
-	0x00008a8f, 0x00008aa0, 0x00008aea, 0x00008b00,
-	0x00008b14, 0x00008b2d, 0x00008b43, 0x00008b6d,
-	0x00008b75, 0x00008b88, 0x00008b8f, 0x00008baa,
-	0x00008bca, 0x00008bfa, 0x00008c11, 0x00008c27,
+	0x00008743, 0x000087a3, 0x00008814, 0x00008899,
+	0x0000892e, 0x00008939, 0x00008956, 0x00008975,
+	0x00008986, 0x000089a0, 0x000089a9, 0x000089b3,
+	0x00008a01, 0x00008a46, 0x00008a65, 0x00008a9a,
+	0x00008aeb, 0x00008afc, 0x00008b46, 0x00008b5c,
+	0x00008b70, 0x00008b89, 0x00008b9f, 0x00008bc9,
+	0x00008bd1, 0x00008be4, 0x00008beb, 0x00008c06,
+	0x00008c26, 0x00008c56, 0x00008c6d, 0x00008c83,
 	// Entry 280 - 29F
-	0x00008c5f, 0x00008c9a, 0x00008cc6, 0x00008d49,
-	0x00008d5a, 0x00008d74, 0x00008d7f, 0x00008d93,
-	0x00008da5, 0x00008dbb, 0x00008dcd, 0x00008ddf,
-	0x00008de5, 0x00008df7, 0x00008e05, 0x00008e14,
-	0x00008e20, 0x00008e36, 0x00008e60, 0x00008e93,
-	0x00008f3b, 0x00008f8b, 0x00008fb3, 0x00009005,
-	0x00009047, 0x00009083, 0x0000909a, 0x00009164,
-	0x00009191, 0x0000934b, 0x00009365, 0x0000937e,
+	0x00008cbb, 0x00008cf6, 0x00008d22, 0x00008da5,
+	0x00008db6, 0x00008dd0, 0x00008ddb, 0x00008def,
+	0x00008e01, 0x00008e17, 0x00008e29, 0x00008e3b,
+	0x00008e41, 0x00008e53, 0x00008e61, 0x00008e70,
+	0x00008e7c, 0x00008e92, 0x00008ebc, 0x00008eef,
+	0x00008f97, 0x00008fe7, 0x0000900f, 0x00009061,
+	0x000090a3, 0x000090df, 0x000090f6, 0x000091c0,
+	0x000091ed, 0x000093a7, 0x000093c1, 0x000093da,
 	// Entry 2A0 - 2BF
-	0x0000939f, 0x000093b6, 0x000093e3, 0x000093ea,
-	0x00009404, 0x0000942a, 0x0000943f, 0x00009499,
-	0x0000952e, 0x00009591, 0x000095a4, 0x000095cb,
-	0x000095f3, 0x00009601, 0x00009655, 0x00009665,
-	0x00009676, 0x0000967d, 0x000097b3, 0x000097ba,
-	0x000097f4, 0x000097f9, 0x0000980e, 0x00009822,
-	0x00009834, 0x0000984a, 0x0000985a, 0x00009897,
-	0x000098d7, 0x000098f2, 0x00009903, 0x00009947,
+	0x000093fb, 0x00009412, 0x0000943f, 0x00009446,
+	0x00009460, 0x00009486, 0x0000949b, 0x000094f5,
+	0x0000958a, 0x000095ed, 0x00009600, 0x00009627,
+	0x0000964f, 0x0000965d, 0x000096b1, 0x000096c1,
+	0x000096d2, 0x000096d9, 0x0000980f, 0x00009816,
+	0x00009850, 0x00009855, 0x0000986a, 0x0000987e,
+	0x00009890, 0x000098a6, 0x000098b6, 0x000098f3,
+	0x00009933, 0x0000994e, 0x0000995f, 0x000099a3,
 	// Entry 2C0 - 2DF
-	0x00009968, 0x0000997a, 0x0000998c, 0x00009a61,
-	0x00009a79, 0x00009b1a, 0x00009ba9, 0x00009bb9,
-	0x00009c93, 0x00009d55, 0x00009d5a, 0x00009d6a,
-	0x00009d78, 0x00009d88, 0x00009d98, 0x00009da6,
-	0x00009db6, 0x00009dc0, 0x00009de9, 0x00009e03,
-	0x00009e1e, 0x00009eac, 0x00009eea, 0x00009efb,
-	0x00009f92, 0x00009f9f, 0x00009fba, 0x0000a013,
-	0x0000a027, 0x0000a045, 0x0000a0bf, 0x0000a100,
+	0x000099c4, 0x000099d6, 0x000099e8, 0x00009abd,
+	0x00009ad5, 0x00009b76, 0x00009c05, 0x00009c15,
+	0x00009cef, 0x00009db1, 0x00009db6, 0x00009dc6,
+	0x00009dd4, 0x00009de4, 0x00009df4, 0x00009e02,
+	0x00009e12, 0x00009e1c, 0x00009e45, 0x00009e5f,
+	0x00009e7a, 0x00009f08, 0x00009f46, 0x00009f57,
+	0x00009fee, 0x00009ffb, 0x0000a016, 0x0000a06f,
+	0x0000a083, 0x0000a0a1, 0x0000a11b, 0x0000a15c,
 	// Entry 2E0 - 2FF
-	0x0000a176, 0x0000a195, 0x0000a2ab, 0x0000a2c4,
-	0x0000a30a, 0x0000a322, 0x0000a375, 0x0000a3b0,
-	0x0000a448, 0x0000a474, 0x0000a49a, 0x0000a4ce,
-	0x0000a4e6, 0x0000a511, 0x0000a5ba, 0x0000a5c4,
-	0x0000a64c, 0x0000a681, 0x0000a6c2, 0x0000a83e,
-	0x0000a9bd, 0x0000aa96, 0x0000abab, 0x0000acc7,
-	0x0000ace0, 0x0000ad5c, 0x0000ae25, 0x0000aeae,
-	0x0000aebb, 0x0000af0d, 0x0000af13, 0x0000afc7,
+	0x0000a1d2, 0x0000a1f1, 0x0000a307, 0x0000a320,
+	0x0000a366, 0x0000a37e, 0x0000a3d1, 0x0000a40c,
+	0x0000a4a4, 0x0000a4d0, 0x0000a4f6, 0x0000a52a,
+	0x0000a542, 0x0000a56d, 0x0000a616, 0x0000a620,
+	0x0000a6a8, 0x0000a6dd, 0x0000a71e, 0x0000a89a,
+	0x0000aa19, 0x0000aaf2, 0x0000ac07, 0x0000ad23,
+	0x0000ad3c, 0x0000adb8, 0x0000ae81, 0x0000af0a,
+	0x0000af17, 0x0000af69, 0x0000af6f, 0x0000b023,
 	// Entry 300 - 31F
-	0x0000b077, 0x0000b0a9, 0x0000b0d5, 0x0000b13e,
-	0x0000b1e5, 0x0000b2a7, 0x0000b2d7, 0x0000b2e4,
-	0x0000b2ea, 0x0000b300, 0x0000b30b, 0x0000b312,
-	0x0000b31d, 0x0000b32b, 0x0000b338, 0x0000b346,
-	0x0000b35f, 0x0000b38c, 0x0000b435, 0x0000b448,
-	0x0000b452, 0x0000b4e1, 0x0000b542, 0x0000b59e,
-	0x0000b5b0, 0x0000b5ca, 0x0000b5dd, 0x0000b61b,
-	0x0000b657, 0x0000b674, 0x0000b681, 0x0000b68f,
+	0x0000b0d3, 0x0000b105, 0x0000b131, 0x0000b19a,
+	0x0000b241, 0x0000b303, 0x0000b333, 0x0000b340,
+	0x0000b346, 0x0000b35c, 0x0000b367, 0x0000b36e,
+	0x0000b379, 0x0000b387, 0x0000b394, 0x0000b3a2,
+	0x0000b3bb, 0x0000b3e8, 0x0000b491, 0x0000b4a4,
+	0x0000b4ae, 0x0000b53d, 0x0000b59e, 0x0000b5fa,
+	0x0000b60c, 0x0000b626, 0x0000b639, 0x0000b677,
+	0x0000b6b3, 0x0000b6d0, 0x0000b6dd, 0x0000b6eb,
 	// Entry 320 - 33F
-	0x0000b69d, 0x0000b6ad, 0x0000b6e9, 0x0000b723,
-	0x0000b7a0, 0x0000b7ab, 0x0000b7d5, 0x0000b7e2,
-	0x0000b7fe, 0x0000b802, 0x0000b814, 0x0000b8d6,
-	0x0000b909, 0x0000b914, 0x0000b91e, 0x0000b933,
-	0x0000b93c, 0x0000b946, 0x0000b95b, 0x0000b97f,
-	0x0000b999, 0x0000b9ae, 0x0000b9da, 0x0000ba19,
-	0x0000ba1e, 0x0000ba33, 0x0000ba45, 0x0000ba7a,
-	0x0000ba8b, 0x0000bab8, 0x0000bae7, 0x0000bc09,
+	0x0000b6f9, 0x0000b709, 0x0000b745, 0x0000b77f,
+	0x0000b7fc, 0x0000b807, 0x0000b831, 0x0000b83e,
+	0x0000b85a, 0x0000b85e, 0x0000b870, 0x0000b932,
+	0x0000b965, 0x0000b970, 0x0000b97a, 0x0000b98f,
+	0x0000b998, 0x0000b9a2, 0x0000b9b7, 0x0000b9db,
+	0x0000b9f5, 0x0000ba0a, 0x0000ba36, 0x0000ba75,
+	0x0000ba7a, 0x0000ba8f, 0x0000baa1, 0x0000bad6,
+	0x0000bae7, 0x0000bb14, 0x0000bb43, 0x0000bc65,
 	// Entry 340 - 35F
-	0x0000bd2b, 0x0000bda1, 0x0000be2c, 0x0000bebb,
-	0x0000bf22, 0x0000bf64, 0x0000bfb6, 0x0000bffe,
-	0x0000c071, 0x0000c0b9, 0x0000c0e7, 0x0000c115,
-	0x0000c148, 0x0000c17b,
+	0x0000bd87, 0x0000bdfd, 0x0000be88, 0x0000bf17,
+	0x0000bf7e, 0x0000bfc0, 0x0000c012, 0x0000c05a,
+	0x0000c0cd, 0x0000c115, 0x0000c143, 0x0000c171,
+	0x0000c1a4, 0x0000c1d7,
 } // Size: 3408 bytes
 
-const frData string = "" + // Size: 49531 bytes
+const frData string = "" + // Size: 49623 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1974,701 +1975,702 @@ const frData string = "" + // Size: 49531 bytes
 	"nce abandonnée ne peut pas être reprise.\x02Abandonner l’instance\x02Arr" +
 	"êter l’instance de processus %[1]s\x02Arrêter cette instance\u202f? Ses" +
 	" occurrences ouvertes sont annulées.\x02Les exécutants qui en détiennent" +
-	" une l’apprennent à leur prochain retour, et leurs résultats sont refusé" +
-	"s\u202f; un appel push en cours est interrompu, mais sa destination a pe" +
-	"ut-être déjà traité la requête (une carte débitée\u202f: vérifiez-le che" +
-	"z elle). Rien n’est terminé à leur place, et une instance arrêtée ne peu" +
-	"t pas reprendre.\x02Arrêter l’instance\x02Cette instance ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appe" +
-	"l a reçu une réponse de succès, avec des sorties que le contrat a refusé" +
-	"es\u202f: la destination a très probablement agi. Vérifiez auprès de la " +
-	"destination avant de reprendre, sinon elle agira deux fois (une carte dé" +
-	"bitée deux fois).\x02Son dernier appel a peut-être été exécuté malgré to" +
-	"ut (sa réponse a été perdue, ou est arrivée après le délai)\u202f: vérif" +
-	"iez auprès de la destination qu’elle n’a pas agi avant de reprendre, sin" +
-	"on elle agira deux fois (une carte débitée deux fois).\x02Rien n’a été f" +
-	"ait.\x02Impossible d’agir sur cette instance\x02Retour à l’instance\x02Q" +
-	"uelqu’un a agi sur cette instance après l’ouverture de cette page (%[1]s" +
-	" par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-la de nouveau avan" +
-	"t de décider.\x02Cette instance est déjà terminée (elle est %[1]s désorm" +
-	"ais)\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[" +
-	"2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance n’est plus b" +
-	"loquée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après " +
-	"l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait." +
-	"\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à reprend" +
-	"re. Un échec termine son instance, sauf si le on_error du nœud mène à ho" +
-	"ld (un incident qui attend un opérateur)\u202f; démarrez une nouvelle in" +
-	"stance (avec une nouvelle Idempotency-Key, ou sans) pour refaire le trav" +
-	"ail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à rep" +
-	"rendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à " +
-	"abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter." +
-	"\x02Quelqu’un a agi sur cette instance après l’ouverture de cette page. " +
-	"Rien n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cet" +
-	"te instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’" +
-	"un a sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est" +
-	" déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échou" +
-	"é avant toute tentative\u202f: ses entrées n’ont pas pu être construite" +
-	"s, une reprise échouerait donc de la même façon. Abandonnez ou arrêtez p" +
-	"lutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà arrêté" +
-	"e\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif que vous " +
-	"avez donné, non consigné\u202f:\x02Cette instance était déjà arrêtée, pa" +
-	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Rep" +
-	"rise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné" +
-	" dans le journal d’audit.\x02Abandon\u202f: l’instance est passée en éch" +
-	"ec avec le code d’erreur abandoned. Consigné dans le journal d’audit." +
-	"\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulées. C" +
-	"onsigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n’a é" +
-	"té fait.\x02Indiquez un motif\u202f: il est consigné dans le journal d’a" +
-	"udit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop" +
-	" long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rie" +
-	"n n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances " +
-	"en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02La " +
-	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles a" +
-	"u statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journ" +
-	"al d’audit pour chaque instance)\x02Revenir à la liste\x02Cela prend env" +
-	"iron %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle " +
-	"cesse d’attendre avant, l’action va tout de même jusqu’au bout.\x02La su" +
-	"ivre dans le journal d’audit (nouvel onglet)\x02Reprendre toutes les ins" +
-	"tances bloquées que ce filtre retient\x02L’occurrence en échec de chacun" +
-	"e est proposée de nouveau, avec un budget de tentatives neuf. Aucune occ" +
-	"urrence n’est terminée à la place d’un exécutant.\x14\x01\x81\x01\x00" +
-	"\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00>" +
-	"\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[" +
-	"1]d instances\x02Abandonner toutes les instances bloquées que ce filtre " +
-	"retient\x02Chacune passe en échec avec le code d’erreur abandoned et ne " +
-	"peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d " +
-	"instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les ins" +
-	"tances bloquées que ce filtre retient\x02Arrêter toutes les instances en" +
-	" cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance " +
-	"en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en cou" +
-	"rs correspondent au filtre maintenant.\x02Arrêter toutes les instances e" +
-	"n cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[" +
-	"1]d instance en cours ou bloquée correspond au filtre maintenant.\x00J" +
-	"\x02%[1]d instances en cours ou bloquées correspondent au filtre mainten" +
-	"ant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; une ins" +
-	"tance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02A" +
-	"rrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire" +
-	"\u202f: aucune instance à laquelle cette action s’applique ne correspond" +
-	" au filtre.\x02Un code d’erreur est comparé tel quel, majuscules compris" +
-	"es.\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date d" +
-	"e création ne restreint ce filtre\u202f: l’action s’applique aux instanc" +
-	"es de tous les processus.\x02Processus\x02Version\x02Statut\x02Clé métie" +
-	"r\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées" +
-	" jusqu’au\x02Autres critères\x02aucun\x02Par processus et code d’erreur" +
-	"\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en" +
-	" trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’entre elles" +
-	" appelle une destination en ce moment\u202f: un arrêt interrompt l’appel" +
-	", mais la destination a peut-être déjà traité la requête (une carte débi" +
-	"tée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre elles ap" +
-	"pellent une destination en ce moment\u202f: un arrêt interrompt l’appel," +
-	" mais la destination a peut-être déjà traité la requête (une carte débit" +
-	"ée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[" +
-	"1]d d’entre elles est bloquée à un appel push qui a peut-être été exécut" +
-	"é malgré tout\u202f: il s’est terminé par outcome_unknown ou deadline_e" +
-	"xceeded (sa réponse a été perdue, ou est arrivée après le délai), ou par" +
-	" invalid_outputs (la destination a répondu un succès dont le contrat a r" +
-	"efusé les sorties). Vérifiez auprès de la destination qu’elle n’a pas ag" +
-	"i avant de reprendre, sinon elle agira deux fois (une carte débitée deux" +
-	" fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un appel push" +
-	" qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par out" +
-	"come_unknown ou deadline_exceeded (sa réponse a été perdue, ou est arriv" +
-	"ée après le délai), ou par invalid_outputs (la destination a répondu un" +
-	" succès dont le contrat a refusé les sorties). Vérifiez auprès de la des" +
-	"tination qu’elle n’a pas agi avant de reprendre, sinon elle agira deux f" +
-	"ois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[" +
-	"1]d autre instance bloquée a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites)\u202f: elle ne peut pas être reprise et " +
-	"n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d aut" +
-	"res instances bloquées ont échoué avant toute tentative (leurs entrées n" +
-	"’ont pas pu être construites)\u202f: elles ne peuvent pas être reprise" +
-	"s et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible " +
-	"d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «\u202f%[1]" +
-	"s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le" +
-	" processus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé" +
-	" «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f" +
-	"».\x02Ce filtre prend la clé d’une définition\u202f: celle qu’exécute l" +
-	"e nœud où une instance est bloquée, pas le nom du nœud.\x02La définition" +
-	" %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: re" +
-	"partez de la liste.\x02Le nombre a changé depuis le décompte (il était d" +
-	"e %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprises o" +
-	"u traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confi" +
-	"rmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formul" +
-	"aire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’a" +
-	"udit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée " +
-	"(%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appli" +
-	"quée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f:" +
-	" elle a changé après le comptage (clôturée, ou traitée par quelqu’un d’a" +
-	"utre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage " +
-	"(clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0" +
-	"%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processu" +
-	"s\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jo" +
-	"urnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérat" +
-	"eur, et chaque effacement fait par un administrateur, avec son motif. Le" +
-	"s révélations de valeurs sensibles ont leur propre journal, que les admi" +
-	"nistrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
-	"\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances s" +
-	"upprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filtr" +
-	"es\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne correspo" +
-	"nd.\x02Toutes les actions\x02L’instance de processus doit être un identi" +
-	"fiant d’instance complet (un UUID)\u202f: les listes montrent la fin de " +
-	"chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’" +
-	"identifiant complet.\x02L’action groupée doit être désignée par son iden" +
-	"tifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
-	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
-	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
-	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
-	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
-	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
-	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
-	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
-	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
-	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
-	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
-	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
-	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
-	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
-	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
-	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
-	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Con" +
-	"sole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Ét" +
-	"at\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurr" +
-	"ence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutant" +
-	"s\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté " +
-	"en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
-	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
-	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
-	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
-	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
-	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
-	"et les processus\u202f: les tâches externes et les instances de processu" +
-	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
-	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
-	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
-	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
-	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
-	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
-	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
-	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
-	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
-	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
-	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
-	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
-	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
-	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
-	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
-	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
-	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
-	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
-	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
-	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
-	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
-	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
-	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
-	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
-	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
-	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
-	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
-	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
-	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
-	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
-	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
-	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
-	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
-	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
-	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
-	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
-	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
-	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
-	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
-	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
-	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
-	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
-	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
-	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
-	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
-	" nom ou une description a changé).\x02Changements de la copie de travail" +
-	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
-	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
-	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
-	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
-	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
-	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
-	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
-	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
-	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
-	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
-	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
-	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
-	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
-	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
-	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
-	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
-	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
-	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
-	"nations avec relais apply (documents de type Destination) ou par l’API (" +
-	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
-	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
-	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
-	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
-	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
-	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
-	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
-	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
-	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
-	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
-	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
-	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
-	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
-	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
-	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
-	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
-	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
-	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
-	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
-	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
-	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
-	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
-	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
-	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
-	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
-	" un échec qui laisse des tentatives n’est pas compté, la page de son occ" +
-	"urrence le montre.\x02L’occurrence en échec d’une instance bloquée compt" +
-	"e à la fois dans Instances bloquées et dans En échec.\x02Réussites et éc" +
-	"hecs, dernière heure\x02Définitions, celles qui demandent de l’attention" +
-	" d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
-	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
-	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
-	"\x02Au %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, a" +
-	"ffiché à nouveau à chaque rechargement.\x02disponible depuis le %[1]s" +
-	"\x02attente longue\x02aucun exécutant\x02Afficher toutes les définitions" +
-	"\x02La définition %[1]s n’a pas encore d’occurrence.\x02Toutes les défin" +
-	"itions\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
-	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02Rétention\u202f: les instances terminées sont conservé" +
-	"es sans limite, selon le RELAIS_RETENTION d’une autre réplique.\x02Réten" +
-	"tion\u202f: les instances terminées sont conservées sans limite (RELAIS_" +
-	"RETENTION).\x02Rétention\u202f: les instances terminées sont supprimées " +
-	"avec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTION plus lo" +
-	"ng d’une autre réplique.\x02Rétention\u202f: les instances terminées son" +
-	"t supprimées avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTI" +
-	"ON).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[" +
-	"2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’ins" +
-	"tant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02" +
-	"mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov." +
-	"\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
-	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
-	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
-	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
-	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
-	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
-	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
-	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée " +
-	"le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opéra" +
-	"teurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actio" +
-	"ns d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
-	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
-	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
-	"essus ne prend aucune entrée.\x02Effacer cette instance…\x02Cette instan" +
-	"ce est terminée. En tant qu’administrateur, vous pouvez l’effacer mainte" +
-	"nant plutôt qu’attendre la rétention (demande d’une personne concernée)" +
-	"\u202f: elle est supprimée avec ses occurrences et ses tentatives.\x02Ce" +
-	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. El" +
-	"le ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué" +
-	" avant toute tentative (ses entrées n’ont pas pu être construites), une " +
-	"reprise échouerait donc de la même façon. L’abandon met l’instance en éc" +
-	"hec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le j" +
-	"ournal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: " +
-	"c’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02" +
-	"Bloquée pour\x02jamais\u202f: la rétention conserve les instances termin" +
-	"ées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION" +
-	" d’une autre réplique conserve les instances terminées sans limite\x02Su" +
-	"pprimée par la rétention\x02les instances terminées sont conservées %[1]" +
-	"s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s, l" +
-	"e RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02Aban" +
-	"donnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opéra" +
-	"teur\x02bloquée, puis abandonnée par un opérateur\x02La version doit êtr" +
-	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
-	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
-	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
-	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
-	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
-	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
-	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
-	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
-	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
-	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
-	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
-	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
-	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
-	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
-	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
-	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
-	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
-	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	" une en sont avertis aussitôt par un flux, à leur prochaine prolongation" +
+	" de verrou ou à leur prochain retour en interrogation longue, et leurs r" +
+	"ésultats sont refusés\u202f; un appel push en cours est interrompu, mai" +
+	"s sa destination a peut-être déjà traité la requête (une carte débitée" +
+	"\u202f: vérifiez-le chez elle). Rien n’est terminé à leur place, et une " +
+	"instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette i" +
+	"nstance ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a é" +
+	"choué avant toute tentative (ses entrées n’ont pas pu être construites)," +
+	" une reprise échouerait donc de la même façon. Abandonnez-la ou arrêtez-" +
+	"la.\x02Son dernier appel a reçu une réponse de succès, avec des sorties " +
+	"que le contrat a refusées\u202f: la destination a très probablement agi." +
+	" Vérifiez auprès de la destination avant de reprendre, sinon elle agira " +
+	"deux fois (une carte débitée deux fois).\x02Son dernier appel a peut-êtr" +
+	"e été exécuté malgré tout (sa réponse a été perdue, ou est arrivée après" +
+	" le délai)\u202f: vérifiez auprès de la destination qu’elle n’a pas agi " +
+	"avant de reprendre, sinon elle agira deux fois (une carte débitée deux f" +
+	"ois).\x02Rien n’a été fait.\x02Impossible d’agir sur cette instance\x02R" +
+	"etour à l’instance\x02Quelqu’un a agi sur cette instance après l’ouvertu" +
+	"re de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: rega" +
+	"rdez-la de nouveau avant de décider.\x02Cette instance est déjà terminée" +
+	" (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouve" +
+	"rture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cett" +
+	"e instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’u" +
+	"n a agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s" +
+	"). Rien n’a été fait.\x02Cette instance est %[1]s, pas bloquée\u202f: il" +
+	" n’y a rien à reprendre. Un échec termine son instance, sauf si le on_er" +
+	"ror du nœud mène à hold (un incident qui attend un opérateur)\u202f; dém" +
+	"arrez une nouvelle instance (avec une nouvelle Idempotency-Key, ou sans)" +
+	" pour refaire le travail.\x02Cette instance est %[1]s, pas bloquée\u202f" +
+	": il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée" +
+	"\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: i" +
+	"l n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instance après l’ou" +
+	"verture de cette page. Rien n’a été fait\u202f: regardez-la de nouveau a" +
+	"vant de décider.\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
+	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
+	".\x02Cette instance est déjà terminée\u202f; il n’y a rien à arrêter." +
+	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
+	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
+	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
+	"nstance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consig" +
+	"né.\x02Le motif que vous avez donné, non consigné\u202f:\x02Cette instan" +
+	"ce était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien" +
+	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
+	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
+	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
+	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
+	"ertes sont annulées. Consigné dans le journal d’audit.\x02Relais a refus" +
+	"é l’action. Rien n’a été fait.\x02Indiquez un motif\u202f: il est consi" +
+	"gné dans le journal d’audit (%[1]d caractères au plus). Rien n’a été fai" +
+	"t.\x02Le motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus" +
+	". Raccourcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’" +
+	"applique aux instances en cours ou bloquées, pas à celles au statut «" +
+	"\u202f%[1]s\u202f».\x02La reprise et l’abandon s’appliquent aux instance" +
+	"s bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Mot" +
+	"if (consigné dans le journal d’audit pour chaque instance)\x02Revenir à " +
+	"la liste\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à " +
+	"sa réponse\u202f: si elle cesse d’attendre avant, l’action va tout de mê" +
+	"me jusqu’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)" +
+	"\x02Reprendre toutes les instances bloquées que ce filtre retient\x02L’o" +
+	"ccurrence en échec de chacune est proposée de nouveau, avec un budget de" +
+	" tentatives neuf. Aucune occurrence n’est terminée à la place d’un exécu" +
+	"tant.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au f" +
+	"iltre maintenant.\x00>\x02%[1]d instances bloquées correspondent au filt" +
+	"re maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance" +
+	"\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances" +
+	" bloquées que ce filtre retient\x02Chacune passe en échec avec le code d" +
+	"’erreur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00" +
+	"\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instan" +
+	"ces\x02Arrêter toutes les instances bloquées que ce filtre retient\x02Ar" +
+	"rêter toutes les instances en cours que ce filtre retient\x14\x01\x81" +
+	"\x01\x00\x029\x02%[1]d instance en cours correspond au filtre maintenant" +
+	".\x00=\x02%[1]d instances en cours correspondent au filtre maintenant." +
+	"\x02Arrêter toutes les instances en cours ou bloquées que ce filtre reti" +
+	"ent\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée corre" +
+	"spond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées" +
+	" correspondent au filtre maintenant.\x02Chacune est annulée avec ses occ" +
+	"urrences ouvertes\u202f; une instance arrêtée ne peut pas être reprise." +
+	"\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrête" +
+	"r %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle cett" +
+	"e action s’applique ne correspond au filtre.\x02Un code d’erreur est com" +
+	"paré tel quel, majuscules comprises.\x02Aucun processus, aucune clé méti" +
+	"er, aucun code d’erreur ni date de création ne restreint ce filtre\u202f" +
+	": l’action s’applique aux instances de tous les processus.\x02Processus" +
+	"\x02Version\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœu" +
+	"d de\x02Créées depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun" +
+	"\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupes les" +
+	" plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00" +
+	"\x02\xcd\x01\x02%[1]d d’entre elles appelle une destination en ce moment" +
+	"\u202f: un arrêt interrompt l’appel, mais la destination a peut-être déj" +
+	"à traité la requête (une carte débitée\u202f: vérifiez-le chez elle)." +
+	"\x00\xcf\x01\x02%[1]d d’entre elles appellent une destination en ce mome" +
+	"nt\u202f: un arrêt interrompt l’appel, mais la destination a peut-être d" +
+	"éjà traité la requête (une carte débitée\u202f: vérifiez-le chez elle)." +
+	"\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un" +
+	" appel push qui a peut-être été exécuté malgré tout\u202f: il s’est term" +
+	"iné par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, o" +
+	"u est arrivée après le délai), ou par invalid_outputs (la destination a " +
+	"répondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
+	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
+	"ira deux fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entr" +
+	"e elles sont bloquées à un appel push qui a peut-être été exécuté malgré" +
+	" tout\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (" +
+	"sa réponse a été perdue, ou est arrivée après le délai), ou par invalid_" +
+	"outputs (la destination a répondu un succès dont le contrat a refusé les" +
+	" sorties). Vérifiez auprès de la destination qu’elle n’a pas agi avant d" +
+	"e reprendre, sinon elle agira deux fois (une carte débitée deux fois)." +
+	"\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échou" +
+	"é avant toute tentative (ses entrées n’ont pas pu être construites)" +
+	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
+	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
+	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
+	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-v" +
+	"ous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de ver" +
+	"sion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune" +
+	" définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’" +
+	"une définition\u202f: celle qu’exécute le nœud où une instance est bloqu" +
+	"ée, pas le nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]" +
+	"d.\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
+	"e a changé depuis le décompte (il était de %[1]d)\u202f: entre-temps, de" +
+	"s instances ont été clôturées, reprises ou traitées. Rien n’a été fait" +
+	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette act" +
+	"ion groupée a déjà été appliquée (le formulaire a été envoyé de nouveau)" +
+	"\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été fa" +
+	"it.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d ins" +
+	"tance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
+	"\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le com" +
+	"ptage (clôturée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignoré" +
+	"es\u202f: elles ont changé après le comptage (clôturées, ou traitées par" +
+	" quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Q" +
+	"ui\x02Action\x02Motif\x02Instance de processus\x02Occurrence proposée de" +
+	" nouveau\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque rep" +
+	"rise, abandon et arrêt appliqué par un opérateur, et chaque effacement f" +
+	"ait par un administrateur, avec son motif. Les révélations de valeurs se" +
+	"nsibles ont leur propre journal, que les administrateurs lisent sur la p" +
+	"age Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un j" +
+	"eton, exact\x02exacte\u202f; les instances supprimées depuis ne sont pas" +
+	" trouvées\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filt" +
+	"res\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
+	"\x02L’instance de processus doit être un identifiant d’instance complet " +
+	"(un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f;" +
+	" ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.\x02L" +
+	"’action groupée doit être désignée par son identifiant (un UUID).\x02A" +
+	"ctions d’opérateurs, les plus récentes d’abord\x02Aucune action groupée " +
+	"n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depu" +
+	"is le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instan" +
+	"ce que l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque" +
+	" rechargement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d inst" +
+	"ances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, ch" +
+	"aque rechargement montre où elle en est.\x02Action groupée (%[1]s) par %" +
+	"[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d, traitées" +
+	"\u202f: %[4]d, ignorées car changées après le compte\u202f: %[6]d. Elle " +
+	"s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée " +
+	"le %[3]s, arrêtée par une erreur — instances comptées\u202f: %[5]d, trai" +
+	"tées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste ap" +
+	"pliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action " +
+	"groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comp" +
+	"tées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]" +
+	"d. Chaque rechargement montre où elle en est.\x02Aucun progrès depuis %[" +
+	"1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a" +
+	" appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le" +
+	" reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Al" +
+	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Pr" +
+	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
+	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Desti" +
+	"nations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)" +
+	"\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages " +
+	"d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspend" +
+	"u\x02Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fu" +
+	"seau horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargemen" +
+	"t suspendu\x02Reprendre le rechargement\x02Cette page se recharge toutes" +
+	" les %[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Vot" +
+	"re rôle ne permet de lire que les définitions et les processus\u202f: le" +
+	"s tâches externes et les instances de processus sont réservées aux opéra" +
+	"teurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1" +
+	"]s\u202f» contient le caractère NUL ou des octets qui ne sont pas du tex" +
+	"te UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
+	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
+	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
+	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
+	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
+	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
+	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
+	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
+	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
+	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
+	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
+	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
+	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
+	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
+	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
+	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
+	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
+	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
+	"eur copie de travail, leurs révisions immuables et leurs publications no" +
+	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
+	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
+	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
+	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
+	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
+	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
+	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
+	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
+	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
+	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
+	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
+	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
+	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
+	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
+	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
+	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
+	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
+	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
+	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
+	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
+	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
+	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
+	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
+	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
+	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
+	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
+	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
+	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
+	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
+	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
+	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
+	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
+	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
+	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02La définition %[1]s n’a pas encore d’o" +
+	"ccurrence.\x02Toutes les définitions\x02Réussites et échecs par tranche " +
+	"de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
+	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
+	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
+	" instances terminées sont conservées sans limite, selon le RELAIS_RETENT" +
+	"ION d’une autre réplique.\x02Rétention\u202f: les instances terminées so" +
+	"nt conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les in" +
+	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
+	"r fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
+	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
+	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
+	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
+	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
+	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
+	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la réte" +
+	"ntion conserve les instances terminées sans limite (RELAIS_RETENTION)" +
+	"\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les " +
+	"instances terminées sans limite\x02Supprimée par la rétention\x02les ins" +
+	"tances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instanc" +
+	"es terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une " +
+	"autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
+	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
+	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant que l’occurrence soit terminée" +
+	"\u202f: aucune tentative n’a abouti à temps.\x02Le résultat ne respectai" +
+	"t pas le contrat de sorties de la révision.\x02La réponse à l’appel a ét" +
+	"é perdue (la connexion s’est rompue après l’envoi de la requête, ou Rel" +
+	"ais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enr" +
+	"egistrer)\u202f: on ignore si la destination a agi, donc Relais ne l’app" +
+	"elle pas de nouveau de lui-même (la reprise par un opérateur le fait)." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02La dernière" +
+	" tentative a pris fin sans résultat (son verrou a expiré, ou le flux de " +
+	"son exécutant s’est terminé), sans tentative restante.\x02Les entrées n’" +
+	"ont pas pu être construites à partir des liaisons du processus.\x02Un op" +
+	"érateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un " +
+	"échec sans nouvelle tentative restante (retries\u202f: 0, aucun retries" +
+	" envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occ" +
+	"urrence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP " +
+	"%[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécut" +
+	"ants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucu" +
+	"n exécutant actif ne prend la révision %[1]d\u202f: les exécutants actif" +
+	"s de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif n" +
+	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenn" +
+	"ent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
+	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
+	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
+	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
+	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
 	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
-	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
-	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
-	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
-	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
-	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
-	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
-	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
-	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
-	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
-	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
-	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux de la défin" +
+	"ition %[1]s, sans les autres filtres\x02Totaux de toutes les définitions" +
+	", sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
+	"e\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes " +
+	"sont refaits à quelques secondes d’intervalle, affichés à nouveau à chaq" +
+	"ue rechargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
+	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
+	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
+	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
+	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
+	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
+	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
+	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
+	"n processus n’est encore publié.\x02version %[1]d\x02versions plus ancie" +
+	"nnes, depuis la version %[1]d (chacune mène à la précédente)\x02Processu" +
+	"s %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
+	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
+	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
+	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
+	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
+	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
+	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02En" +
+	"trées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet " +
+	"vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
+	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
+	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
+	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
+	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
+	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
+	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
+	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
+	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
+	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
+	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
+	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
+	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
+	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
+	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
+	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
+	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
+	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
+	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’interval" +
+	"le, affichés à nouveau à chaque rechargement.\x02Seuls les administrateu" +
+	"rs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révélez c" +
+	"ette valeur\u202f: le motif est consigné avec la révélation dans le jour" +
+	"nal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas l" +
+	"a clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir (ri" +
+	"en n’a été enregistré). Une autre réplique peut la révéler\u202f; demand" +
+	"ez à votre administrateur de démarrer toutes les répliques avec les même" +
+	"s clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s" +
+	"\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02Se" +
+	"ule une valeur que cette page affiche masquée (sensible) peut être révél" +
+	"ée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Chaque " +
+	"valeur sensible qu’un administrateur a révélée\u202f: qui, quand, quel c" +
+	"hamp et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02" +
+	"Révélations, les plus récentes d’abord\x02Aucune valeur n’a été révélée." +
+	"\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non autor" +
+	"isée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a été e" +
+	"nvoyé depuis un autre site\u202f: la console n’accepte que les formulair" +
+	"es de ses propres pages. Ouvrez la console et envoyez-le depuis celle-ci" +
+	".\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (u" +
+	"n UUID complet, tel que le titre de sa page l’affiche) ou une clé métier" +
+	".\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est tro" +
+	"p long pour être un identifiant ou une clé métier.\x02Aucune instance n’" +
+	"a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’e" +
+	"ntière et telle quelle, majuscules et accents compris\u202f: une liste a" +
+	"brège les longues, copiez-la depuis la page de son instance. Une instanc" +
+	"e terminée est supprimée une fois la durée de conservation (RELAIS_RETEN" +
+	"TION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune inst" +
+	"ance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune inst" +
+	"ance ne l’a pour clé métier. Une instance terminée est supprimée, avec s" +
+	"es occurrences et ses tentatives, une fois la durée de conservation (REL" +
+	"AIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f;" +
+	" le journal d’audit garde les actions d’opérateur menées sur elle.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas u" +
+	"n identifiant entier\u202f: les listes montrent la fin de chaque identif" +
+	"iant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier." +
+	"\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà conn" +
+	"ecté. L’adresse l’a mis dans l’historique de votre navigateur, et peut-ê" +
+	"tre dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, fa" +
+	"ites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adr" +
+	"esse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adre" +
+	"sse l’a mis dans l’historique de votre navigateur, et peut-être dans les" +
+	" journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoque" +
+	"r le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jet" +
+	"on avec lequel vous vous étiez connecté est révoqué, et vous êtes déconn" +
+	"ecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
+	"veur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vo" +
+	"us, puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexi" +
+	"on ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconn" +
+	"ectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur," +
+	" de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une" +
+	" fois et n’est jamais conservé dans votre navigateur\u202f; un cookie de" +
+	" session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heur" +
+	"es au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depu" +
+	"is votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexio" +
+	"ns échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Coll" +
+	"ez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu" +
+	", révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la con" +
+	"sole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les adminis" +
+	"trateurs voient cette page\u202f: les jetons, les consommateurs, les des" +
+	"tinations, le journal des révélations et les effacements sont de leur re" +
+	"ssort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs)" +
+	" non révoqués. Les jetons des consommateurs se gèrent avec leurs consomm" +
+	"ateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du perso" +
+	"nnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utili" +
+	"sation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer" +
+	"…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
+	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
+	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 94807 bytes (92KiB); checksum: 47C1C4E1
+	// Total table size 94955 bytes (92KiB); checksum: 10B6CC16
