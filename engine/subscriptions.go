@@ -302,12 +302,6 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 	var errs, refused []fault.FieldError
 	for i, s := range subs {
 		at := fmt.Sprintf("/subscriptions/%d", i)
-		if j := slices.IndexFunc(subs[:i], func(o Subscription) bool { return o.Definition == s.Definition }); strict && j >= 0 {
-			// Which of the two says what the worker takes, its revisions
-			// and fields, cannot be told.
-			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("%s is subscribed to already, at /subscriptions/%d: list each key or pattern once", s.Definition, j)})
-			continue
-		}
 		var resolved []revisionKey
 		switch {
 		case IsKeyPattern(s.Definition):
@@ -382,6 +376,13 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			}
 		default:
 			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: keyError(s.Definition)})
+			continue
+		}
+		if j := slices.IndexFunc(subs[:i], func(o Subscription) bool { return o.Definition == s.Definition }); strict && j >= 0 {
+			// Which of the two says what the worker takes, its revisions
+			// and fields, cannot be told. Checked once the grant is: a key
+			// not granted is refused as such first, listed twice or not.
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("%s is subscribed to already, at /subscriptions/%d: list each key or pattern once", s.Definition, j)})
 			continue
 		}
 		fields, resolved, ferrs, err := e.checkFields(ctx, at, s, resolved)

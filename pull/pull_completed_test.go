@@ -272,6 +272,12 @@ func TestDeclaredFieldsOfTheMostSpecificSubscription(t *testing.T) {
 			t.Errorf("%s subscribed twice: errors %v, want one at /subscriptions/1/definition naming /subscriptions/0", twice["definition"], errs)
 		}
 	}
+	// A key not granted is refused as such first, listed twice or not
+	// (verifier QA: the duplicate was said, the grant only after its fix).
+	narrow := env.Consumer("narrow", "crm.add_company")
+	other := map[string]any{"definition": "crm.other"}
+	wantProblem(t, "a key not granted, twice", env.Do("POST", "/api/v1/pull/fetch-and-lock", narrow,
+		subscribe("w2", map[string]any{"definition": "crm.add_company"}, other, other)), 403, "not_granted")
 }
 
 // A revision published without a field a live worker declares leaves

@@ -184,11 +184,10 @@ func statusMessage(fe *fault.Error) string {
 		return fe.Detail
 	}
 	first := fe.Errors[0]
-	msg := fe.Detail + "; first at " + first.Path + ": " + first.Message
-	if more := len(fe.Errors) - 1; more > 0 {
-		msg += fmt.Sprintf(" (and %d more in the Problem detail)", more)
+	if len(fe.Errors) == 1 {
+		return fe.Detail + "; at " + first.Path + ": " + first.Message
 	}
-	return msg
+	return fe.Detail + "; first at " + first.Path + ": " + first.Message + fmt.Sprintf(" (and %d more in the Problem detail)", len(fe.Errors)-1)
 }
 
 // ProblemOf returns the Problem detail of a connect error, if it has one.

@@ -395,6 +395,8 @@ func TestMalformedMessages(t *testing.T) {
 		p := wantRefusal(t, what, err, "invalid_argument", "invalid_json")
 		if len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != bad.pointer || !strings.Contains(p.GetDetail(), `first at "`+bad.pointer+`"`) {
 			t.Errorf("%s: errors %v (detail %q), want one at %s, named by the detail too", what, p.GetErrors(), p.GetDetail(), bad.pointer)
+		} else if want := p.GetDetail() + "; at " + bad.pointer + ": " + p.GetErrors()[0].GetMessage(); !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: status %q, want its message to be %q (one problem: no \"first\")", what, err, want)
 		}
 	}
 	_, err = fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: "0198a4b4-5c3e-7000-8000-000000000000", WorkerId: "w", ErrorCode: "CRM_DOWN", Message: "a\x00b"})

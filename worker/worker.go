@@ -242,7 +242,10 @@ type TaskEnd struct {
 	// handler still running past its timeout, until the task was failed
 	// for it.
 	Handler time.Duration
-	// Err says why the outcome was not reported (OutcomeUnreported).
+	// Err says why the outcome was not reported (OutcomeUnreported), or
+	// is Relais's refusal of the report that told the worker the task was
+	// no longer its own (OutcomeCancelled, OutcomeLockLost): nil when the
+	// outcome was reported.
 	Err error
 	// HandlerErr is the error the handler returned (a panic as an
 	// error), whatever became of its report; nil when it returned none.

@@ -125,7 +125,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	gate := newDatabaseGate()
 	d.Registry.MustRegister(endWaiters, databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine), newInstanceCounts(d.Engine))
 	rep.done.Go(func() {
-		wasDown := false
+		wasDown, wasStalled := false, false
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
 			if err == nil && wasDown {
 				// Notifications sent before the listener's backoff ends
@@ -134,7 +134,20 @@ func Start(ctx context.Context, d Deps) *Replica {
 			}
 			wasDown = err != nil
 			streams.SetDatabaseUp(err == nil)
-			streams.SetWritesStalled(d.Engine.WritesStalledFor() > writesStalledAfter)
+			stalled := d.Engine.WritesStalledFor()
+			streams.SetWritesStalled(stalled > writesStalledAfter)
+			// Said once each way: /readyz's 503s are logged at debug as
+			// probes are, and nothing else told why the replica left its
+			// load balancer (verifier QA).
+			switch {
+			case stalled > writesStalledAfter && !wasStalled:
+				d.Logger.Warn("database writes stalled: a write has waited for its commit while reads answer (a lock held, a frozen WAL disk); /readyz answers 503 and gRPC health NOT_SERVING until it ends",
+					"waited", stalled.Round(time.Second).String())
+				wasStalled = true
+			case stalled <= writesStalledAfter && wasStalled:
+				d.Logger.Info("database writes flow again; /readyz answers 200")
+				wasStalled = false
+			}
 			// Only a database that does not answer closes the gate: one
 			// that refuses (stopped, or at max_connections while this
 			// replica's pool still works) fails each statement at once.
