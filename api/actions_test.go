@@ -947,3 +947,52 @@ func TestBulkActionStopsWithItsReplica(t *testing.T) {
 		t.Errorf("its record %v, want stopped with its end", rec)
 	}
 }
+
+// A running instance whose occurrence waits out a retry delay is retried
+// now by an operator (the CRM is back: no hour's wait), its attempts left
+// unchanged, recorded like any action; with nothing waiting, refused.
+func TestRetryBringsAWaitingRetryForward(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_slow", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT1H"}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_slow/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)
+	id, occ := inst["id"].(string), inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	fetch := func() []any {
+		return env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	}
+	if got := fetch(); len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true})
+	if got := fetch(); len(got) != 0 {
+		t.Fatalf("fetched %v while the retry waits an hour", got)
+	}
+	if r := env.Do("POST", "/api/v1/instances/"+id+"/retry", env.Operator, map[string]any{}); r.Status != 400 {
+		t.Errorf("retry now without a reason: %d, want 400", r.Status)
+	}
+	before := time.Now()
+	if got := env.Must(200, "POST", "/api/v1/instances/"+id+"/retry", env.Operator, map[string]any{"reason": "CRM is back"}).JSON(t); got["status"] != "running" {
+		t.Errorf("after retry now: %v, want running", got["status"])
+	}
+	o := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)
+	at, _ := time.Parse(time.RFC3339Nano, o["available_at"].(string))
+	if o["status"] != "available" || o["attempts_left"] != 2.0 || at.After(before.Add(time.Minute)) {
+		t.Errorf("occurrence %v available at %v with %v attempts left, want available now with its 2 left", o["status"], at, o["attempts_left"])
+	}
+	got := fetch()
+	if len(got) != 1 || got[0].(map[string]any)["attempt"] != 2.0 {
+		t.Fatalf("after retry now fetched %v, want attempt 2", got)
+	}
+	rec := env.Must(200, "GET", "/api/v1/audit/actions?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
+	if len(rec) != 1 || rec[0].(map[string]any)["action"] != "retry" || rec[0].(map[string]any)["occurrence_id"] != occ || rec[0].(map[string]any)["reason"] != "CRM is back" {
+		t.Errorf("audit log %v, want the retry of %s", rec, occ)
+	}
+	// Reserved now: nothing waits for a retry.
+	if r := env.Do("POST", "/api/v1/instances/"+id+"/retry", env.Operator, map[string]any{"reason": "again"}); r.Status != 409 || r.Code() != "not_held" ||
+		!strings.Contains(r.JSON(t)["detail"].(string), "none of its occurrences waits for a retry") {
+		t.Errorf("retry of a running instance with nothing waiting: %d %s, want 409 not_held saying so", r.Status, r.Body)
+	}
+}

@@ -28,6 +28,9 @@ type Action string
 const (
 	// ActionRetry offers a held instance's failed occurrence again with a
 	// fresh max_attempts, its attempt history kept; the instance runs again.
+	// On a running instance whose occurrence waits out a retry delay, it
+	// offers that occurrence now, its attempts left unchanged (one
+	// instance at a time: a bulk retry takes held instances only).
 	ActionRetry Action = "retry"
 	// ActionAbandon fails a held instance with the error code abandoned.
 	ActionAbandon Action = "abandon"
@@ -230,6 +233,25 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, err
 		}
 	case ActionRetry, ActionAbandon:
+		if action == ActionRetry && inst.Status == InstanceRunning && bulk == nil {
+			// Its occurrence waits out a retry delay (the destination is
+			// back, say): offered now, its attempts left unchanged.
+			// Operators had no way to bring a retry forward.
+			waiting, err := q.OccurrenceRetryNow(ctx, queries.OccurrenceRetryNowParams{InstanceID: id, Now: now})
+			if err != nil {
+				return false, err
+			}
+			if len(waiting) == 0 {
+				return false, fault.New(fault.Conflict, "not_held", "instance %s is running and none of its occurrences waits for a retry: only a held instance, or a running one whose occurrence waits out a retry delay, can be retried", id)
+			}
+			for _, o := range waiting {
+				if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), now)}); err != nil {
+					return false, err
+				}
+			}
+			occurrence = &waiting[0].ID
+			break
+		}
 		switch {
 		case inst.Status == InstanceFailed && deref(inst.ErrorCode) == AbandonedCode:
 			return false, fault.New(fault.Conflict, "not_held", "instance %s was abandoned: it has ended, and only a held instance can be retried or abandoned; start a new instance (with a new Idempotency-Key, or none) to redo the work", id)

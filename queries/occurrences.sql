@@ -424,6 +424,15 @@ set status = 'available', available_at = @now::timestamptz, claimable_at = @now:
 where id = @id and status = 'failed'
 returning *;
 
+-- name: OccurrenceRetryNow :many
+-- An operator's retry of a running instance: its occurrences waiting out
+-- a retry delay are offered now, their attempts left and deadline
+-- unchanged (an occurrence not yet tried is not one to bring forward).
+update occurrences
+set available_at = @now::timestamptz, claimable_at = @now::timestamptz
+where instance_id = @instance_id and status = 'available' and attempts > 0 and available_at > @now::timestamptz
+returning *;
+
 -- name: OccurrenceListOpenPull :many
 -- The open pull occurrences of some (definition, revision) pairs (a
 -- consumer's grants), as the Camunda facade lists external tasks: filtered,

@@ -2767,6 +2767,82 @@ func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHe
 	return i, err
 }
 
+const occurrenceRetryNow = `-- name: OccurrenceRetryNow :many
+update occurrences
+set available_at = $1::timestamptz, claimable_at = $1::timestamptz
+where instance_id = $2 and status = 'available' and attempts > 0 and available_at > $1::timestamptz
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
+`
+
+type OccurrenceRetryNowParams struct {
+	Now        time.Time
+	InstanceID uuid.UUID
+}
+
+// An operator's retry of a running instance: its occurrences waiting out
+// a retry delay are offered now, their attempts left and deadline
+// unchanged (an occurrence not yet tried is not one to bring forward).
+func (q *Queries) OccurrenceRetryNow(ctx context.Context, arg OccurrenceRetryNowParams) ([]Occurrence, error) {
+	rows, err := q.db.Query(ctx, occurrenceRetryNow, arg.Now, arg.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Occurrence{}
+	for rows.Next() {
+		var i Occurrence
+		if err := rows.Scan(
+			&i.ID,
+			&i.InstanceID,
+			&i.Node,
+			&i.DefinitionKey,
+			&i.Revision,
+			&i.Mode,
+			&i.Status,
+			&i.Priority,
+			&i.MaxAttempts,
+			&i.RetryDelay,
+			&i.Deadline,
+			&i.DeadlineAt,
+			&i.Destination,
+			&i.Timeout,
+			&i.Attempts,
+			&i.AvailableAt,
+			&i.ClaimableAt,
+			&i.ConsumerID,
+			&i.WorkerID,
+			&i.ReservedAt,
+			&i.LockExpiresAt,
+			&i.Inputs,
+			&i.SealedInputs,
+			&i.Outputs,
+			&i.SealedOutputs,
+			&i.OutputsDigest,
+			&i.Route,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.CreatedAt,
+			&i.SettledAt,
+			&i.DeferredAt,
+			&i.DeferReason,
+			&i.AttemptCredit,
+			&i.ProcessKey,
+			&i.BusinessKey,
+			&i.ProcessVersion,
+			&i.RetryBackoff,
+			&i.MaxRetryDelay,
+			&i.AttemptsWaived,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceSetCredit = `-- name: OccurrenceSetCredit :exec
 update occurrences set attempt_credit = $1, attempts_waived = attempts_waived + $2 where id = $3
 `
