@@ -123,10 +123,15 @@ type actionView struct {
 	// refuses the form (acted_meanwhile) rather than act on an incident
 	// the operator did not see.
 	LastSeen string
+	// RetryNow marks a retry of a running instance's waiting occurrence,
+	// posted back: a refusal then says what became of that occurrence,
+	// not that the instance is no longer held.
+	RetryNow bool
 }
 
-// actionView asks to apply a to inst.
-func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Instance, heldAt string) actionView {
+// actionView asks to apply a to inst, at o: the occurrence a held
+// instance waits at, or the one a running instance's retry brings forward.
+func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Instance, o engine.Occurrence) actionView {
 	ctx := r.Context()
 	id := inst.ID
 	v := actionView{Action: string(a),
@@ -134,13 +139,20 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 	if inst.Status == engine.InstanceHeld {
 		v.Cancel = T(ctx, "Keep it held")
 	}
-	switch a {
-	case engine.ActionRetry:
+	heldAt := o.Node
+	switch {
+	case a == engine.ActionRetry && inst.Status == engine.InstanceRunning:
+		v.RetryNow = true
+		v.Chrome = c.chrome(r, T(ctx, "Retry process instance %s", id), "instances")
+		v.Question = T(ctx, "Retry now? The occurrence at node %s waits for its retry at %s; it is offered now, its attempts left unchanged.", o.Node, clockTime(ctx, o.AvailableAt))
+		v.Consequence = T(ctx, "Workers may take it at once (a push occurrence calls its destination now). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.")
+		v.Confirm = T(ctx, "Retry now")
+	case a == engine.ActionRetry:
 		v.Chrome = c.chrome(r, T(ctx, "Retry process instance %s", id), "instances")
 		v.Question = T(ctx, "Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.", heldAt)
 		v.Consequence = T(ctx, "Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.")
 		v.Confirm = T(ctx, "Retry the instance")
-	case engine.ActionAbandon:
+	case a == engine.ActionAbandon:
 		v.Chrome = c.chrome(r, T(ctx, "Abandon process instance %s", id), "instances")
 		v.Question = T(ctx, "Abandon this instance? It fails with the error code abandoned.")
 		v.Consequence = T(ctx, "Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.")
@@ -176,14 +188,35 @@ func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
 	return engine.Occurrence{}, false
 }
 
-// heldAt is the occurrence a held instance waits at, if any.
+// waitingRetry is an occurrence of a running instance that waits out a
+// retry delay at now: what an operator's retry offers at once.
+func waitingRetry(occs []engine.Occurrence, now time.Time) (engine.Occurrence, bool) {
+	for _, o := range occs {
+		if o.Status == engine.StatusAvailable && o.Attempts > 0 && o.AvailableAt.After(now) {
+			return o, true
+		}
+	}
+	return engine.Occurrence{}, false
+}
+
+// heldAt is the occurrence a held instance waits at, or else the one a
+// running instance's retry would bring forward (see waitingRetry), if any.
 func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, bool, error) {
 	occs, err := c.eng.InstanceOccurrences(ctx, id)
 	if err != nil {
 		return engine.Occurrence{}, false, err
 	}
-	o, ok := heldOccurrence(occs)
+	if o, ok := heldOccurrence(occs); ok {
+		return o, true, nil
+	}
+	o, ok := waitingRetry(occs, c.eng.Now())
 	return o, ok, nil
+}
+
+// retryApplies says whether a retry of one instance in status applies:
+// held, or running with an occurrence waiting out a retry delay.
+func retryApplies(status string, waiting bool) bool {
+	return status == engine.InstanceHeld || status == engine.InstanceRunning && waiting
 }
 
 // notRetryable says why a held instance's retry is not offered.
@@ -212,7 +245,12 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.fail(w, r, err)
 		return
 	}
-	if !actionAppliesTo(a, inst.Status) {
+	held, found, err := c.heldAt(ctx, id)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	if !actionAppliesTo(a, inst.Status) && (a != engine.ActionRetry || !retryApplies(inst.Status, found)) {
 		text := notApplicable(ctx, a, inst.Status)
 		if last := c.actedSince(ctx, id, seenID(r.URL.Query().Get("seen"))); last != nil {
 			text = noLongerApplies(ctx, a, inst.Status, last)
@@ -220,17 +258,12 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: text, Warning: true})
 		return
 	}
-	held, _, err := c.heldAt(ctx, id)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
 	if a == engine.ActionRetry && !engine.Retryable(held) {
 		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: notRetryable(ctx, held.Node), Warning: true})
 		return
 	}
-	v := c.actionView(r, a, inst, held.Node)
-	if a == engine.ActionRetry && held.Mode == engine.ModePush && held.ErrorCode != nil && mayHaveActed(*held.ErrorCode) {
+	v := c.actionView(r, a, inst, held)
+	if a == engine.ActionRetry && inst.Status == engine.InstanceHeld && held.Mode == engine.ModePush && held.ErrorCode != nil && mayHaveActed(*held.ErrorCode) {
 		// Said where it is confirmed (operator QA: only the stop's page
 		// warned of a card charged).
 		if *held.ErrorCode == engine.CodeInvalidOutputs {
@@ -343,7 +376,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	// Its address may be the confirmation's own, seen included (a form
 	// posts to it); the form's check is last_action.
-	if errs := append(queryProblems(ctx, r.URL.RawQuery, "seen"), paramProblems(ctx, r.PostForm, csrfField, "last_action", "reason")...); len(errs) > 0 {
+	if errs := append(queryProblems(ctx, r.URL.RawQuery, "seen"), paramProblems(ctx, r.PostForm, csrfField, "last_action", "reason", "retry_now")...); len(errs) > 0 {
 		c.cannotActOnInstance(w, r, id, errs)
 		return
 	}
@@ -360,6 +393,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	node := held.Node
+	retryNow := a == engine.ActionRetry && r.PostFormValue("retry_now") == "1"
 	// A form made before this check existed carries none: not checked.
 	lastSeen := seenID(r.PostFormValue("last_action"))
 	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
@@ -373,9 +407,15 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		if gerr != nil {
 			now = before
 		}
-		v := c.actionView(r, a, now, node)
+		v := c.actionView(r, a, now, held)
 		v.Reason = reason
-		if !actionAppliesTo(a, now.Status) || fe.Code == "not_retryable" {
+		applies := actionAppliesTo(a, now.Status)
+		if a == engine.ActionRetry && now.Status == engine.InstanceRunning {
+			// A retry brought forward applies while something still waits.
+			_, waiting, err := c.heldAt(ctx, id)
+			applies = err == nil && waiting
+		}
+		if !applies || fe.Code == "not_retryable" {
 			// Offering the form again would only be refused again; its
 			// question would name no node (the instance is held nowhere).
 			v.close(ctx)
@@ -393,6 +433,11 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 				v.Error = actedMeanwhile(ctx, last)
 			}
 		case "not_held", "instance_ended":
+			if retryNow && now.Status == engine.InstanceRunning {
+				// Its retry came due, or a worker took it, meanwhile.
+				v.Error = T(ctx, "None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.")
+				break
+			}
 			// The engine compares what the form saw only while the action
 			// still applies: one that no longer does most likely follows
 			// a colleague's action, named as when it still applies.
@@ -424,6 +469,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			who, when := last.ActorName, formatTime(ctx, last.At).Text
 			msg.Text = T(ctx, "This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.", who, when)
 		}
+	case retryNow:
+		msg.Text = T(ctx, "Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.", node)
 	case a == engine.ActionRetry:
 		msg.Text = T(ctx, "Retried: the occurrence at node %s is offered again. Recorded in the audit log.", node)
 	case a == engine.ActionAbandon:

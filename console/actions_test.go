@@ -1536,3 +1536,66 @@ func TestBulkStopWarnsOfCallsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A running instance whose occurrence waits out a retry delay offers
+// Retry: its confirmation says the occurrence is offered now, its attempts
+// left unchanged; a missing reason keeps the form; once done, the
+// occurrence is available now and the retry recorded.
+func TestRetryNowOfARunningInstance(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", env.Operator, map[string]any{"reason": "model redeployed"})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+f.pullHeldOcc+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": "PT1H"})
+
+	b := signedIn(t, env.URL, "en", env.Operator)
+	inst := "/console/instances/" + f.pullHeld
+	page := b.mustGet(inst, 200)
+	if got := text(page, "actions-intro"); !strings.Contains(got, "waits for its retry at ") || !strings.Contains(got, "retry offers it now") {
+		t.Errorf("actions intro %q, want it to say the retry waits and can be brought forward", got)
+	}
+	href, ok := page.doc.Find(`[data-testid=retry-instance]`).Attr("href")
+	if !ok || count(page, "stop-instance") != 1 || count(page, "abandon-instance") != 0 {
+		t.Fatalf("a running instance waiting for a retry offers retry %v, stop %d, abandon %d", ok, count(page, "stop-instance"), count(page, "abandon-instance"))
+	}
+	confirm := b.mustGet(href, 200)
+	if got := text(confirm, "retry-question"); !strings.HasPrefix(got, "Retry now? The occurrence at node score waits for its retry at ") {
+		t.Errorf("question %q", got)
+	}
+	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet(href, 200)
+	if got := text(fr, "retry-question"); !strings.HasPrefix(got, "Reprendre maintenant\u202f? L’occurrence du nœud score attend sa nouvelle tentative à ") {
+		t.Errorf("French question %q", got)
+	}
+	action, form := formOf(t, confirm, "retry-form")
+	form.Set("reason", " ")
+	if r := b.do("POST", action, form); r.status != http.StatusBadRequest || count(r, "retry-form") != 1 {
+		t.Errorf("retry now without a reason: %d, form shown %d times, want 400 with the form kept", r.status, count(r, "retry-form"))
+	}
+	form.Set("reason", "scorer is fast again")
+	r := b.do("POST", action, form)
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("retry now: %d %.300s", r.status, r.body)
+	}
+	if got := text(b.mustGet(inst, 200), "flash"); got != "Retried now: the occurrence at node score is offered at once. Recorded in the audit log." {
+		t.Errorf("flash %q", got)
+	}
+	occ := f.occurrence(t, f.pullHeldOcc)
+	at, _ := time.Parse(time.RFC3339Nano, occ["available_at"].(string))
+	if occ["status"] != "available" || occ["attempts_left"].(float64) != 1 || time.Until(at) > time.Minute {
+		t.Errorf("occurrence after retry now: %v, %v attempts left, available at %v; want available now with its 1 left", occ["status"], occ["attempts_left"], at)
+	}
+	if n := f.auditCount(t, f.pullHeld, "retry"); n != 2 {
+		t.Errorf("%d retry records, want 2 (the incident's and this one)", n)
+	}
+	// Nothing waits any more: a late form says so.
+	late := b.do("POST", action, form)
+	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "retry-error"), "None of its occurrences waits for a retry any more") {
+		t.Errorf("a late retry now: %d %q", late.status, text(late, "retry-error"))
+	}
+}

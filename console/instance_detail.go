@@ -129,6 +129,8 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, inst, pv.Process))
 	}
 	held, _ := heldOccurrence(occs)
+	waiting, retryNow := waitingRetry(occs, c.eng.Now())
+	retryNow = retryNow && inst.Status == engine.InstanceRunning
 	// The operator decides here, on what this page shows: its action links
 	// carry the newest operator action it lists, and one recorded since
 	// refuses the action (acted_meanwhile) rather than act on an incident
@@ -139,7 +141,9 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only operators and admins reach this page (requireOperator): all may act.
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
-		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !engine.Retryable(held) {
+		switch {
+		case a == engine.ActionRetry && retryNow:
+		case !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !engine.Retryable(held):
 			continue
 		}
 		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a),
@@ -154,6 +158,9 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.", held.Node)
 	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
+	case retryNow:
+		v.ActionsIntro = T(ctx, "Its occurrence at node %s waits for its retry at %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.",
+			waiting.Node, clockTime(ctx, waiting.AvailableAt))
 	case inst.Status == engine.InstanceRunning:
 		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
 	}

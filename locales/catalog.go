@@ -39,1096 +39,1103 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              351,
-	"%[1]s %[2]s, %[3]s %[4]s":                 352,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          350,
-	"%[1]s; %[2]s":                             349,
-	"%d (0 lowest, 9 highest)":                 527,
-	"%d attempts":                              536,
-	"%d attempts, retry after %s, priority %d": 724,
-	"%d breaking":                              260,
-	"%d changes":                               259,
-	"%d completed":                             343,
-	"%d d":                                     359,
-	"%d days":                                  373,
-	"%d failed":                                344,
-	"%d h":                                     358,
-	"%d held instances match now.":             64,
-	"%d hours":                                 374,
-	"%d items":                                 805,
-	"%d left":                                  538,
-	"%d min":                                   357,
-	"%d minutes":                               375,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 94,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              803,
-	"%d ms": 377,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         712,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 711,
-	"%d occurrences": 641,
-	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       92,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 93,
-	"%d releases":                             284,
-	"%d running instances match now.":         71,
-	"%d running or held instances match now.": 73,
-	"%d s":       356,
-	"%d seconds": 376,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 108,
-	"%s (a fixed offset, no daylight saving time)":                                     673,
-	"%s (deferred; settled by %s)":                                                     603,
-	"%s (deferred; settled with its settle token)":                                     601,
-	"%s (deferred; settled with its settle token, as %s)":                              602,
-	"%s (token #%d, %s)":                                                               109,
-	"%s = %s":                                                                          718,
-	"%s ago":                                                                           354,
-	"%s at %s":                                                                         607,
-	"%s so far":                                                                        599,
-	"%s version %s":                                                                    276,
-	"%s versions %s":                                                                   277,
-	"%s ← %s":                                                                          717,
-	"%s → %s":                                                                          719,
-	"%s, %s: %s":                                                                       315,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         531,
-	"%s, cut to %s by the destination’s max_timeout":                       530,
-	"%s, multiplied by %s after each failure, up to %s":                    533,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 532,
-	"%s, revision %s":                         490,
-	"%s, version %s":                          491,
-	"%s: %s":                                  342,
-	"%s: %s → %s":                             267,
-	"%s: a date is written 2026-12-01.":       657,
-	"%s: every revision, present and future":  205,
-	"%s: revision %s":                         206,
-	"%s: revisions %s":                        207,
-	"%s: the first day comes after the last.": 658,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 528,
-	"%s–%s":                         341,
-	"(%d characters in all)":        807,
-	"(%d handed back, not counted)": 537,
-	"(each item)":                   793,
-	"(in %s)":                       806,
-	"(worker %s)":                   586,
-	"0 seconds":                     372,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            770,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 575,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       317,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 668,
-	"A revision is a definition’s: choose the definition too.": 623,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 758,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   757,
-	"A version is a process’s: choose the process too.":              422,
-	"Abandon %d instances":                                           68,
-	"Abandon every held instance this filter matches":                66,
+	"%[1]s %[2]s":                              356,
+	"%[1]s %[2]s, %[3]s %[4]s":                 357,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          355,
+	"%[1]s; %[2]s":                             354,
+	"%d (0 lowest, 9 highest)":                 533,
+	"%d attempts":                              542,
+	"%d attempts, retry after %s, priority %d": 730,
+	"%d breaking":                              265,
+	"%d changes":                               264,
+	"%d completed":                             348,
+	"%d d":                                     364,
+	"%d days":                                  378,
+	"%d failed":                                349,
+	"%d h":                                     363,
+	"%d held instances match now.":             69,
+	"%d hours":                                 379,
+	"%d items":                                 811,
+	"%d left":                                  544,
+	"%d min":                                   362,
+	"%d minutes":                               380,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 99,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              809,
+	"%d ms": 382,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         718,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 717,
+	"%d occurrences": 647,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       97,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 98,
+	"%d releases":                             289,
+	"%d running instances match now.":         76,
+	"%d running or held instances match now.": 78,
+	"%d s":       361,
+	"%d seconds": 381,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 113,
+	"%s (a fixed offset, no daylight saving time)":                                     679,
+	"%s (deferred; settled by %s)":                                                     609,
+	"%s (deferred; settled with its settle token)":                                     607,
+	"%s (deferred; settled with its settle token, as %s)":                              608,
+	"%s (token #%d, %s)":                                                               114,
+	"%s = %s":                                                                          724,
+	"%s ago":                                                                           359,
+	"%s at %s":                                                                         613,
+	"%s so far":                                                                        605,
+	"%s version %s":                                                                    281,
+	"%s versions %s":                                                                   282,
+	"%s ← %s":                                                                          723,
+	"%s → %s":                                                                          725,
+	"%s, %s: %s":                                                                       320,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         537,
+	"%s, cut to %s by the destination’s max_timeout":                       536,
+	"%s, multiplied by %s after each failure, up to %s":                    539,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 538,
+	"%s, revision %s":                         496,
+	"%s, version %s":                          497,
+	"%s: %s":                                  347,
+	"%s: %s → %s":                             272,
+	"%s: a date is written 2026-12-01.":       663,
+	"%s: every revision, present and future":  210,
+	"%s: revision %s":                         211,
+	"%s: revisions %s":                        212,
+	"%s: the first day comes after the last.": 664,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 534,
+	"%s–%s":                         346,
+	"(%d characters in all)":        813,
+	"(%d handed back, not counted)": 543,
+	"(each item)":                   799,
+	"(in %s)":                       812,
+	"(worker %s)":                   592,
+	"0 seconds":                     377,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            776,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 581,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       322,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 674,
+	"A revision is a definition’s: choose the definition too.": 629,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 764,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   763,
+	"A version is a process’s: choose the process too.":              428,
+	"Abandon %d instances":                                           73,
+	"Abandon every held instance this filter matches":                71,
 	"Abandon every held instance…":                                   8,
-	"Abandon process instance %s":                                    20,
-	"Abandon the instance":                                           23,
-	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              417,
-	"Abandoned by %s at %s — “%s”":                                   404,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
+	"Abandon process instance %s":                                    23,
+	"Abandon the instance":                                           26,
+	"Abandon this instance? It fails with the error code abandoned.": 24,
+	"Abandoned at node":                                              423,
+	"Abandoned by %s at %s — “%s”":                                   410,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 54,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 428,
-	"Action":          112,
-	"All actions":     128,
-	"All consumers":   637,
-	"All definitions": 334,
-	"All its tasks":   204,
-	"All processes":   434,
-	"All statuses":    436,
-	"All workers":     820,
-	"An error code is matched exactly, capitals included.": 77,
-	"An operator abandoned the instance.":                  574,
-	"Any definition":                                       435,
-	"Apply filters":                                        125,
-	"Apr":                                                  363,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 328,
-	"Attempts":                         495,
-	"Audit log":                        118,
-	"Aug":                              367,
-	"Available from":                   548,
-	"Back to definitions":              172,
-	"Back to external tasks":           170,
-	"Back to sign-in":                  171,
-	"Back to the form":                 180,
-	"Back to the instance":             33,
-	"Back to the list":                 59,
-	"Back to the occurrence":           738,
-	"Back without saving":              670,
-	"Breaks processes":                 236,
-	"Breaks workers":                   237,
-	"Bulk %s applied to %d instances.": 107,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  136,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 135,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      134,
-	"Bulk action":                     116,
-	"Business key":                    82,
-	"By process and error code":       89,
-	"Call timeout":                    529,
-	"Calls":                           295,
-	"Calls signed (Relais-Signature)": 297,
-	"Camunda 7 facade":                825,
-	"Cancelled: the instance was stopped (%s).":               598,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 597,
-	"Cannot act on this filter":                               95,
-	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           740,
-	"Cannot reveal it here":                                   736,
-	"Change":                                                  234,
-	"Changes between the two revisions":                       246,
-	"Changes of the Working copy since revision %d":           255,
-	"Choose two existing revisions to compare.":               256,
-	"Classification":                                          213,
-	"Clear filters":                                           126,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            706,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 689,
-	"Compare":              233,
-	"Compare revisions":    229,
-	"Completed":            337,
-	"Completed (%s).":      592,
-	"Completed, last hour": 325,
-	"Completions and failures per 5 minutes, last hour: %s":    335,
-	"Completions and failures per 5-minute slot, oldest first": 339,
-	"Completions and failures, last hour":                      318,
-	"Connected":                                                816,
-	"Constraints":                                              214,
-	"Consumer":                                                 497,
-	"Consumer and worker":                                      634,
-	"Consumers":                                                151,
-	"Consumers, oldest first":                                  193,
-	"Counting the occurrences; the counts appear when you reload the page.":         208,
-	"Counts are unavailable right now.":                                             209,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 733,
-	"Counts by status": 629,
-	"Created":          388,
-	"Created from":     85,
-	"Created on":       197,
-	"Created to":       86,
-	"Creation date":    423,
-	"Dates":            493,
-	"Deadline":         525,
-	"Dec":              371,
-	"Deferred":         552,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 591,
-	"Definition":                                 320,
-	"Definition %s":                              216,
-	"Definition %s has no occurrence yet.":       333,
-	"Definition %s has no revision %d.":          103,
-	"Definitions":                                149,
-	"Definitions by key":                         279,
-	"Definitions served":                         814,
-	"Definitions, those needing attention first": 319,
-	"Deleted by retention":                       413,
-	"Description":                                215,
-	"Destination":                                509,
-	"Destinations":                               152,
-	"Destinations by name":                       288,
-	"Destination’s answer":                       502,
-	"Detail":                                     235,
-	"Did you mean “%s”?":                         98,
-	"Digest":                                     249,
-	"Display settings":                           157,
-	"Display settings saved.":                    676,
-	"Display settings: ":                         158,
-	"Duration":                                   501,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 316,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          644,
-	"End node":                  416,
-	"End node or error":         432,
-	"Ended":                     407,
-	"Erase process instance %s": 300,
-	"Erase the instance":        303,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 301,
-	"Erase this instance…": 398,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 305,
-	"Error":                      633,
-	"Error (before any attempt)": 555,
-	"Error (the deadline passed after attempt %d)": 554,
-	"Error code":       83,
-	"Error message":    504,
-	"Error: %s · %s":   138,
-	"Every %d seconds": 675,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 547,
-	"Every attempt, oldest first": 496,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 119,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  743,
-	"Expired token":                        780,
-	"Expires":                              777,
-	"External tasks":                       144,
-	"Failed":                               323,
-	"Failed (%s).":                         596,
-	"Failed at node":                       418,
-	"Failed occurrence":                    409,
-	"Failed, last hour":                    326,
-	"Feb":                                  361,
-	"Field":                                210,
-	"Filter":                               57,
-	"Filters":                              120,
-	"Find":                                 148,
-	"Find an instance or occurrence":       146,
-	"Finished":                             500,
-	"First page":                           654,
-	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    183,
-	"Form refused":                         178,
-	"Form too large":                       181,
-	"From revision":                        231,
-	"From revision %d to revision %d:":     257,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  196,
-	"Graph":                   688,
-	"Graph of %s":             710,
-	"HTTP 2xx, unusable body": 613,
-	"Headers sent":            291,
-	"Health":                  143,
-	"Held at a node of":       84,
-	"Held at node":            408,
-	"Held for":                410,
-	"Held instances":          322,
-	"ID":                      194,
-	"In flight":               815,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 336,
-	"Inputs": 239,
-	"Inputs an instance of this version is started with": 699,
-	"Inputs from":                697,
-	"Inputs of revision %d":      250,
-	"Inputs of the working copy": 241,
-	"Inputs the instance was started with, labelled by process version %d's contract": 396,
-	"Inputs, labelled by revision %d's contract":                                      539,
-	"Instance":                  431,
-	"Instances":                 90,
-	"Instances of this version": 700,
-	"Invalid request":           168,
-	"It takes every revision its consumer is granted.":     838,
-	"It takes every revision its consumer is granted: %s.": 837,
-	"It takes revision %d only.":                           841,
-	"It takes revisions %s only.":                          843,
-	"Its calls":                                            296,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 302,
-	"Its instance is held here, waiting for an operator.":                            593,
-	"Its instance went on along the node’s error path, and is held at a later node.": 594,
-	"Its instance went on along the node’s error path.":                              595,
-	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
-	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               785,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     360,
-	"Jul":                     366,
-	"Jun":                     365,
-	"Keep it":                 787,
+	"Act on every instance this filter matches": 434,
+	"Action":          117,
+	"All actions":     133,
+	"All consumers":   643,
+	"All definitions": 339,
+	"All its tasks":   209,
+	"All processes":   440,
+	"All statuses":    442,
+	"All workers":     826,
+	"An error code is matched exactly, capitals included.": 82,
+	"An operator abandoned the instance.":                  580,
+	"Any definition":                                       441,
+	"Apply filters":                                        130,
+	"Apr":                                                  368,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 333,
+	"Attempts":                         501,
+	"Audit log":                        123,
+	"Aug":                              372,
+	"Available from":                   554,
+	"Back to definitions":              177,
+	"Back to external tasks":           175,
+	"Back to sign-in":                  176,
+	"Back to the form":                 185,
+	"Back to the instance":             36,
+	"Back to the list":                 64,
+	"Back to the occurrence":           744,
+	"Back without saving":              676,
+	"Breaks processes":                 241,
+	"Breaks workers":                   242,
+	"Bulk %s applied to %d instances.": 112,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  141,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 140,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      139,
+	"Bulk action":                     121,
+	"Business key":                    87,
+	"By process and error code":       94,
+	"Call timeout":                    535,
+	"Calls":                           300,
+	"Calls signed (Relais-Signature)": 302,
+	"Camunda 7 facade":                831,
+	"Cancelled: the instance was stopped (%s).":               604,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 603,
+	"Cannot act on this filter":                               100,
+	"Cannot act on this instance":                             35,
+	"Cannot reveal":                                           746,
+	"Cannot reveal it here":                                   742,
+	"Change":                                                  239,
+	"Changes between the two revisions":                       251,
+	"Changes of the Working copy since revision %d":           260,
+	"Choose two existing revisions to compare.":               261,
+	"Classification":                                          218,
+	"Clear filters":                                           131,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            712,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 695,
+	"Compare":              238,
+	"Compare revisions":    234,
+	"Completed":            342,
+	"Completed (%s).":      598,
+	"Completed, last hour": 330,
+	"Completions and failures per 5 minutes, last hour: %s":    340,
+	"Completions and failures per 5-minute slot, oldest first": 344,
+	"Completions and failures, last hour":                      323,
+	"Connected":                                                822,
+	"Constraints":                                              219,
+	"Consumer":                                                 503,
+	"Consumer and worker":                                      640,
+	"Consumers":                                                156,
+	"Consumers, oldest first":                                  198,
+	"Counting the occurrences; the counts appear when you reload the page.":         213,
+	"Counts are unavailable right now.":                                             214,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 739,
+	"Counts by status": 635,
+	"Created":          393,
+	"Created from":     90,
+	"Created on":       202,
+	"Created to":       91,
+	"Creation date":    429,
+	"Dates":            499,
+	"Deadline":         531,
+	"Dec":              376,
+	"Deferred":         558,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 597,
+	"Definition":                                 325,
+	"Definition %s":                              221,
+	"Definition %s has no occurrence yet.":       338,
+	"Definition %s has no revision %d.":          108,
+	"Definitions":                                154,
+	"Definitions by key":                         284,
+	"Definitions served":                         820,
+	"Definitions, those needing attention first": 324,
+	"Deleted by retention":                       419,
+	"Description":                                220,
+	"Destination":                                515,
+	"Destinations":                               157,
+	"Destinations by name":                       293,
+	"Destination’s answer":                       508,
+	"Detail":                                     240,
+	"Did you mean “%s”?":                         103,
+	"Digest":                                     254,
+	"Display settings":                           162,
+	"Display settings saved.":                    682,
+	"Display settings: ":                         163,
+	"Duration":                                   507,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 321,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  79,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     72,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 68,
+	"Earlier attempt:":          650,
+	"End node":                  422,
+	"End node or error":         438,
+	"Ended":                     413,
+	"Erase process instance %s": 305,
+	"Erase the instance":        308,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 306,
+	"Erase this instance…": 403,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 310,
+	"Error":                      639,
+	"Error (before any attempt)": 561,
+	"Error (the deadline passed after attempt %d)": 560,
+	"Error code":       88,
+	"Error message":    510,
+	"Error: %s · %s":   143,
+	"Every %d seconds": 681,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 553,
+	"Every attempt, oldest first": 502,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 124,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  749,
+	"Expired token":                        786,
+	"Expires":                              783,
+	"External tasks":                       149,
+	"Failed":                               328,
+	"Failed (%s).":                         602,
+	"Failed at node":                       424,
+	"Failed occurrence":                    415,
+	"Failed, last hour":                    331,
+	"Feb":                                  366,
+	"Field":                                215,
+	"Filter":                               62,
+	"Filters":                              125,
+	"Find":                                 153,
+	"Find an instance or occurrence":       151,
+	"Finished":                             506,
+	"First page":                           660,
+	"Follow it in the audit log (new tab)": 66,
+	"Form not received":                    188,
+	"Form refused":                         183,
+	"Form too large":                       186,
+	"From revision":                        236,
+	"From revision %d to revision %d:":     262,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 57,
+	"Grants":                  201,
+	"Graph":                   694,
+	"Graph of %s":             716,
+	"HTTP 2xx, unusable body": 619,
+	"Headers sent":            296,
+	"Health":                  148,
+	"Held at a node of":       89,
+	"Held at node":            414,
+	"Held for":                416,
+	"Held instances":          327,
+	"ID":                      199,
+	"In flight":               821,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 341,
+	"Inputs": 244,
+	"Inputs an instance of this version is started with": 705,
+	"Inputs from":                703,
+	"Inputs of revision %d":      255,
+	"Inputs of the working copy": 246,
+	"Inputs the instance was started with, labelled by process version %d's contract": 401,
+	"Inputs, labelled by revision %d's contract":                                      545,
+	"Instance":                  437,
+	"Instances":                 95,
+	"Instances of this version": 706,
+	"Invalid request":           173,
+	"It takes every revision its consumer is granted.":     844,
+	"It takes every revision its consumer is granted: %s.": 843,
+	"It takes revision %d only.":                           847,
+	"It takes revisions %s only.":                          849,
+	"Its calls":                                            301,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         25,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 307,
+	"Its instance is held here, waiting for an operator.":                            599,
+	"Its instance went on along the node’s error path, and is held at a later node.": 600,
+	"Its instance went on along the node’s error path.":                              601,
+	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                 33,
+	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                             32,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                               791,
+	"Its occurrence at node %s waits for its retry at %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 407,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                          48,
+	"Jan":                     365,
+	"Jul":                     371,
+	"Jun":                     370,
+	"Keep it":                 793,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       298,
-	"Key":                     280,
-	"Kind":                    692,
-	"Language":                140,
-	"Last changed":            293,
-	"Last error (attempt %d)": 553,
-	"Last reserved":           550,
-	"Last saved":              220,
-	"Last seen":               817,
-	"Last used":               776,
-	"Latest":                  701,
-	"Latest revision":         281,
-	"Lists every change from one revision to another, and whom it may break.": 230,
-	"Local time in %s": 672,
-	"Lock expired %s — waiting to be offered again.": 583,
-	"Lock expires":    551,
-	"Longest timeout": 292,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 258,
-	"Main navigation":     142,
-	"Mar":                 362,
-	"Maximum attempts":    521,
-	"May":                 364,
-	"Message":             631,
-	"Message from Relais": 621,
-	"Message from Relais, quoting the destination’s answer":            620,
-	"Message from the worker (its own words, protected values masked)": 619,
-	"Method not allowed": 747,
-	"Mode":               519,
-	"More filters: instance, revision, consumer, destination, dates": 625,
-	"Name":                    195,
-	"Never":                   674,
-	"Next attempt":            549,
-	"Next attempt or settled": 635,
-	"Next node":               387,
-	"Next page":               653,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 132,
-	"No consumer yet.":                                    190,
-	"No definition has occurrences yet.":                  327,
-	"No definition has the key “%s”.":                     101,
-	"No definition yet.":                                  283,
-	"No destination yet.":                                 285,
-	"No inputs.":                                          240,
-	"No inputs: an instance starts with an empty object.": 698,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    756,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 754,
-	"No instance matches these filters.": 433,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 755,
-	"No live worker takes %s now (Workers page).":                                               577,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 578,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           579,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          580,
-	"No more consumers.":                                   191,
-	"No more destinations.":                                286,
-	"No occurrence matches these filters.":                 636,
-	"No operator action matches.":                          127,
-	"No operator has acted on this instance.":              392,
-	"No outputs yet: the occurrence has not completed.":    542,
-	"No outputs.":                                          243,
-	"No outputs: the occurrence ended without completing.": 544,
-	"No process has the key “%s”.":                         100,
-	"No process is published yet.":                         683,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             834,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             833,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    78,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 137,
-	"No release yet.": 224,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 727,
-	"No revision yet: the Working copy has never been snapshotted.":                     222,
-	"No token.":              774,
-	"No value was revealed.": 745,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              508,
-	"No worker has reserved this occurrence yet.":                                        505,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 835,
-	"No worker is connected.":           818,
-	"No worker serves this definition.": 821,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 832,
-	"Node":                  384,
-	"Nodes":                 690,
-	"Nodes of this version": 707,
-	"Nodes of this version, with their occurrences now": 691,
-	"Nodes reached, in order":                           383,
-	"Not allowed":                                       166,
-	"Not found":                                         176,
-	"Notes":                                             227,
-	"Nothing exists at this address, or it is not visible to you.": 173,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 174,
-	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             752,
-	"Nothing was done.":        31,
-	"Nov":                      370,
-	"Now":                      514,
-	"Occurrence":               385,
-	"Occurrence %s":            492,
-	"Occurrence offered again": 115,
-	"Occurrences now":          696,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          830,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 831,
-	"Occurrences, newest first": 630,
-	"Oct":                       369,
-	"Offered from %s — %s.":     582,
-	"Oldest claimable waits":    324,
-	"On error":                  695,
-	"On success":                694,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         741,
-	"Only administrators may reveal a sensitive value.":                                                           734,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 771,
-	"Open":             321,
-	"Operator actions": 380,
-	"Operator actions on this instance, newest first": 393,
-	"Operator actions, newest first":                  131,
-	"Other criteria":                                  87,
-	"Outcome":                                         503,
-	"Outputs":                                         242,
-	"Outputs of revision %d":                          251,
-	"Outputs of the working copy":                     244,
-	"Outputs, labelled by revision %d's contract":     541,
-	"Pages": 651,
-	"Paste your token in the field: it is empty.": 768,
-	"Path":                            381,
-	"Pause reloading":                 165,
-	"Pinned by":                       274,
-	"Pinned revision":                 693,
-	"Policy":                          494,
-	"Previous page":                   652,
-	"Priority":                        526,
-	"Process":                         79,
-	"Process %s":                      686,
-	"Process %s has no version %d.":   99,
-	"Process and node":                632,
-	"Process inputs":                  395,
-	"Process instance":                114,
-	"Process instance %s":             378,
-	"Process instances":               425,
-	"Process instances, newest first": 430,
-	"Processes":                       145,
-	"Processes by key":                681,
-	"Protocol":                        813,
-	"Published":                       228,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 679,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       680,
-	"Push destination": 626,
-	"Reason":           113,
-	"Reason (recorded in the audit log for every instance)": 58,
+	"Keep the instance":       303,
+	"Key":                     285,
+	"Kind":                    698,
+	"Language":                145,
+	"Last changed":            298,
+	"Last error (attempt %d)": 559,
+	"Last reserved":           556,
+	"Last saved":              225,
+	"Last seen":               823,
+	"Last used":               782,
+	"Latest":                  707,
+	"Latest revision":         286,
+	"Lists every change from one revision to another, and whom it may break.": 235,
+	"Local time in %s": 678,
+	"Lock expired %s — waiting to be offered again.": 589,
+	"Lock expires":    557,
+	"Longest timeout": 297,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 263,
+	"Main navigation":     147,
+	"Mar":                 367,
+	"Maximum attempts":    527,
+	"May":                 369,
+	"Message":             637,
+	"Message from Relais": 627,
+	"Message from Relais, quoting the destination’s answer":            626,
+	"Message from the worker (its own words, protected values masked)": 625,
+	"Method not allowed": 753,
+	"Mode":               525,
+	"More filters: instance, revision, consumer, destination, dates": 631,
+	"Name":                    200,
+	"Never":                   680,
+	"Next attempt":            555,
+	"Next attempt or settled": 641,
+	"Next node":               392,
+	"Next page":               659,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 137,
+	"No consumer yet.":                                    195,
+	"No definition has occurrences yet.":                  332,
+	"No definition has the key “%s”.":                     106,
+	"No definition yet.":                                  288,
+	"No destination yet.":                                 290,
+	"No inputs.":                                          245,
+	"No inputs: an instance starts with an empty object.": 704,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    762,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 760,
+	"No instance matches these filters.": 439,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 761,
+	"No live worker takes %s now (Workers page).":                                               583,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 584,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           585,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          586,
+	"No more consumers.":                                   196,
+	"No more destinations.":                                291,
+	"No occurrence matches these filters.":                 642,
+	"No operator action matches.":                          132,
+	"No operator has acted on this instance.":              397,
+	"No outputs yet: the occurrence has not completed.":    548,
+	"No outputs.":                                          248,
+	"No outputs: the occurrence ended without completing.": 550,
+	"No process has the key “%s”.":                         105,
+	"No process is published yet.":                         689,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             840,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             839,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    83,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 142,
+	"No release yet.": 229,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 733,
+	"No revision yet: the Working copy has never been snapshotted.":                     227,
+	"No token.":              780,
+	"No value was revealed.": 751,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              514,
+	"No worker has reserved this occurrence yet.":                                        511,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 841,
+	"No worker is connected.":           824,
+	"No worker serves this definition.": 827,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 838,
+	"Node":                  389,
+	"Nodes":                 696,
+	"Nodes of this version": 713,
+	"Nodes of this version, with their occurrences now": 697,
+	"Nodes reached, in order":                           388,
+	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 45,
+	"Not allowed": 171,
+	"Not found":   181,
+	"Notes":       232,
+	"Nothing exists at this address, or it is not visible to you.": 178,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 179,
+	"Nothing to do: no instance this action applies to matches the filter.": 81,
+	"Nothing to find: the search box is empty.":                             758,
+	"Nothing was done.":        34,
+	"Nov":                      375,
+	"Now":                      520,
+	"Occurrence":               390,
+	"Occurrence %s":            498,
+	"Occurrence offered again": 120,
+	"Occurrences now":          702,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          836,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 837,
+	"Occurrences, newest first": 636,
+	"Oct":                       374,
+	"Offered from %s — %s.":     588,
+	"Oldest claimable waits":    329,
+	"On error":                  701,
+	"On success":                700,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         747,
+	"Only administrators may reveal a sensitive value.":                                                           740,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 777,
+	"Open":             326,
+	"Operator actions": 385,
+	"Operator actions on this instance, newest first": 398,
+	"Operator actions, newest first":                  136,
+	"Other criteria":                                  92,
+	"Outcome":                                         509,
+	"Outputs":                                         247,
+	"Outputs of revision %d":                          256,
+	"Outputs of the working copy":                     249,
+	"Outputs, labelled by revision %d's contract":     547,
+	"Pages": 657,
+	"Paste your token in the field: it is empty.": 774,
+	"Path":                            386,
+	"Pause reloading":                 170,
+	"Pinned by":                       279,
+	"Pinned revision":                 699,
+	"Policy":                          500,
+	"Previous page":                   658,
+	"Priority":                        532,
+	"Process":                         84,
+	"Process %s":                      692,
+	"Process %s has no version %d.":   104,
+	"Process and node":                638,
+	"Process inputs":                  400,
+	"Process instance":                119,
+	"Process instance %s":             383,
+	"Process instances":               431,
+	"Process instances, newest first": 436,
+	"Processes":                       150,
+	"Processes by key":                687,
+	"Protocol":                        819,
+	"Published":                       233,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 685,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       686,
+	"Push destination": 632,
+	"Reason":           118,
+	"Reason (recorded in the audit log for every instance)": 63,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            520,
-	"Recorded operator actions":                             391,
-	"Relais console":                                        139,
-	"Relais has not called the destination yet.":            511,
-	"Relais is calling the destination (since %s).":         588,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 513,
-	"Relais never called the destination: the occurrence ended before any call.":                                    512,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        609,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 611,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     608,
-	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           610,
-	"Release":                       225,
-	"Releases":                      223,
-	"Releases, oldest first":        245,
-	"Reload lists and detail pages": 667,
-	"Reloading paused":              162,
-	"Reloading paused: this page stays as it is until you resume.": 678,
-	"Reloading resumed.":                  677,
-	"Replica":                             510,
-	"Required":                            212,
-	"Reserved":                            499,
-	"Reserved by %s.":                     590,
-	"Reserved by %s; lock until %s — %s.": 589,
-	"Reserved now":                        203,
-	"Resume":                              163,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         348,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 347,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             346,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            345,
-	"Retried by %s at %s — “%s”":                                                      405,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            523,
-	"Retry %d instances": 65,
-	"Retry at %s — %s.":  581,
-	"Retry delay":        522,
-	"Retry every held instance this filter matches": 62,
+	"Reason given by the worker":                            526,
+	"Recorded operator actions":                             396,
+	"Relais console":                                        144,
+	"Relais has not called the destination yet.":            517,
+	"Relais is calling the destination (since %s).":         594,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 519,
+	"Relais never called the destination: the occurrence ended before any call.":                                    518,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        615,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 617,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     614,
+	"Relais refused the action. Nothing was done.":                                                                  56,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           616,
+	"Release":                       230,
+	"Releases":                      228,
+	"Releases, oldest first":        250,
+	"Reload lists and detail pages": 673,
+	"Reloading paused":              167,
+	"Reloading paused: this page stays as it is until you resume.": 684,
+	"Reloading resumed.":                  683,
+	"Replica":                             516,
+	"Required":                            217,
+	"Reserved":                            505,
+	"Reserved by %s.":                     596,
+	"Reserved by %s; lock until %s — %s.": 595,
+	"Reserved now":                        208,
+	"Resume":                              168,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         353,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 352,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             351,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            350,
+	"Retried by %s at %s — “%s”": 411,
+	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 52,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       53,
+	"Retries":            529,
+	"Retry %d instances": 70,
+	"Retry at %s — %s.":  587,
+	"Retry delay":        528,
+	"Retry every held instance this filter matches": 67,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         515,
-	"Retry process instance %s":                     16,
-	"Retry the instance":                            19,
-	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 556,
-	"Retrying and abandoning apply to held instances, not %s ones.": 56,
+	"Retry now":                                     19,
+	"Retry now? The occurrence at node %s waits for its retry at %s; it is offered now, its attempts left unchanged.": 17,
+	"Retry or abandon it from its instance": 521,
+	"Retry process instance %s":             16,
+	"Retry the instance":                    22,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 20,
+	"Retryable": 562,
+	"Retrying and abandoning apply to held instances, not %s ones.": 61,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 545,
-	"Revealed by %s at %s; recorded in the audit log.": 739,
-	"Reveals":               154,
-	"Reveals, newest first": 744,
-	"Revision":              226,
-	"Revision %d":           247,
-	"Revisions":             221,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 839,
-	"Revoke the %s token “%s”?": 784,
-	"Revoke the token":          786,
-	"Revoke token %d":           783,
-	"Revoke…":                   781,
-	"Role":                      775,
-	"Route":                     386,
-	"Routing output":            219,
-	"Row %s":                    655,
-	"Rows %s–%s":                656,
-	"Save settings":             669,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      735,
+	"Reveal — this is recorded": 551,
+	"Revealed by %s at %s; recorded in the audit log.": 745,
+	"Reveals":               159,
+	"Reveals, newest first": 750,
+	"Revision":              231,
+	"Revision %d":           252,
+	"Revisions":             226,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 845,
+	"Revoke the %s token “%s”?": 790,
+	"Revoke the token":          792,
+	"Revoke token %d":           789,
+	"Revoke…":                   787,
+	"Role":                      781,
+	"Route":                     391,
+	"Routing output":            224,
+	"Row %s":                    661,
+	"Rows %s–%s":                662,
+	"Save settings":             675,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      741,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 299,
-	"Search":                               750,
-	"Secret values can never be revealed.": 742,
-	"Sep":                                  368,
-	"Served by %d workers":                 836,
-	"Settled":                              389,
-	"Settlement date":                      624,
-	"Show all definitions":                 332,
-	"Show times in":                        665,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 133,
-	"Sign in": 763,
-	"Sign in with an operator, designer or administrator token.": 764,
-	"Sign out":             156,
-	"Signed in as %s (%s)": 155,
-	"Since revision %d:":   253,
-	"Skip to content":      141,
-	"Slot":                 340,
-	"Snapshotted":          248,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 188,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 772,
-	"Staff tokens, oldest first": 773,
-	"Start node":                 687,
-	"Started":                    406,
-	"State":                      198,
-	"Status":                     81,
-	"Stop %d instances":          75,
-	"Stop every held instance this filter matches":            69,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 304,
+	"Search":                               756,
+	"Secret values can never be revealed.": 748,
+	"Sep":                                  373,
+	"Served by %d workers":                 842,
+	"Settled":                              394,
+	"Settlement date":                      630,
+	"Show all definitions":                 337,
+	"Show times in":                        671,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 138,
+	"Sign in": 769,
+	"Sign in with an operator, designer or administrator token.": 770,
+	"Sign out":             161,
+	"Signed in as %s (%s)": 160,
+	"Since revision %d:":   258,
+	"Skip to content":      146,
+	"Slot":                 345,
+	"Snapshotted":          253,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 37,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                44,
+	"Something went wrong": 193,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 778,
+	"Staff tokens, oldest first": 779,
+	"Start node":                 693,
+	"Started":                    412,
+	"State":                      203,
+	"Status":                     86,
+	"Stop %d instances":          80,
+	"Stop every held instance this filter matches":            74,
 	"Stop every held instance…":                               9,
-	"Stop every running instance this filter matches":         70,
+	"Stop every running instance this filter matches":         75,
 	"Stop every running instance…":                            10,
-	"Stop every running or held instance this filter matches": 72,
+	"Stop every running or held instance this filter matches": 77,
 	"Stop every running or held instance…":                    11,
-	"Stop process instance %s":                                24,
-	"Stop the instance":                                       27,
-	"Stop this instance? Its open occurrences are cancelled.": 25,
+	"Stop process instance %s":                                27,
+	"Stop the instance":                                       30,
+	"Stop this instance? Its open occurrences are cancelled.": 28,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              403,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
-	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   402,
-	"Summary": 379,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 278,
-	"Tasks":                   199,
-	"Temporarily unavailable": 186,
-	"That is too long to be an id or a business key.":                                           753,
-	"The %d largest groups; the filter matches more.":                                           91,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 517,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 287,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    252,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            568,
-	"The bulk action must be its id (a UUID).":                                      130,
-	"The call could not be prepared.":                                               569,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 730,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 587,
-	"The chart’s numbers": 338,
-	"The confirmed count is missing: start again from the list.":                                                                                                        104,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       189,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      666,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 105,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             187,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            566,
-	"The destination answered HTTP %s.":     576,
-	"The destination could not be reached.": 570,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    560,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         561,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   559,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 558,
-	"The destination’s answer was too large.": 571,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      192,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          169,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                573,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         605,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      606,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    604,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            572,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               563,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 562,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     564,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             565,
-	"The latest %d attempts, oldest first":                                                         516,
-	"The next page counts them and asks for a reason before anything changes.":                     429,
-	"The nodes this instance reached, in order, each with its occurrence.":                         382,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 218,
-	"The page cursor is invalid: go back to the first page.":                                       663,
-	"The page size must be between 1 and %d.":                                                      424,
-	"The parameter “%s” is given %d times: give it once.":                                          662,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 129,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
-	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 567,
-	"The revision must be a whole number, 1 or more.":           622,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 766,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        760,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     790,
-	"The version must be a whole number from 1.":                                                                                                        421,
-	"These revisions have the same contracts.":                                                                                                          238,
-	"These settings are kept in this browser only.":                                                                                                     664,
-	"They take every revision their consumer is granted.":                                                                                               840,
-	"They take revision %d only.":                                                                                                                       842,
-	"They take revisions %s only.":                                                                                                                      844,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 659,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         106,
-	"This contract has no inputs.":  540,
-	"This contract has no outputs.": 543,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 102,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 185,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            184,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  182,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  179,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           749,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 306,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 399,
-	"This instance has not reached a task yet.":                                                                                                                                     390,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
-	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 304,
-	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 400,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 401,
-	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  177,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            789,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           788,
-	"This page does not accept that request.": 748,
-	"This page reloads every %d seconds.":     164,
-	"This process takes no inputs.":           397,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 737,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 769,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 708,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            709,
-	"Times in %s · no auto-reload":    161,
-	"Times in %s · reload every %d s": 160,
-	"Times in %s · reloading paused":  159,
-	"To revision":                     232,
-	"Token":                           765,
-	"Tokens":                          153,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 767,
-	"Totals of all definitions, not narrowed by the other filters":         640,
-	"Totals of definition %s, not narrowed by the other filters":           639,
-	"Type": 211,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 751,
-	"URL":                              290,
-	"UTC (coordinated universal time)": 671,
-	"Unknown action.":                  54,
-	"Unknown consumer.":                96,
-	"Unknown destination “%s”.":        97,
-	"Unknown parameter “%s” (did you mean “%s”?).": 660,
-	"Unknown parameter “%s”.":                      661,
-	"Unknown status “%s” (did you mean “%s”?).":    437,
-	"Unknown status “%s”.":                         439,
-	"Value":                                        394,
-	"Version":                                      80,
-	"Versions, newest first":                       682,
-	"Waiting for Relais to call the destination since %s (%s).": 584,
-	"Waiting for a worker since %s (%s).":                       585,
-	"When":                                                      110,
-	"Who":                                                       111,
-	"Whole message":                                             507,
-	"Why (recorded with the reveal)":                            546,
-	"Worker":                                                    812,
-	"Worker id":                                                 498,
-	"Workers":                                                   150,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        810,
-	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 811,
-	"Workers serving %s":                   819,
-	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        217,
-	"You are signed out.": 759,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              167,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 761,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          762,
-	"[redacted]":                          618,
-	"a token’s name, exact":               121,
+	"Stopped by %s at %s — “%s”":                              409,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 55,
+	"Stopping applies to running or held instances, not %s ones.":                              60,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   408,
+	"Summary": 384,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 283,
+	"Tasks":                   204,
+	"Temporarily unavailable": 191,
+	"That is too long to be an id or a business key.":                                           759,
+	"The %d largest groups; the filter matches more.":                                           96,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 523,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 292,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    257,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            574,
+	"The bulk action must be its id (a UUID).":                                      135,
+	"The call could not be prepared.":                                               575,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 736,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 593,
+	"The chart’s numbers": 343,
+	"The confirmed count is missing: start again from the list.":                                                                                                        109,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       194,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      672,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 110,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             192,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            572,
+	"The destination answered HTTP %s.":     582,
+	"The destination could not be reached.": 576,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    566,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         567,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   565,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 564,
+	"The destination’s answer was too large.": 577,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      197,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          174,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                579,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         611,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      612,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    610,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            578,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               569,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 568,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     570,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             571,
+	"The latest %d attempts, oldest first":                                                         522,
+	"The next page counts them and asks for a reason before anything changes.":                     435,
+	"The nodes this instance reached, in order, each with its occurrence.":                         387,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 223,
+	"The page cursor is invalid: go back to the first page.":                                       669,
+	"The page size must be between 1 and %d.":                                                      430,
+	"The parameter “%s” is given %d times: give it once.":                                          668,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 134,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 58,
+	"The reason you gave, not recorded:":                        50,
+	"The result did not match the revision's outputs contract.": 573,
+	"The revision must be a whole number, 1 or more.":           628,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 772,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        766,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     796,
+	"The version must be a whole number from 1.":                                                                                                        427,
+	"These revisions have the same contracts.":                                                                                                          243,
+	"These settings are kept in this browser only.":                                                                                                     670,
+	"They take every revision their consumer is granted.":                                                                                               846,
+	"They take revision %d only.":                                                                                                                       848,
+	"They take revisions %s only.":                                                                                                                      850,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 665,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         111,
+	"This contract has no inputs.":  546,
+	"This contract has no outputs.": 549,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 107,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 190,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            189,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  187,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  184,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           755,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      31,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 311,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              38,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    47,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 404,
+	"This instance has not reached a task yet.":                                                                                                                                     395,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   42,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     41,
+	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 40,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 309,
+	"This instance is %s: there is nothing to stop.":                            43,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 405,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 406,
+	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               39,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          46,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      51,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   49,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  182,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            795,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           794,
+	"This page does not accept that request.": 754,
+	"This page reloads every %d seconds.":     169,
+	"This process takes no inputs.":           402,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 743,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       65,
+	"This token is unknown, revoked or expired.": 775,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 714,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            715,
+	"Times in %s · no auto-reload":    166,
+	"Times in %s · reload every %d s": 165,
+	"Times in %s · reloading paused":  164,
+	"To revision":                     237,
+	"Token":                           771,
+	"Tokens":                          158,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 773,
+	"Totals of all definitions, not narrowed by the other filters":         646,
+	"Totals of definition %s, not narrowed by the other filters":           645,
+	"Type": 216,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 757,
+	"URL":                              295,
+	"UTC (coordinated universal time)": 677,
+	"Unknown action.":                  59,
+	"Unknown consumer.":                101,
+	"Unknown destination “%s”.":        102,
+	"Unknown parameter “%s” (did you mean “%s”?).": 666,
+	"Unknown parameter “%s”.":                      667,
+	"Unknown status “%s” (did you mean “%s”?).":    443,
+	"Unknown status “%s”.":                         445,
+	"Value":                                        399,
+	"Version":                                      85,
+	"Versions, newest first":                       688,
+	"Waiting for Relais to call the destination since %s (%s).": 590,
+	"Waiting for a worker since %s (%s).":                       591,
+	"When":                                                      115,
+	"Who":                                                       116,
+	"Whole message":                                             513,
+	"Why (recorded with the reveal)":                            552,
+	"Worker":                                                    818,
+	"Worker id":                                                 504,
+	"Workers":                                                   155,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        816,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 21,
+	"Workers may take it at once (a push occurrence calls its destination now). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
+	"Workers seen within three heartbeats": 817,
+	"Workers serving %s":                   825,
+	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 29,
+	"Working copy":        222,
+	"You are signed out.": 765,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              172,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 767,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          768,
+	"[redacted]":                          624,
+	"a token’s name, exact":               126,
 	"abandon":                             4,
-	"active":                              200,
-	"administrator":                       468,
-	"after %s’s retry at %s":              518,
-	"an incident: retry, abandon or stop": 310,
-	"answer too large":                    616,
-	"any":                                 426,
-	"any other code → %s":                 722,
-	"any other error":                     308,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 642,
-	"at least %d characters":                   794,
-	"at least %d items":                        801,
-	"at most %d":                               534,
-	"at most %d characters":                    795,
-	"at most %d items":                         802,
-	"at most %d since the last operator retry": 535,
-	"available":                                440,
-	"boolean":                                  455,
-	"call in progress since":                   648,
-	"cancelled":                                445,
-	"choice":                                   458,
-	"claimable since":                          647,
-	"claimable since %s":                       329,
-	"classification changed":                   479,
-	"completed":                                443,
-	"constraint changed":                       480,
-	"consumer":                                 471,
-	"consumer #%s":                             600,
-	"date":                                     456,
-	"date and time":                            457,
-	"deadline %s":                              726,
-	"deferred":                                 442,
-	"deferred since":                           650,
-	"deleted":                                  117,
-	"designer":                                 470,
-	"disconnected":                             451,
-	"each item of %s":                          792,
-	"end (completes)":                          715,
-	"end (fails)":                              716,
-	"end: completes the instance":              311,
-	"end: fails the instance":                  312,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         414,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 415,
+	"active":                              205,
+	"administrator":                       474,
+	"after %s’s retry at %s":              524,
+	"an incident: retry, abandon or stop": 315,
+	"answer too large":                    622,
+	"any":                                 432,
+	"any other code → %s":                 728,
+	"any other error":                     313,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 648,
+	"at least %d characters":                   800,
+	"at least %d items":                        807,
+	"at most %d":                               540,
+	"at most %d characters":                    801,
+	"at most %d items":                         808,
+	"at most %d since the last operator retry": 541,
+	"available":                                446,
+	"boolean":                                  461,
+	"call in progress since":                   654,
+	"cancelled":                                451,
+	"choice":                                   464,
+	"claimable since":                          653,
+	"claimable since %s":                       334,
+	"classification changed":                   485,
+	"completed":                                449,
+	"constraint changed":                       486,
+	"consumer":                                 477,
+	"consumer #%s":                             606,
+	"date":                                     462,
+	"date and time":                            463,
+	"deadline %s":                              732,
+	"deferred":                                 448,
+	"deferred since":                           656,
+	"deleted":                                  122,
+	"designer":                                 476,
+	"disconnected":                             457,
+	"each item of %s":                          798,
+	"end (completes)":                          721,
+	"end (fails)":                              722,
+	"end: completes the instance":              316,
+	"end: fails the instance":                  317,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         420,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 421,
 	"erase":                                  6,
-	"every revision its consumer is granted": 826,
-	"every revision its consumer is granted: %s":   822,
-	"exact, case-sensitive":                        427,
-	"exact; instances deleted since are not found": 122,
-	"expired":                             448,
-	"failed":                              444,
-	"fails the instance":                  723,
-	"field added":                         474,
-	"field removed":                       475,
-	"format":                              485,
-	"format %s":                           797,
-	"from":                                123,
-	"held":                                447,
-	"held for an operator":                309,
-	"held, then abandoned by an operator": 420,
-	"held, then stopped by an operator":   419,
-	"hidden (secret)":                     465,
-	"hidden (sensitive)":                  464,
-	"hold (an incident for an operator)":  721,
-	"id or business key":                  147,
-	"in %s":                               353,
-	"in progress":                         506,
-	"instance held here":                  638,
-	"instance id":                         628,
-	"instances held":                      731,
-	"instances held: %s":                  732,
-	"integer":                             453,
-	"its name, exactly":                   627,
-	"just now":                            355,
-	"list":                                460,
-	"lock until":                          649,
-	"long polling":                        824,
-	"long wait":                           330,
-	"masked value":                        289,
-	"maximum":                             487,
-	"maximum %s":                          799,
-	"maximum items":                       489,
-	"maximum length":                      483,
-	"minimum":                             486,
-	"minimum %s":                          798,
-	"minimum items":                       488,
-	"minimum length":                      482,
-	"never":                               778,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 412,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       411,
-	"next attempt":                 646,
-	"no":                           473,
-	"no answer within the timeout": 614,
-	"no connection":                615,
-	"no grant: it takes nothing":   202,
-	"no header":                    294,
-	"no process version":           275,
-	"no worker":                    331,
-	"no worker takes revision %d":  828,
-	"no worker takes revisions %s": 829,
-	"no: the latest is version %d": 703,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 557,
-	"none": 272,
-	"none (revealed before reasons were asked for)": 746,
-	"none given": 88,
-	"none yet":   282,
-	"none: a failed call takes the node’s error path": 524,
-	"normal":       461,
-	"not provided": 804,
-	"not set":      273,
-	"not yet":      779,
-	"null":         808,
-	"number":       454,
-	"object":       459,
-	"older versions, from version %d (each links the one before)": 685,
-	"on error":                           307,
-	"one attempt, no retry, priority %d": 725,
-	"one of: %s":                         800,
-	"operator":                           469,
-	"optional %s field of type %s":       269,
-	"optional field of type %s":          271,
-	"optional → required":                262,
-	"pattern":                            484,
-	"pattern %s":                         796,
-	"pull":                               713,
-	"pull %s":                            314,
-	"pull (a worker fetches it)":         466,
-	"push %s":                            313,
-	"push (Relais calls the service)":    467,
-	"push to %s":                         714,
-	"rejected":                           449,
-	"released":                           450,
-	"required %s field of type %s":       268,
-	"required changed":                   477,
-	"required field of type %s":          270,
-	"required → optional":                263,
-	"reserved":                           441,
+	"every revision its consumer is granted": 832,
+	"every revision its consumer is granted: %s":   828,
+	"exact, case-sensitive":                        433,
+	"exact; instances deleted since are not found": 127,
+	"expired":                             454,
+	"failed":                              450,
+	"fails the instance":                  729,
+	"field added":                         480,
+	"field removed":                       481,
+	"format":                              491,
+	"format %s":                           803,
+	"from":                                128,
+	"held":                                453,
+	"held for an operator":                314,
+	"held, then abandoned by an operator": 426,
+	"held, then stopped by an operator":   425,
+	"hidden (secret)":                     471,
+	"hidden (sensitive)":                  470,
+	"hold (an incident for an operator)":  727,
+	"id or business key":                  152,
+	"in %s":                               358,
+	"in progress":                         512,
+	"instance held here":                  644,
+	"instance id":                         634,
+	"instances held":                      737,
+	"instances held: %s":                  738,
+	"integer":                             459,
+	"its name, exactly":                   633,
+	"just now":                            360,
+	"list":                                466,
+	"lock until":                          655,
+	"long polling":                        830,
+	"long wait":                           335,
+	"masked value":                        294,
+	"maximum":                             493,
+	"maximum %s":                          805,
+	"maximum items":                       495,
+	"maximum length":                      489,
+	"minimum":                             492,
+	"minimum %s":                          804,
+	"minimum items":                       494,
+	"minimum length":                      488,
+	"never":                               784,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 418,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       417,
+	"next attempt":                 652,
+	"no":                           479,
+	"no answer within the timeout": 620,
+	"no connection":                621,
+	"no grant: it takes nothing":   207,
+	"no header":                    299,
+	"no process version":           280,
+	"no worker":                    336,
+	"no worker takes revision %d":  834,
+	"no worker takes revisions %s": 835,
+	"no: the latest is version %d": 709,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 563,
+	"none": 277,
+	"none (revealed before reasons were asked for)": 752,
+	"none given": 93,
+	"none yet":   287,
+	"none: a failed call takes the node’s error path": 530,
+	"normal":       467,
+	"not provided": 810,
+	"not set":      278,
+	"not yet":      785,
+	"null":         814,
+	"number":       460,
+	"object":       465,
+	"older versions, from version %d (each links the one before)": 691,
+	"on error":                           312,
+	"one attempt, no retry, priority %d": 731,
+	"one of: %s":                         806,
+	"operator":                           475,
+	"optional %s field of type %s":       274,
+	"optional field of type %s":          276,
+	"optional → required":                267,
+	"pattern":                            490,
+	"pattern %s":                         802,
+	"pull":                               719,
+	"pull %s":                            319,
+	"pull (a worker fetches it)":         472,
+	"push %s":                            318,
+	"push (Relais calls the service)":    473,
+	"push to %s":                         720,
+	"rejected":                           455,
+	"released":                           456,
+	"required %s field of type %s":       273,
+	"required changed":                   483,
+	"required field of type %s":          275,
+	"required → optional":                268,
+	"reserved":                           447,
 	"retry":                              3,
-	"revision %d":                        643,
-	"revisions %s":                       827,
-	"revoked":                            201,
-	"routing changed":                    481,
-	"routing output":                     791,
-	"routing output %s → %s":             261,
-	"running":                            446,
-	"secret":                             463,
-	"sensitive":                          462,
-	"settled":                            645,
+	"revision %d":                        649,
+	"revisions %s":                       833,
+	"revoked":                            206,
+	"routing changed":                    487,
+	"routing output":                     797,
+	"routing output %s → %s":             266,
+	"running":                            452,
+	"secret":                             469,
+	"sensitive":                          468,
+	"settled":                            651,
 	"stop":                               5,
-	"stream":                             823,
-	"text":                               452,
-	"the contracts are the same (the name or a description changed).": 254,
-	"this session":             782,
-	"timeout %s":               728,
-	"timeout %s (the default)": 729,
-	"to":                       124,
-	"type changed":             476,
-	"unexpected value":         809,
-	"unknown":                  617,
-	"values added: %s":         264,
-	"values changed":           478,
-	"values removed: %s":       265,
-	"values reordered":         266,
-	"version %d":               684,
-	"version %d →":             705,
-	"waiting":                  612,
-	"yes":                      472,
-	"yes: a start that names no version runs this one":                                                                      702,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 175,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     438,
-	"← version %d": 704,
-	"→ %s":         720,
+	"stream":                             829,
+	"text":                               458,
+	"the contracts are the same (the name or a description changed).": 259,
+	"this session":             788,
+	"timeout %s":               734,
+	"timeout %s (the default)": 735,
+	"to":                       129,
+	"type changed":             482,
+	"unexpected value":         815,
+	"unknown":                  623,
+	"values added: %s":         269,
+	"values changed":           484,
+	"values removed: %s":       270,
+	"values reordered":         271,
+	"version %d":               690,
+	"version %d →":             711,
+	"waiting":                  618,
+	"yes":                      478,
+	"yes: a start that names no version runs this one":                                                                      708,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 180,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     444,
+	"← version %d": 710,
+	"→ %s":         726,
 }
 
-var enIndex = []uint32{ // 846 elements
+var enIndex = []uint32{ // 852 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
 	0x00000060, 0x0000007f, 0x0000009b, 0x000000ba,
 	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
-	0x000001c3, 0x000001e0, 0x0000024b, 0x000002fa,
-	0x0000030d, 0x0000032c, 0x0000036b, 0x000003e1,
-	0x000003f6, 0x00000412, 0x0000044a, 0x000005ad,
-	0x000005bf, 0x0000066b, 0x0000072d, 0x000007fb,
+	0x000001c3, 0x000001e0, 0x00000256, 0x00000305,
+	0x0000030f, 0x0000037a, 0x00000429, 0x0000043c,
+	0x0000045b, 0x0000049a, 0x00000510, 0x00000525,
+	0x00000541, 0x00000579, 0x000006dc, 0x000006ee,
 	// Entry 20 - 3F
-	0x0000080d, 0x00000829, 0x0000083e, 0x000008c5,
-	0x00000952, 0x000009df, 0x00000ad7, 0x00000b14,
-	0x00000b53, 0x00000b85, 0x00000bf4, 0x00000c5d,
-	0x00000c98, 0x00000d3d, 0x00000d8a, 0x00000dad,
-	0x00000e0d, 0x00000e60, 0x00000eb9, 0x00000f12,
-	0x00000f3f, 0x00000f9c, 0x00000ff7, 0x00001007,
-	0x00001046, 0x00001087, 0x0000108e, 0x000010c4,
-	0x000010d5, 0x00001150, 0x00001175, 0x000011a3,
+	0x0000079a, 0x0000085c, 0x0000092a, 0x0000093c,
+	0x00000958, 0x0000096d, 0x000009f4, 0x00000a81,
+	0x00000b0e, 0x00000c06, 0x00000c43, 0x00000c82,
+	0x00000cb4, 0x00000d23, 0x00000d9a, 0x00000e03,
+	0x00000e3e, 0x00000ee3, 0x00000f30, 0x00000f53,
+	0x00000fb3, 0x0000100c, 0x0000105f, 0x000010b8,
+	0x00001111, 0x0000113e, 0x0000119b, 0x000011f6,
+	0x00001206, 0x00001245, 0x00001286, 0x0000128d,
 	// Entry 40 - 5F
-	0x0000121f, 0x00001269, 0x0000129d, 0x000012cd,
-	0x00001311, 0x00001349, 0x00001376, 0x000013a6,
-	0x000013f6, 0x0000142e, 0x0000148e, 0x000014e5,
-	0x00001517, 0x0000155d, 0x00001592, 0x0000160b,
-	0x00001613, 0x0000161b, 0x00001622, 0x0000162f,
-	0x0000163a, 0x0000164c, 0x00001659, 0x00001664,
-	0x00001673, 0x0000167e, 0x00001698, 0x000016a2,
-	0x000016d5, 0x0000181f, 0x00001b15, 0x00001c44,
+	0x000012c3, 0x000012d4, 0x0000134f, 0x00001374,
+	0x000013a2, 0x0000141e, 0x00001468, 0x0000149c,
+	0x000014cc, 0x00001510, 0x00001548, 0x00001575,
+	0x000015a5, 0x000015f5, 0x0000162d, 0x0000168d,
+	0x000016e4, 0x00001716, 0x0000175c, 0x00001791,
+	0x0000180a, 0x00001812, 0x0000181a, 0x00001821,
+	0x0000182e, 0x00001839, 0x0000184b, 0x00001858,
+	0x00001863, 0x00001872, 0x0000187d, 0x00001897,
 	// Entry 60 - 7F
-	0x00001c5e, 0x00001c70, 0x00001c91, 0x00001cab,
-	0x00001ccf, 0x00001cf3, 0x00001d1a, 0x00001d8a,
-	0x00001db2, 0x00001ded, 0x00001e92, 0x00001f0b,
-	0x00001f60, 0x0000200f, 0x0000202b, 0x00002030,
-	0x00002034, 0x0000203b, 0x00002042, 0x00002053,
-	0x0000206c, 0x00002078, 0x00002080, 0x0000208a,
-	0x00002172, 0x0000217a, 0x00002192, 0x000021bf,
-	0x000021c4, 0x000021c7, 0x000021d5, 0x000021e3,
+	0x000018a1, 0x000018d4, 0x00001a1e, 0x00001d14,
+	0x00001e43, 0x00001e5d, 0x00001e6f, 0x00001e90,
+	0x00001eaa, 0x00001ece, 0x00001ef2, 0x00001f19,
+	0x00001f89, 0x00001fb1, 0x00001fec, 0x00002091,
+	0x0000210a, 0x0000215f, 0x0000220e, 0x0000222a,
+	0x0000222f, 0x00002233, 0x0000223a, 0x00002241,
+	0x00002252, 0x0000226b, 0x00002277, 0x0000227f,
+	0x00002289, 0x00002371, 0x00002379, 0x00002391,
 	// Entry 80 - 9F
-	0x000021ff, 0x0000220b, 0x000022a0, 0x000022c9,
-	0x000022e8, 0x00002340, 0x00002418, 0x000024ab,
-	0x00002560, 0x000025f4, 0x00002673, 0x00002689,
-	0x00002698, 0x000026a1, 0x000026b1, 0x000026c1,
-	0x000026c8, 0x000026d7, 0x000026e1, 0x00002700,
-	0x00002713, 0x00002718, 0x00002724, 0x0000272c,
-	0x00002736, 0x00002743, 0x0000274a, 0x00002752,
-	0x0000276d, 0x00002776, 0x00002787, 0x0000279e,
+	0x000023be, 0x000023c3, 0x000023c6, 0x000023d4,
+	0x000023e2, 0x000023fe, 0x0000240a, 0x0000249f,
+	0x000024c8, 0x000024e7, 0x0000253f, 0x00002617,
+	0x000026aa, 0x0000275f, 0x000027f3, 0x00002872,
+	0x00002888, 0x00002897, 0x000028a0, 0x000028b0,
+	0x000028c0, 0x000028c7, 0x000028d6, 0x000028e0,
+	0x000028ff, 0x00002912, 0x00002917, 0x00002923,
+	0x0000292b, 0x00002935, 0x00002942, 0x00002949,
 	// Entry A0 - BF
-	0x000027c1, 0x000027e8, 0x00002809, 0x0000281a,
-	0x00002821, 0x00002848, 0x00002858, 0x00002864,
-	0x000028e2, 0x000028f2, 0x0000295a, 0x00002971,
-	0x00002981, 0x00002995, 0x000029d2, 0x00002aeb,
-	0x00002b68, 0x00002b72, 0x00002c2d, 0x00002c3a,
-	0x00002cb7, 0x00002cc8, 0x00002cd7, 0x00002d37,
-	0x00002d49, 0x00002d8c, 0x00002dca, 0x00002de2,
-	0x00002e28, 0x00002e3d, 0x00002eac, 0x00002ebd,
+	0x00002951, 0x0000296c, 0x00002975, 0x00002986,
+	0x0000299d, 0x000029c0, 0x000029e7, 0x00002a08,
+	0x00002a19, 0x00002a20, 0x00002a47, 0x00002a57,
+	0x00002a63, 0x00002ae1, 0x00002af1, 0x00002b59,
+	0x00002b70, 0x00002b80, 0x00002b94, 0x00002bd1,
+	0x00002cea, 0x00002d67, 0x00002d71, 0x00002e2c,
+	0x00002e39, 0x00002eb6, 0x00002ec7, 0x00002ed6,
+	0x00002f36, 0x00002f48, 0x00002f8b, 0x00002fc9,
 	// Entry C0 - DF
-	0x00002ed0, 0x00002f95, 0x00002fad, 0x00002fb0,
-	0x00002fb5, 0x00002fbc, 0x00002fc7, 0x00002fcd,
-	0x00002fd3, 0x00002fda, 0x00002fe2, 0x00002ffd,
-	0x0000300a, 0x00003018, 0x00003042, 0x00003058,
-	0x0000306f, 0x000030b5, 0x000030d7, 0x000030dd,
-	0x000030e2, 0x000030eb, 0x000030fa, 0x00003106,
-	0x00003112, 0x00003123, 0x00003130, 0x0000318d,
-	0x0000319c, 0x000031a7, 0x000031b1, 0x000031ef,
+	0x00002fe1, 0x00003027, 0x0000303c, 0x000030ab,
+	0x000030bc, 0x000030cf, 0x00003194, 0x000031ac,
+	0x000031af, 0x000031b4, 0x000031bb, 0x000031c6,
+	0x000031cc, 0x000031d2, 0x000031d9, 0x000031e1,
+	0x000031fc, 0x00003209, 0x00003217, 0x00003241,
+	0x00003257, 0x0000326e, 0x000032b4, 0x000032d6,
+	0x000032dc, 0x000032e1, 0x000032ea, 0x000032f9,
+	0x00003305, 0x00003311, 0x00003322, 0x0000332f,
 	// Entry E0 - FF
-	0x000031f8, 0x00003208, 0x00003210, 0x00003219,
-	0x0000321f, 0x00003229, 0x0000323b, 0x00003283,
-	0x00003291, 0x0000329d, 0x000032a5, 0x000032ac,
-	0x000032b3, 0x000032c4, 0x000032d3, 0x000032fc,
-	0x00003303, 0x0000330e, 0x00003329, 0x00003331,
-	0x0000333d, 0x00003359, 0x00003370, 0x00003392,
-	0x000033a1, 0x000033ad, 0x000033b4, 0x000033cd,
-	0x000033e7, 0x00003490, 0x000034a6, 0x000034e6,
+	0x0000338c, 0x0000339b, 0x000033a6, 0x000033b0,
+	0x000033ee, 0x000033f7, 0x00003407, 0x0000340f,
+	0x00003418, 0x0000341e, 0x00003428, 0x0000343a,
+	0x00003482, 0x00003490, 0x0000349c, 0x000034a4,
+	0x000034ab, 0x000034b2, 0x000034c3, 0x000034d2,
+	0x000034fb, 0x00003502, 0x0000350d, 0x00003528,
+	0x00003530, 0x0000353c, 0x00003558, 0x0000356f,
+	0x00003591, 0x000035a0, 0x000035ac, 0x000035b3,
 	// Entry 100 - 11F
-	0x00003517, 0x00003541, 0x00003568, 0x000035df,
-	0x00003603, 0x0000362a, 0x00003649, 0x0000365f,
-	0x00003675, 0x00003689, 0x0000369f, 0x000036b0,
-	0x000036c7, 0x000036ea, 0x0000370d, 0x0000372a,
-	0x00003747, 0x0000374c, 0x00003754, 0x0000375e,
-	0x00003771, 0x00003785, 0x0000379a, 0x000037e6,
-	0x000037f9, 0x000037fd, 0x0000380d, 0x00003816,
-	0x00003829, 0x0000384f, 0x00003863, 0x00003879,
+	0x000035cc, 0x000035e6, 0x0000368f, 0x000036a5,
+	0x000036e5, 0x00003716, 0x00003740, 0x00003767,
+	0x000037de, 0x00003802, 0x00003829, 0x00003848,
+	0x0000385e, 0x00003874, 0x00003888, 0x0000389e,
+	0x000038af, 0x000038c6, 0x000038e9, 0x0000390c,
+	0x00003929, 0x00003946, 0x0000394b, 0x00003953,
+	0x0000395d, 0x00003970, 0x00003984, 0x00003999,
+	0x000039e5, 0x000039f8, 0x000039fc, 0x00003a0c,
 	// Entry 120 - 13F
-	0x0000398f, 0x000039a4, 0x000039b1, 0x000039b5,
-	0x000039c2, 0x000039d2, 0x000039df, 0x000039e9,
-	0x000039ef, 0x000039f9, 0x00003a19, 0x00003a2b,
-	0x00003adf, 0x00003afc, 0x00003b6a, 0x00003c2a,
-	0x00003c3d, 0x00003c8a, 0x00003cee, 0x00003d52,
-	0x00003d5b, 0x00003d6b, 0x00003d80, 0x00003da4,
-	0x00003dc0, 0x00003dd8, 0x00003de3, 0x00003dee,
-	0x00003e02, 0x00003f18, 0x00003f68, 0x00003f8c,
+	0x00003a15, 0x00003a28, 0x00003a4e, 0x00003a62,
+	0x00003a78, 0x00003b8e, 0x00003ba3, 0x00003bb0,
+	0x00003bb4, 0x00003bc1, 0x00003bd1, 0x00003bde,
+	0x00003be8, 0x00003bee, 0x00003bf8, 0x00003c18,
+	0x00003c2a, 0x00003cde, 0x00003cfb, 0x00003d69,
+	0x00003e29, 0x00003e3c, 0x00003e89, 0x00003eed,
+	0x00003f51, 0x00003f5a, 0x00003f6a, 0x00003f7f,
+	0x00003fa3, 0x00003fbf, 0x00003fd7, 0x00003fe2,
 	// Entry 140 - 15F
-	0x00003fb7, 0x00003fc2, 0x00003fc7, 0x00003fd6,
-	0x00003fdd, 0x00003ff4, 0x00004009, 0x0000401b,
-	0x0000403e, 0x0000408b, 0x000040a1, 0x000040ab,
-	0x000040b5, 0x000040ca, 0x000040f2, 0x00004102,
-	0x0000413b, 0x0000418f, 0x00004199, 0x000041af,
-	0x000041e8, 0x000041ed, 0x000041fb, 0x00004208,
-	0x00004231, 0x00004254, 0x000042a7, 0x000042e7,
-	0x00004368, 0x000043cf, 0x000043dc, 0x000043fc,
+	0x00003fed, 0x00004001, 0x00004117, 0x00004167,
+	0x0000418b, 0x000041b6, 0x000041c1, 0x000041c6,
+	0x000041d5, 0x000041dc, 0x000041f3, 0x00004208,
+	0x0000421a, 0x0000423d, 0x0000428a, 0x000042a0,
+	0x000042aa, 0x000042b4, 0x000042c9, 0x000042f1,
+	0x00004301, 0x0000433a, 0x0000438e, 0x00004398,
+	0x000043ae, 0x000043e7, 0x000043ec, 0x000043fa,
+	0x00004407, 0x00004430, 0x00004453, 0x000044a6,
 	// Entry 160 - 17F
-	0x00004408, 0x00004421, 0x0000442a, 0x00004434,
-	0x0000443d, 0x00004445, 0x0000444f, 0x00004457,
-	0x0000445f, 0x00004463, 0x00004467, 0x0000446b,
-	0x0000446f, 0x00004473, 0x00004477, 0x0000447b,
-	0x0000447f, 0x00004483, 0x00004487, 0x0000448b,
-	0x0000448f, 0x00004499, 0x000044b7, 0x000044d7,
-	0x000044fb, 0x0000451f, 0x00004528, 0x0000453f,
-	0x00004547, 0x00004558, 0x0000455d, 0x000045a2,
+	0x000044e6, 0x00004567, 0x000045ce, 0x000045db,
+	0x000045fb, 0x00004607, 0x00004620, 0x00004629,
+	0x00004633, 0x0000463c, 0x00004644, 0x0000464e,
+	0x00004656, 0x0000465e, 0x00004662, 0x00004666,
+	0x0000466a, 0x0000466e, 0x00004672, 0x00004676,
+	0x0000467a, 0x0000467e, 0x00004682, 0x00004686,
+	0x0000468a, 0x0000468e, 0x00004698, 0x000046b6,
+	0x000046d6, 0x000046fa, 0x0000471e, 0x00004727,
 	// Entry 180 - 19F
-	0x000045ba, 0x000045bf, 0x000045ca, 0x000045d0,
-	0x000045da, 0x000045e2, 0x000045ea, 0x00004614,
-	0x0000462e, 0x00004656, 0x00004686, 0x0000468c,
-	0x0000469b, 0x000046ee, 0x0000470c, 0x00004723,
-	0x000047d3, 0x000048f5, 0x000049b4, 0x00004a0b,
-	0x00004a35, 0x00004a61, 0x00004a8b, 0x00004a93,
-	0x00004a99, 0x00004aa6, 0x00004ab8, 0x00004ac1,
-	0x00004b03, 0x00004b4d, 0x00004b62, 0x00004b94,
+	0x0000473e, 0x00004746, 0x00004757, 0x0000475c,
+	0x000047a1, 0x000047b9, 0x000047be, 0x000047c9,
+	0x000047cf, 0x000047d9, 0x000047e1, 0x000047e9,
+	0x00004813, 0x0000482d, 0x00004855, 0x00004885,
+	0x0000488b, 0x0000489a, 0x000048ed, 0x0000490b,
+	0x00004922, 0x000049d2, 0x00004af4, 0x00004bb3,
+	0x00004ca7, 0x00004cfe, 0x00004d28, 0x00004d54,
+	0x00004d7e, 0x00004d86, 0x00004d8c, 0x00004d99,
 	// Entry 1A0 - 1BF
-	0x00004be0, 0x00004be9, 0x00004bfb, 0x00004c0a,
-	0x00004c2c, 0x00004c50, 0x00004c7b, 0x00004caf,
-	0x00004cbd, 0x00004ce8, 0x00004cfa, 0x00004cfe,
-	0x00004d14, 0x00004d3e, 0x00004d87, 0x00004da7,
-	0x00004db0, 0x00004dc2, 0x00004de5, 0x00004df3,
-	0x00004e02, 0x00004e0f, 0x00004e47, 0x00004eb0,
-	0x00004ecc, 0x00004ed6, 0x00004edf, 0x00004ee8,
-	0x00004ef2, 0x00004ef9, 0x00004f03, 0x00004f0b,
+	0x00004dab, 0x00004db4, 0x00004df6, 0x00004e40,
+	0x00004e55, 0x00004e87, 0x00004ed3, 0x00004edc,
+	0x00004eee, 0x00004efd, 0x00004f1f, 0x00004f43,
+	0x00004f6e, 0x00004fa2, 0x00004fb0, 0x00004fdb,
+	0x00004fed, 0x00004ff1, 0x00005007, 0x00005031,
+	0x0000507a, 0x0000509a, 0x000050a3, 0x000050b5,
+	0x000050d8, 0x000050e6, 0x000050f5, 0x00005102,
+	0x0000513a, 0x000051a3, 0x000051bf, 0x000051c9,
 	// Entry 1C0 - 1DF
-	0x00004f10, 0x00004f18, 0x00004f21, 0x00004f2a,
-	0x00004f37, 0x00004f3c, 0x00004f44, 0x00004f4b,
-	0x00004f53, 0x00004f58, 0x00004f66, 0x00004f6d,
-	0x00004f74, 0x00004f79, 0x00004f80, 0x00004f8a,
-	0x00004f91, 0x00004fa4, 0x00004fb4, 0x00004fcf,
-	0x00004fef, 0x00004ffd, 0x00005006, 0x0000500f,
-	0x00005018, 0x0000501c, 0x0000501f, 0x0000502b,
-	0x00005039, 0x00005046, 0x00005057, 0x00005066,
+	0x000051d2, 0x000051db, 0x000051e5, 0x000051ec,
+	0x000051f6, 0x000051fe, 0x00005203, 0x0000520b,
+	0x00005214, 0x0000521d, 0x0000522a, 0x0000522f,
+	0x00005237, 0x0000523e, 0x00005246, 0x0000524b,
+	0x00005259, 0x00005260, 0x00005267, 0x0000526c,
+	0x00005273, 0x0000527d, 0x00005284, 0x00005297,
+	0x000052a7, 0x000052c2, 0x000052e2, 0x000052f0,
+	0x000052f9, 0x00005302, 0x0000530b, 0x0000530f,
 	// Entry 1E0 - 1FF
-	0x0000507d, 0x00005090, 0x000050a0, 0x000050af,
-	0x000050be, 0x000050c6, 0x000050cd, 0x000050d5,
-	0x000050dd, 0x000050eb, 0x000050f9, 0x0000510f,
-	0x00005124, 0x00005135, 0x0000513b, 0x00005142,
-	0x0000514b, 0x00005167, 0x00005170, 0x0000517a,
-	0x00005183, 0x0000518c, 0x00005195, 0x000051ac,
-	0x000051b4, 0x000051c2, 0x000051ee, 0x000051fa,
-	0x00005208, 0x0000524e, 0x0000525a, 0x00005262,
+	0x00005312, 0x0000531e, 0x0000532c, 0x00005339,
+	0x0000534a, 0x00005359, 0x00005370, 0x00005383,
+	0x00005393, 0x000053a2, 0x000053b1, 0x000053b9,
+	0x000053c0, 0x000053c8, 0x000053d0, 0x000053de,
+	0x000053ec, 0x00005402, 0x00005417, 0x00005428,
+	0x0000542e, 0x00005435, 0x0000543e, 0x0000545a,
+	0x00005463, 0x0000546d, 0x00005476, 0x0000547f,
+	0x00005488, 0x0000549f, 0x000054a7, 0x000054b5,
 	// Entry 200 - 21F
-	0x0000528d, 0x000052d8, 0x0000539a, 0x0000539e,
-	0x000053c4, 0x000053ec, 0x0000544f, 0x0000546e,
-	0x00005473, 0x0000548e, 0x0000549f, 0x000054ab,
-	0x000054b3, 0x000054e5, 0x000054ee, 0x000054f7,
-	0x00005513, 0x00005574, 0x00005581, 0x000055b8,
-	0x000055e7, 0x00005637, 0x00005672, 0x00005680,
-	0x000056ac, 0x000056d2, 0x000056f3, 0x000056fe,
-	0x0000572c, 0x00005749, 0x00005778, 0x000057aa,
+	0x000054e1, 0x000054ed, 0x000054fb, 0x00005541,
+	0x0000554d, 0x00005555, 0x00005580, 0x000055cb,
+	0x0000568d, 0x00005691, 0x000056b7, 0x000056df,
+	0x00005742, 0x00005761, 0x00005766, 0x00005781,
+	0x00005792, 0x0000579e, 0x000057a6, 0x000057d8,
+	0x000057e1, 0x000057ea, 0x00005806, 0x00005867,
+	0x00005874, 0x000058ab, 0x000058da, 0x0000592a,
+	0x00005965, 0x00005973, 0x0000599f, 0x000059c5,
 	// Entry 220 - 23F
-	0x000057c8, 0x000057fd, 0x00005819, 0x00005838,
-	0x00005893, 0x000058a2, 0x000058af, 0x000058bd,
-	0x000058ca, 0x000058d3, 0x000058ee, 0x0000591e,
-	0x00005939, 0x00005943, 0x00005995, 0x00005a55,
-	0x00005ab1, 0x00005b2f, 0x00005ba5, 0x00005c78,
-	0x00005d3b, 0x00005d73, 0x00005dd3, 0x00005e2a,
-	0x00005e64, 0x00005f71, 0x00005f91, 0x00005fb7,
-	0x00005fe1, 0x00006052, 0x0000608f, 0x000060b3,
+	0x000059e6, 0x000059f1, 0x00005a1f, 0x00005a3c,
+	0x00005a6b, 0x00005a9d, 0x00005abb, 0x00005af0,
+	0x00005b0c, 0x00005b2b, 0x00005b86, 0x00005b95,
+	0x00005ba2, 0x00005bb0, 0x00005bbd, 0x00005bc6,
+	0x00005be1, 0x00005c11, 0x00005c2c, 0x00005c36,
+	0x00005c88, 0x00005d48, 0x00005da4, 0x00005e22,
+	0x00005e98, 0x00005f6b, 0x0000602e, 0x00006066,
+	0x000060c6, 0x0000611d, 0x00006157, 0x00006264,
 	// Entry 240 - 25F
-	0x00006157, 0x0000617c, 0x000061ab, 0x0000620b,
-	0x00006264, 0x000062be, 0x000062d8, 0x000062f6,
-	0x0000632a, 0x0000636a, 0x00006394, 0x000063a3,
-	0x0000646e, 0x0000649f, 0x000064ce, 0x000064e1,
-	0x00006556, 0x00006569, 0x0000659d, 0x000065ee,
-	0x00006622, 0x00006632, 0x00006679, 0x000066a6,
-	0x000066b3, 0x000066c3, 0x000066f3, 0x0000672d,
-	0x00006750, 0x000067c7, 0x00006849, 0x000068ce,
+	0x00006284, 0x000062aa, 0x000062d4, 0x00006345,
+	0x00006382, 0x000063a6, 0x0000644a, 0x0000646f,
+	0x0000649e, 0x000064fe, 0x00006557, 0x000065b1,
+	0x000065cb, 0x000065e9, 0x0000661d, 0x0000665d,
+	0x00006687, 0x00006696, 0x00006761, 0x00006792,
+	0x000067c1, 0x000067d4, 0x00006849, 0x0000685c,
+	0x00006890, 0x000068e1, 0x00006915, 0x00006925,
+	0x0000696c, 0x00006999, 0x000069a6, 0x000069b6,
 	// Entry 260 - 27F
-	0x000068dd, 0x0000692d, 0x0000698d, 0x000069f9,
-	0x00006a70, 0x00006a78, 0x00006a90, 0x00006aad,
-	0x00006abb, 0x00006acc, 0x00006ad4, 0x00006adf,
-	0x00006b20, 0x00006b58, 0x00006b6c, 0x00006b9c,
-	0x00006bd7, 0x00006be7, 0x00006c26, 0x00006c37,
-	0x00006c49, 0x00006c55, 0x00006c66, 0x00006c80,
-	0x00006c88, 0x00006c99, 0x00006c9f, 0x00006cb3,
-	0x00006ccb, 0x00006cf0, 0x00006cfe, 0x00006d11,
+	0x000069e6, 0x00006a20, 0x00006a43, 0x00006aba,
+	0x00006b3c, 0x00006bc1, 0x00006bd0, 0x00006c20,
+	0x00006c80, 0x00006cec, 0x00006d63, 0x00006d6b,
+	0x00006d83, 0x00006da0, 0x00006dae, 0x00006dbf,
+	0x00006dc7, 0x00006dd2, 0x00006e13, 0x00006e4b,
+	0x00006e5f, 0x00006e8f, 0x00006eca, 0x00006eda,
+	0x00006f19, 0x00006f2a, 0x00006f3c, 0x00006f48,
+	0x00006f59, 0x00006f73, 0x00006f7b, 0x00006f8c,
 	// Entry 280 - 29F
-	0x00006d4f, 0x00006d8c, 0x00006db8, 0x00006e10,
-	0x00006e1f, 0x00006e30, 0x00006e38, 0x00006e45,
-	0x00006e55, 0x00006e6c, 0x00006e77, 0x00006e86,
-	0x00006e8c, 0x00006e9a, 0x00006ea4, 0x00006eaf,
-	0x00006eb9, 0x00006ecc, 0x00006ef1, 0x00006f1c,
-	0x00006fad, 0x00006fe8, 0x00007007, 0x00007045,
-	0x0000707c, 0x000070aa, 0x000070b8, 0x00007157,
-	0x00007175, 0x000072cc, 0x000072da, 0x000072ee,
+	0x00006f92, 0x00006fa6, 0x00006fbe, 0x00006fe3,
+	0x00006ff1, 0x00007004, 0x00007042, 0x0000707f,
+	0x000070ab, 0x00007103, 0x00007112, 0x00007123,
+	0x0000712b, 0x00007138, 0x00007148, 0x0000715f,
+	0x0000716a, 0x00007179, 0x0000717f, 0x0000718d,
+	0x00007197, 0x000071a2, 0x000071ac, 0x000071bf,
+	0x000071e4, 0x0000720f, 0x000072a0, 0x000072db,
+	0x000072fa, 0x00007338, 0x0000736f, 0x0000739d,
 	// Entry 2A0 - 2BF
-	0x0000730f, 0x00007323, 0x00007353, 0x00007359,
-	0x0000736d, 0x00007385, 0x00007398, 0x000073d5,
-	0x00007448, 0x00007495, 0x000074a6, 0x000074bd,
-	0x000074da, 0x000074e8, 0x00007527, 0x00007535,
-	0x00007540, 0x00007546, 0x00007638, 0x0000763e,
-	0x00007670, 0x00007675, 0x00007685, 0x00007690,
-	0x00007699, 0x000076a9, 0x000076b5, 0x000076e9,
-	0x0000771c, 0x00007736, 0x0000773d, 0x0000776e,
+	0x000073ab, 0x0000744a, 0x00007468, 0x000075bf,
+	0x000075cd, 0x000075e1, 0x00007602, 0x00007616,
+	0x00007646, 0x0000764c, 0x00007660, 0x00007678,
+	0x0000768b, 0x000076c8, 0x0000773b, 0x00007788,
+	0x00007799, 0x000077b0, 0x000077cd, 0x000077db,
+	0x0000781a, 0x00007828, 0x00007833, 0x00007839,
+	0x0000792b, 0x00007931, 0x00007963, 0x00007968,
+	0x00007978, 0x00007983, 0x0000798c, 0x0000799c,
 	// Entry 2C0 - 2DF
-	0x0000778e, 0x000077a0, 0x000077b2, 0x00007857,
-	0x0000786d, 0x000078f2, 0x0000796c, 0x0000797b,
-	0x00007a35, 0x00007a86, 0x00007a8b, 0x00007a99,
-	0x00007aa9, 0x00007ab5, 0x00007ac5, 0x00007ad3,
-	0x00007ae3, 0x00007aed, 0x00007b10, 0x00007b29,
-	0x00007b3c, 0x00007ba8, 0x00007bce, 0x00007bdd,
-	0x00007c2f, 0x00007c3d, 0x00007c59, 0x00007ca7,
-	0x00007cb6, 0x00007ccc, 0x00007d20, 0x00007d52,
+	0x000079a8, 0x000079dc, 0x00007a0f, 0x00007a29,
+	0x00007a30, 0x00007a61, 0x00007a81, 0x00007a93,
+	0x00007aa5, 0x00007b4a, 0x00007b60, 0x00007be5,
+	0x00007c5f, 0x00007c6e, 0x00007d28, 0x00007d79,
+	0x00007d7e, 0x00007d8c, 0x00007d9c, 0x00007da8,
+	0x00007db8, 0x00007dc6, 0x00007dd6, 0x00007de0,
+	0x00007e03, 0x00007e1c, 0x00007e2f, 0x00007e9b,
+	0x00007ec1, 0x00007ed0, 0x00007f22, 0x00007f30,
 	// Entry 2E0 - 2FF
-	0x00007daa, 0x00007dc0, 0x00007e8e, 0x00007ea5,
-	0x00007edc, 0x00007eea, 0x00007f2e, 0x00007f53,
-	0x00007fca, 0x00007fe0, 0x00007ff7, 0x00008025,
-	0x00008038, 0x00008060, 0x000080e4, 0x000080eb,
-	0x00008153, 0x0000817d, 0x000081ad, 0x00008302,
-	0x0000843c, 0x000084dc, 0x000085b3, 0x0000868c,
-	0x000086a0, 0x000086fb, 0x000087a6, 0x00008828,
-	0x00008830, 0x0000886b, 0x00008871, 0x00008903,
+	0x00007f4c, 0x00007f9a, 0x00007fa9, 0x00007fbf,
+	0x00008013, 0x00008045, 0x0000809d, 0x000080b3,
+	0x00008181, 0x00008198, 0x000081cf, 0x000081dd,
+	0x00008221, 0x00008246, 0x000082bd, 0x000082d3,
+	0x000082ea, 0x00008318, 0x0000832b, 0x00008353,
+	0x000083d7, 0x000083de, 0x00008446, 0x00008470,
+	0x000084a0, 0x000085f5, 0x0000872f, 0x000087cf,
+	0x000088a6, 0x0000897f, 0x00008993, 0x000089ee,
 	// Entry 300 - 31F
-	0x0000899b, 0x000089c7, 0x000089f2, 0x00008a40,
-	0x00008aac, 0x00008b53, 0x00008b6e, 0x00008b78,
-	0x00008b7d, 0x00008b87, 0x00008b8f, 0x00008b95,
-	0x00008b9d, 0x00008bab, 0x00008bb5, 0x00008bc2,
-	0x00008bd5, 0x00008bf9, 0x00008c79, 0x00008c8a,
-	0x00008c92, 0x00008d07, 0x00008d5b, 0x00008da3,
-	0x00008db2, 0x00008dc5, 0x00008dd1, 0x00008e0d,
-	0x00008e47, 0x00008e55, 0x00008e62, 0x00008e70,
+	0x00008a99, 0x00008b1b, 0x00008b23, 0x00008b5e,
+	0x00008b64, 0x00008bf6, 0x00008c8e, 0x00008cba,
+	0x00008ce5, 0x00008d33, 0x00008d9f, 0x00008e46,
+	0x00008e61, 0x00008e6b, 0x00008e70, 0x00008e7a,
+	0x00008e82, 0x00008e88, 0x00008e90, 0x00008e9e,
+	0x00008ea8, 0x00008eb5, 0x00008ec8, 0x00008eec,
+	0x00008f6c, 0x00008f7d, 0x00008f85, 0x00008ffa,
+	0x0000904e, 0x00009096, 0x000090a5, 0x000090b8,
 	// Entry 320 - 33F
-	0x00008e7e, 0x00008e8c, 0x00008ebe, 0x00008eee,
-	0x00008f4a, 0x00008f57, 0x00008f77, 0x00008f82,
-	0x00008f9c, 0x00008fa1, 0x00008fb2, 0x00009038,
-	0x0000905d, 0x00009064, 0x0000906d, 0x00009080,
-	0x0000908a, 0x00009094, 0x0000909e, 0x000090b6,
-	0x000090cc, 0x000090d8, 0x000090fa, 0x00009128,
-	0x0000912f, 0x0000913c, 0x0000914d, 0x00009174,
-	0x00009184, 0x000091a3, 0x000091c3, 0x0000929b,
+	0x000090c4, 0x00009100, 0x0000913a, 0x00009148,
+	0x00009155, 0x00009163, 0x00009171, 0x0000917f,
+	0x000091b1, 0x000091e1, 0x0000923d, 0x0000924a,
+	0x0000926a, 0x00009275, 0x0000928f, 0x00009294,
+	0x000092a5, 0x0000932b, 0x00009350, 0x00009357,
+	0x00009360, 0x00009373, 0x0000937d, 0x00009387,
+	0x00009391, 0x000093a9, 0x000093bf, 0x000093cb,
+	0x000093ed, 0x0000941b, 0x00009422, 0x0000942f,
 	// Entry 340 - 35F
-	0x0000937c, 0x000093d0, 0x00009420, 0x00009480,
-	0x000094d3, 0x0000950b, 0x00009543, 0x00009574,
-	0x000095c4, 0x000095f8, 0x00009616, 0x00009635,
-	0x00009654, 0x00009674,
-} // Size: 3408 bytes
+	0x00009440, 0x00009467, 0x00009477, 0x00009496,
+	0x000094b6, 0x0000958e, 0x0000966f, 0x000096c3,
+	0x00009713, 0x00009773, 0x000097c6, 0x000097fe,
+	0x00009836, 0x00009867, 0x000098b7, 0x000098eb,
+	0x00009909, 0x00009928, 0x00009947, 0x00009967,
+} // Size: 3432 bytes
 
-const enData string = "" + // Size: 38516 bytes
+const enData string = "" + // Size: 39271 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1136,824 +1143,836 @@ const enData string = "" + // Size: 38516 bytes
 	"r: at most %[1]d characters. Every operator reads it, and it is kept wha" +
 	"tever the retention: write no customer data in it.\x02Reason (recorded i" +
 	"n the audit log)\x02Keep it running\x02Keep it held\x02Retry process ins" +
-	"tance %[1]s\x02Retry this instance? Its failed occurrence at node %[1]s " +
-	"is offered again with a fresh budget of attempts.\x02Workers may take it" +
-	" again (a push occurrence calls its destination again). Its earlier atte" +
-	"mpts and last error stay in its history. Nothing is completed on anyone’" +
-	"s behalf.\x02Retry the instance\x02Abandon process instance %[1]s\x02Aba" +
-	"ndon this instance? It fails with the error code abandoned.\x02Its faile" +
-	"d occurrence stays as it is and nothing is completed on its behalf. An a" +
-	"bandoned instance cannot be resumed.\x02Abandon the instance\x02Stop pro" +
-	"cess instance %[1]s\x02Stop this instance? Its open occurrences are canc" +
-	"elled.\x02Workers that hold one of them are told at once on a stream, at" +
-	" their next lock extension or report when long polling, and their result" +
-	"s are refused; a push call in flight is aborted, though its destination " +
-	"may already have acted on the request (a card charged: check there). Not" +
-	"hing is completed on their behalf, and a stopped instance cannot be resu" +
-	"med.\x02Stop the instance\x02This instance cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon or stop it.\x02Its last cal" +
-	"l was answered as a success, with outputs the contract refused: the dest" +
-	"ination most likely acted. Check at the destination before retrying, or " +
-	"it acts twice (a card charged twice).\x02Its last call may have been car" +
-	"ried out all the same (its answer was lost, or came after the timeout): " +
-	"check at the destination that it did not act before retrying, or it acts" +
-	" twice (a card charged twice).\x02Nothing was done.\x02Cannot act on thi" +
-	"s instance\x02Back to the instance\x02Someone acted on this instance aft" +
-	"er this page was opened (%[1]s by %[2]s, %[3]s). Nothing was done: look " +
-	"at it again before deciding.\x02This instance has already ended (it is %" +
-	"[1]s now): someone acted on it after this page was opened (%[2]s by %[3]" +
-	"s, %[4]s). Nothing was done.\x02This instance is no longer held (it is %" +
-	"[1]s now): someone acted on it after this page was opened (%[2]s by %[3]" +
-	"s, %[4]s). Nothing was done.\x02This instance is %[1]s, not held: there " +
-	"is nothing to retry. A failure ends its instance unless the node’s on_er" +
-	"ror leads to hold (an incident waiting for an operator); start a new ins" +
-	"tance (with a new Idempotency-Key, or none) to redo the work.\x02This in" +
-	"stance is %[1]s, not held: there is nothing to retry.\x02This instance i" +
-	"s %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]" +
-	"s: there is nothing to stop.\x02Someone acted on this instance after thi" +
-	"s page was opened. Nothing was done: look at it again before deciding." +
-	"\x02This instance is no longer held (it is %[1]s now): someone may have " +
-	"acted on it first. Nothing was done.\x02This instance has already ended;" +
-	" there is nothing to stop.\x02Its occurrence failed before any attempt: " +
-	"its inputs could not be built, so a retry would fail the same way. Aband" +
-	"on or stop the instance instead. Nothing was done.\x02This instance was " +
-	"already stopped; nothing changed and nothing was recorded.\x02The reason" +
-	" you gave, not recorded:\x02This instance was already stopped, by %[1]s " +
-	"at %[2]s; nothing changed and nothing was recorded.\x02Retried: the occu" +
-	"rrence at node %[1]s is offered again. Recorded in the audit log.\x02Aba" +
-	"ndoned: the instance failed with the error code abandoned. Recorded in t" +
-	"he audit log.\x02Stopped: the instance and its open occurrences are canc" +
-	"elled. Recorded in the audit log.\x02Relais refused the action. Nothing " +
-	"was done.\x02Give a reason: it is recorded in the audit log (at most %[1" +
-	"]d characters). Nothing was done.\x02The reason is too long: %[1]d chara" +
-	"cters, for at most %[2]d. Shorten it. Nothing was done.\x02Unknown actio" +
-	"n.\x02Stopping applies to running or held instances, not %[1]s ones.\x02" +
-	"Retrying and abandoning apply to held instances, not %[1]s ones.\x02Filt" +
-	"er\x02Reason (recorded in the audit log for every instance)\x02Back to t" +
-	"he list\x02This takes about %[1]s. Keep this page open until it answers:" +
-	" if it stops waiting first, the action still runs to its end.\x02Follow " +
-	"it in the audit log (new tab)\x02Retry every held instance this filter m" +
-	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
-	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
-	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
-	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
-	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
-	"lter matches\x02Each one fails with the error code abandoned and cannot " +
-	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
-	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
-	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
-	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
-	"ng instances match now.\x02Stop every running or held instance this filt" +
-	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
-	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
-	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
-	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
-	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
-	"matches the filter.\x02An error code is matched exactly, capitals includ" +
-	"ed.\x02No process, business key, error code or creation date narrows thi" +
-	"s filter: it applies to the instances of every process.\x02Process\x02Ve" +
-	"rsion\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Cr" +
-	"eated from\x02Created to\x02Other criteria\x02none given\x02By process a" +
-	"nd error code\x02Instances\x02The %[1]d largest groups; the filter match" +
-	"es more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of them is calling a d" +
-	"estination now: a stop aborts the call, but the destination may already " +
-	"have acted on the request (a card charged: check with it).\x00\xa0\x01" +
-	"\x02%[1]d of them are calling a destination now: a stop aborts the call," +
-	" but the destination may already have acted on the request (a card charg" +
-	"ed: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is " +
-	"held at a push call that may have been carried out all the same: it ende" +
-	"d outcome_unknown or deadline_exceeded (its answer was lost, or came aft" +
-	"er the timeout), or invalid_outputs (the destination answered a success " +
-	"whose outputs the contract refused). Check at the destination that it di" +
-	"d not act before retrying, or it acts twice (a card charged twice).\x00" +
-	"\xf6\x02\x02%[1]d of them are held at a push call that may have been car" +
-	"ried out all the same: it ended outcome_unknown or deadline_exceeded (it" +
-	"s answer was lost, or came after the timeout), or invalid_outputs (the d" +
-	"estination answered a success whose outputs the contract refused). Check" +
-	" at the destination that it did not act before retrying, or it acts twic" +
-	"e (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more " +
-	"held instance failed before any attempt (its inputs could not be built):" +
-	" it cannot be retried and is left out. Abandon or stop it.\x00\x96\x01" +
-	"\x02%[1]d more held instances failed before any attempt (their inputs co" +
-	"uld not be built): they cannot be retried and are left out. Abandon or s" +
-	"top them.\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown d" +
-	"estination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1]s has no ver" +
-	"sion %[2]d.\x02No process has the key “%[1]s”.\x02No definition has the " +
-	"key “%[1]s”.\x02This filter takes the key of a definition: the one the n" +
-	"ode an instance is held at runs, not the node’s name.\x02Definition %[1]" +
-	"s has no revision %[2]d.\x02The confirmed count is missing: start again " +
-	"from the list.\x02The count changed since it was taken (it was %[1]d): i" +
-	"nstances were settled, retried or acted on meanwhile. Nothing was done; " +
-	"check the new count and confirm again.\x02This bulk action was already a" +
-	"pplied (the form was sent again): its records are in the audit log. Noth" +
-	"ing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d i" +
-	"nstance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
-	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
-	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
-	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
-	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
-	"don and stop an operator applied, and every erasure an administrator mad" +
-	"e, with its reason. Reveals of sensitive values have their own log, whic" +
-	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
-	"\x02Filters\x02a token’s name, exact\x02exact; instances deleted since a" +
-	"re not found\x02from\x02to\x02Apply filters\x02Clear filters\x02No opera" +
-	"tor action matches.\x02All actions\x02The process instance must be a who" +
-	"le instance id (a UUID): the lists show the end of each id; open the ins" +
-	"tance, or copy its link, for the whole id.\x02The bulk action must be it" +
-	"s id (a UUID).\x02Operator actions, newest first\x02No bulk action has t" +
-	"he id %[1]s: check the link, or open the action from the audit log.\x14" +
-	"\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s ch" +
-	"anged. While it runs, each reload shows how far it got.\x00h\x02Showing " +
-	"the %[1]d instances bulk action %[2]s changed. While it runs, each reloa" +
-	"d shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied t" +
-	"o %[4]d of the %[5]d instances counted, %[6]d skipped (they changed afte" +
-	"r the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was" +
-	" stopped by an error after %[4]d of the %[5]d instances counted (%[6]d s" +
-	"kipped). What it applied stays; act on the filter again for the rest." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
-	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
-	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
-	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
-	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
-	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
-	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
-	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
-	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
-	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
-	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
-	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
-	"t allowed\x02Your role can read definitions and processes only: external" +
-	" tasks and process instances are for operators and administrators.\x02In" +
-	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
-	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
-	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
-	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
-	" it is not visible to you. An ended instance is deleted, with its occurr" +
-	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
-	"sed, or at once when an administrator erases it; the audit log keeps the" +
-	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
-	"e lists show the end of each id; open the row, or copy its link, for the" +
-	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
-	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
-	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
-	"m refused\x02This form was not sent from this console session, or it has" +
-	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
-	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
-	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
-	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
-	"gain.\x02This form could not be read: nothing was done. Send it again." +
-	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
-	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
-	"d not show this page. Try again; if it persists, give your administrator" +
-	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
-	"external services that take tasks, and the definitions each may take. Cr" +
-	"eate consumers, change their grants and rotate their tokens through the " +
-	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
-	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
-	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
-	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
-	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
-	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
-	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
-	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
-	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
-	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
-	"e from one revision to another, and whom it may break.\x02From revision" +
-	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
-	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
-	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
-	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
-	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
-	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
-	"es not yet snapshotted: they are in no revision (workers and processes u" +
-	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
-	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
-	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
-	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
-	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
-	"ese fields’ values are less protected than under the older one.\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
-	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
-	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
-	" Working copy, immutable revisions and named releases.\x02Definitions by" +
-	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
-	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
-	" call. Values of the URL's query and of the headers, and signing secrets" +
-	", are sealed and never shown. Create and change destinations with relais" +
-	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
-	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
-	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
-	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
-	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
-	"ters. It is kept after the erasure, whatever the retention: write the re" +
-	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
-	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
-	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
-	"ess key and the workers’ messages go with it; this cannot be undone. The" +
-	" audit records naming it stay (who did what, and why), and so do backups" +
-	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
-	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
-	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
-	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
-	"thing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02A held instance’s failed occurrence counts in bot" +
-	"h Held instances and Failed.\x02Completions and failures, last hour\x02D" +
-	"efinitions, those needing attention first\x02Definition\x02Open\x02Held " +
-	"instances\x02Failed\x02Oldest claimable waits\x02Completed, last hour" +
-	"\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %[1" +
-	"]s (%[2]s); recounted every few seconds, shown anew at each reload.\x02c" +
-	"laimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
-	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
-	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
-	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
-	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: e" +
-	"nded instances are kept forever, another replica’s RELAIS_RETENTION.\x02" +
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
-	"tion: ended instances are deleted with their occurrences %[1]s after the" +
-	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
-	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
-	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
-	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
-	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
-	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
-	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
-	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
-	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
-	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
-	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
-	"operator actions\x02No operator has acted on this instance.\x02Operator " +
-	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
-	"uts the instance was started with, labelled by process version %[1]d's c" +
-	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
-	" instance has ended. As an administrator you may erase it now rather tha" +
-	"n wait for retention (a data subject’s request): it is deleted with its " +
-	"occurrences and attempts.\x02This instance is held at a failed node: an " +
-	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
-	"re any attempt (its inputs could not be built), so it would fail the sam" +
-	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
-	"on, recorded in the audit log.\x02This instance is held at a failed node" +
-	": an incident. Retry offers the failed occurrence again; abandon fails t" +
-	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
-	"dit log.\x02Stopping cancels the instance and its open occurrences. It d" +
-	"oes not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aba" +
-	"ndoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
-	"\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
-	"\x02never: another replica’s RELAIS_RETENTION keeps ended instances fore" +
-	"ver\x02Deleted by retention\x02ended instances are kept %[1]s (RELAIS_RE" +
-	"TENTION)\x02ended instances are kept %[1]s, another replica’s longer REL" +
-	"AIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
-	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
-	"The version must be a whole number from 1.\x02A version is a process’s: " +
-	"choose the process too.\x02Creation date\x02The page size must be betwee" +
-	"n 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitive\x02A" +
-	"ct on every instance this filter matches\x02The next page counts them an" +
-	"d asks for a reason before anything changes.\x02Process instances, newes" +
-	"t first\x02Instance\x02End node or error\x02No instance matches these fi" +
-	"lters.\x02All processes\x02Any definition\x02All statuses\x02Unknown sta" +
-	"tus “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an inst" +
-	"ance, not of a task: the Instances page lists the instances with it.\x02" +
-	"Unknown status “%[1]s”.\x02available\x02reserved\x02deferred\x02complete" +
-	"d\x02failed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02re" +
-	"leased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worker fetche" +
-	"s it)\x02push (Relais calls the service)\x02administrator\x02operator" +
-	"\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
-	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
-	"stination’s answer\x02Outcome\x02Error message\x02No worker has reserved" +
-	" this occurrence yet.\x02in progress\x02Whole message\x02No worker ever " +
-	"reserved this occurrence: it ended before any attempt.\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
-	"r called the destination: the occurrence ended before any call.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
-	" from its instance\x02The latest %[1]d attempts, oldest first\x02The %[1" +
-	"]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences/%[" +
-	"3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason gi" +
-	"ven by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none:" +
-	" a failed call takes the node’s error path\x02Deadline\x02Priority\x02%[" +
-	"1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destinati" +
-	"on’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%" +
-	"[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2" +
-	"]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each f" +
-	"ailure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s aft" +
-	"er each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the" +
-	" last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
-	"\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Why (recorded with the reveal)\x02Every admin reads it" +
-	", and it is kept whatever the retention: write no customer data in it." +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
-	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
-	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
-	"\x02The destination’s answer could not be used: it must be one JSON obje" +
-	"ct whose outputs member matches the revision’s outputs contract, and not" +
-	"hing after it. Its message says what was wrong.\x02The destination did n" +
-	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
-	"The destination did not answer within the call’s timeout (%[1]s): it may" +
-	" have acted all the same, so check before retrying.\x02The destination d" +
-	"id not answer within the call’s timeout: it may have acted all the same," +
-	" so check before retrying.\x02The last attempt’s lock expired with no at" +
-	"tempt left, after Relais refused its worker’s report (%[1]s; see the fai" +
-	"led occurrence’s attempts): the worker answered, and its answer must cha" +
-	"nge, not its lock.\x02The last attempt’s lock expired with no attempt le" +
-	"ft, after Relais refused its worker’s report (%[1]s; see the attempts be" +
-	"low): the worker answered, and its answer must change, not its lock.\x02" +
-	"The last attempt’s lock expired with no attempt left.\x02The last attemp" +
-	"t’s worker stream ended (its worker left or was dropped) with no attempt" +
-	" left.\x02The deadline passed before the occurrence was completed: no at" +
-	"tempt succeeded in time.\x02The result did not match the revision's outp" +
-	"uts contract.\x02The answer to the call was lost (the connection broke a" +
-	"fter the request was sent, or Relais stopped or could not reach its data" +
-	"base before recording it): whether the destination acted is unknown, so " +
-	"Relais does not call it again by itself (an operator’s retry does).\x02T" +
-	"he call could not be prepared.\x02The destination could not be reached." +
-	"\x02The destination’s answer was too large.\x02The last attempt ended wi" +
-	"thout a result (its lock expired, or its worker’s stream ended) with no " +
-	"attempt left.\x02The inputs could not be built from the process’s bindin" +
-	"gs.\x02An operator abandoned the instance.\x02A Camunda 7 worker reporte" +
-	"d a failure with no retries left (retries: 0, no retries sent, which Cam" +
-	"unda reads as 0, or a budget already spent): it is not run again.\x02The" +
-	" destination answered HTTP %[1]s.\x02No live worker takes %[1]s now (Wor" +
-	"kers page).\x02No live worker takes revision %[1]d: the live workers of " +
-	"%[2]s declare inputs it does not have.\x02No live worker takes revision " +
-	"%[1]d: the live workers of %[2]s take revision %[3]d only.\x02No live wo" +
-	"rker takes revision %[1]d: the live workers of %[2]s take revisions %[3]" +
-	"s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
-	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
-	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
-	"%[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]" +
-	"s without its result recorded: the replica making it may have stopped. I" +
-	"f so, it fails outcome_unknown at %[3]s (%[4]s): ask the destination whe" +
-	"ther it took effect.\x02Relais is calling the destination (since %[1]s)." +
-	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
-	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
-	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
-	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
-	"went on along the node’s error path, and is held at a later node.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02The instance was stopped while the worker held the task: its r" +
-	"eport is refused, but it may already have done the work.\x02The instance" +
-	" was stopped during the call, which was aborted: the destination may alr" +
-	"eady have acted on the request (check there).\x02The instance was stoppe" +
-	"d while the task was deferred: a settlement by id is refused, but the wo" +
-	"rk it waited for may already be done.\x02%[1]s at %[2]s\x02Relais refuse" +
-	"d a report of this attempt at %[1]s (%[2]s) before taking another.\x02Re" +
-	"lais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), b" +
-	"efore taking another.\x02Relais refused this attempt’s report at %[1]s (" +
-	"%[2]s): its worker answered, and the answer was not taken.\x02Relais ref" +
-	"used %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worke" +
-	"r answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable bo" +
-	"dy\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
-	"tected values masked)\x02Message from Relais, quoting the destination’s " +
-	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
-	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02instance held here\x02T" +
-	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
-	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are recounted every few seconds, shown anew at each rel" +
-	"oad.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
-	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
-	"he first day comes after the last.\x02This address holds a parameter tha" +
-	"t cannot be read (a percent sign not followed by two hexadecimal digits," +
-	" or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (did" +
-	" you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1" +
-	"]s” is given %[2]d times: give it once.\x02The page cursor is invalid: g" +
-	"o back to the first page.\x02These settings are kept in this browser onl" +
-	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
-	"r computer’s time zone: choose a place, whose daylight saving time is fo" +
-	"llowed, or a fixed offset from UTC.\x02Reload lists and detail pages\x02" +
-	"A reload empties what you typed but did not apply (filters, the search b" +
-	"ox) and moves the focus back to the top of the page: “Pause reloading”, " +
-	"on every page that reloads, stops it until you resume. Pages where you t" +
-	"ype a reason (confirmations, and occurrences with a value to reveal) nev" +
-	"er reload on their own, nor does a revealed value.\x02Save settings\x02B" +
-	"ack without saving\x02UTC (coordinated universal time)\x02Local time in " +
-	"%[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Eve" +
-	"ry %[1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Rel" +
-	"oading paused: this page stays as it is until you resume.\x02Published p" +
-	"rocess versions: their nodes, routes and pinned revisions, drawn, with w" +
-	"here their occurrences are now.\x02Published process versions: their nod" +
-	"es, routes and pinned revisions, drawn.\x02Processes by key\x02Versions," +
-	" newest first\x02No process is published yet.\x02version %[1]d\x02older " +
-	"versions, from version %[1]d (each links the one before)\x02Process %[1]" +
-	"s\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: a" +
-	"n instance starts with an empty object.\x02Inputs an instance of this ve" +
-	"rsion is started with\x02Instances of this version\x02Latest\x02yes: a s" +
-	"tart that names no version runs this one\x02no: the latest is version %[" +
-	"1]d\x02← version %[1]d\x02version %[1]d →\x02Columns follow the longest " +
-	"path from the start node. Solid arrows are successes (labelled with thei" +
-	"r route), dashed ones failures (labelled with their error codes).\x02Nod" +
-	"es of this version\x02This version has %[1]d nodes: too many to draw leg" +
-	"ibly (at most %[2]d). The table below lists every node with its routes a" +
-	"nd counts.\x02This version has %[1]d nodes: too many to draw legibly (at" +
-	" most %[2]d). The table below lists every node with its routes.\x02Graph" +
-	" of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x00Y\x02%[1]d node" +
-	"s, starting at %[2]s. The table below lists the same nodes, routes and c" +
-	"ounts.\x02%[1]d nodes, starting at %[2]s. The table below lists the same" +
-	" nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (f" +
-	"ails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02h" +
-	"old (an incident for an operator)\x02any other code → %[1]s\x02fails the" +
-	" instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, " +
-	"priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry " +
-	"can run: the deadline ends the occurrence before its retry delay passes." +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The call may last pa" +
-	"st the deadline, which cuts it short (deadline_exceeded).\x02instances h" +
-	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted ev" +
-	"ery few seconds, shown anew at each reload.\x02Only administrators may r" +
-	"eveal a sensitive value.\x02Say why you reveal this value: the reason is" +
-	" recorded with the reveal in the audit log.\x02Cannot reveal it here\x02" +
-	"This replica lacks the data key the value was sealed with, so it cannot " +
-	"open it (nothing was recorded). Another replica may reveal it; ask your " +
-	"administrator to start every replica with the same data keys.\x02Back to" +
-	" the occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log" +
-	".\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive)" +
-	" can be revealed.\x02Secret values can never be revealed.\x02Every sensi" +
-	"tive value an administrator revealed: who, when, which field and why. Th" +
-	"e values themselves are never kept.\x02Reveals, newest first\x02No value" +
-	" was revealed.\x02none (revealed before reasons were asked for)\x02Metho" +
-	"d not allowed\x02This page does not accept that request.\x02This form wa" +
-	"s sent from another site: the console takes its forms from its own pages" +
-	" only. Open the console and send it from there.\x02Search\x02Type an ins" +
-	"tance or occurrence id (a whole UUID, as the title of its page shows it)" +
-	", or a business key.\x02Nothing to find: the search box is empty.\x02Tha" +
-	"t is too long to be an id or a business key.\x02No instance has “%[1]s” " +
-	"as its business key. A business key is found only whole and exactly as g" +
-	"iven, capitals and accents included: a list shows a long one shortened, " +
-	"so copy it from its instance’s page. An ended instance is deleted once t" +
-	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
-	"ministrator erases it.\x02No instance or occurrence has the id “%[1]s”, " +
-	"and no instance has it as its business key. An ended instance is deleted" +
-	", with its occurrences and attempts, once the retention period (RELAIS_R" +
-	"ETENTION) has passed, or at once when an administrator erases it; the au" +
-	"dit log keeps the operator actions taken on it.\x02No instance has “%[1]" +
-	"s” as its business key, and it is not a whole id: the lists show the end" +
-	" of each id. Open the row, or copy its link, for the whole id.\x02A toke" +
-	"n in the address is not used: you are signed in already. The address has" +
-	" put it in your browser’s history, and perhaps in a proxy’s logs: if oth" +
-	"ers may read them, have the token revoked and use a new one.\x02A token " +
-	"in the address is not used: paste it in the field below. The address has" +
-	" put it in your browser’s history, and perhaps in a proxy’s logs: if oth" +
-	"ers may read them, have the token revoked and use a new one.\x02You are " +
-	"signed out.\x02The token you signed in with is revoked, and you are sign" +
-	"ed out: sign in with another one.\x02Your session had ended (inactivity," +
-	" a sign-out elsewhere, a revoked token or a restart of the server), so y" +
-	"our last action was not applied. Sign in again, then repeat it.\x02Your " +
-	"session has ended (inactivity, a sign-out elsewhere, a token revoked or " +
-	"expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
-	"in with an operator, designer or administrator token.\x02Token\x02The to" +
-	"ken is checked once and never stored in your browser; a session cookie s" +
-	"tands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
-	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
-	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
-	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
-	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
-	"perators) that are not revoked. Consumer tokens are managed with their c" +
-	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
-	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
-	") was revoked: its next request is refused.\x02routing output\x02each it" +
-	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
-	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
-	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
-	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
-	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
-	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
-	"bscribe workers to it, with their consumers granted it (a worker naming " +
-	"no revision takes those its consumer is granted; a process version pins " +
-	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
-	"em: subscribe workers to them, with their consumers granted them (a work" +
-	"er naming no revision takes those its consumer is granted; a process ver" +
-	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x02No process uses this definition yet: " +
-	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
-	"nition: Relais calls its destinations (push), and it needs no worker." +
-	"\x02No worker is connected for this definition; none of its occurrences " +
-	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
-	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	"tance %[1]s\x02Retry now? The occurrence at node %[1]s waits for its ret" +
+	"ry at %[2]s; it is offered now, its attempts left unchanged.\x02Workers " +
+	"may take it at once (a push occurrence calls its destination now). Its e" +
+	"arlier attempts and last error stay in its history. Nothing is completed" +
+	" on anyone’s behalf.\x02Retry now\x02Retry this instance? Its failed occ" +
+	"urrence at node %[1]s is offered again with a fresh budget of attempts." +
+	"\x02Workers may take it again (a push occurrence calls its destination a" +
+	"gain). Its earlier attempts and last error stay in its history. Nothing " +
+	"is completed on anyone’s behalf.\x02Retry the instance\x02Abandon proces" +
+	"s instance %[1]s\x02Abandon this instance? It fails with the error code " +
+	"abandoned.\x02Its failed occurrence stays as it is and nothing is comple" +
+	"ted on its behalf. An abandoned instance cannot be resumed.\x02Abandon t" +
+	"he instance\x02Stop process instance %[1]s\x02Stop this instance? Its op" +
+	"en occurrences are cancelled.\x02Workers that hold one of them are told " +
+	"at once on a stream, at their next lock extension or report when long po" +
+	"lling, and their results are refused; a push call in flight is aborted, " +
+	"though its destination may already have acted on the request (a card cha" +
+	"rged: check there). Nothing is completed on their behalf, and a stopped " +
+	"instance cannot be resumed.\x02Stop the instance\x02This instance cannot" +
+	" be retried: its occurrence at node %[1]s failed before any attempt (its" +
+	" inputs could not be built), so it would fail the same way. Abandon or s" +
+	"top it.\x02Its last call was answered as a success, with outputs the con" +
+	"tract refused: the destination most likely acted. Check at the destinati" +
+	"on before retrying, or it acts twice (a card charged twice).\x02Its last" +
+	" call may have been carried out all the same (its answer was lost, or ca" +
+	"me after the timeout): check at the destination that it did not act befo" +
+	"re retrying, or it acts twice (a card charged twice).\x02Nothing was don" +
+	"e.\x02Cannot act on this instance\x02Back to the instance\x02Someone act" +
+	"ed on this instance after this page was opened (%[1]s by %[2]s, %[3]s). " +
+	"Nothing was done: look at it again before deciding.\x02This instance has" +
+	" already ended (it is %[1]s now): someone acted on it after this page wa" +
+	"s opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is " +
+	"no longer held (it is %[1]s now): someone acted on it after this page wa" +
+	"s opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is " +
+	"%[1]s, not held: there is nothing to retry. A failure ends its instance " +
+	"unless the node’s on_error leads to hold (an incident waiting for an ope" +
+	"rator); start a new instance (with a new Idempotency-Key, or none) to re" +
+	"do the work.\x02This instance is %[1]s, not held: there is nothing to re" +
+	"try.\x02This instance is %[1]s, not held: there is nothing to abandon." +
+	"\x02This instance is %[1]s: there is nothing to stop.\x02Someone acted o" +
+	"n this instance after this page was opened. Nothing was done: look at it" +
+	" again before deciding.\x02None of its occurrences waits for a retry any" +
+	" more: it was offered, or taken by a worker, meanwhile. Nothing was done" +
+	".\x02This instance is no longer held (it is %[1]s now): someone may have" +
+	" acted on it first. Nothing was done.\x02This instance has already ended" +
+	"; there is nothing to stop.\x02Its occurrence failed before any attempt:" +
+	" its inputs could not be built, so a retry would fail the same way. Aban" +
+	"don or stop the instance instead. Nothing was done.\x02This instance was" +
+	" already stopped; nothing changed and nothing was recorded.\x02The reaso" +
+	"n you gave, not recorded:\x02This instance was already stopped, by %[1]s" +
+	" at %[2]s; nothing changed and nothing was recorded.\x02Retried now: the" +
+	" occurrence at node %[1]s is offered at once. Recorded in the audit log." +
+	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
+	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
+	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
+	" occurrences are cancelled. Recorded in the audit log.\x02Relais refused" +
+	" the action. Nothing was done.\x02Give a reason: it is recorded in the a" +
+	"udit log (at most %[1]d characters). Nothing was done.\x02The reason is " +
+	"too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was d" +
+	"one.\x02Unknown action.\x02Stopping applies to running or held instances" +
+	", not %[1]s ones.\x02Retrying and abandoning apply to held instances, no" +
+	"t %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every i" +
+	"nstance)\x02Back to the list\x02This takes about %[1]s. Keep this page o" +
+	"pen until it answers: if it stops waiting first, the action still runs t" +
+	"o its end.\x02Follow it in the audit log (new tab)\x02Retry every held i" +
+	"nstance this filter matches\x02Each one’s failed occurrence is offered a" +
+	"gain with a fresh budget of attempts. Nothing is completed on anyone’s b" +
+	"ehalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 " +
+	"\x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry" +
+	" %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held i" +
+	"nstance this filter matches\x02Each one fails with the error code abando" +
+	"ned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d " +
+	"instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance " +
+	"this filter matches\x02Stop every running instance this filter matches" +
+	"\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
+	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
+	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
+	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
+	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
+	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
+	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
+	"ion applies to matches the filter.\x02An error code is matched exactly, " +
+	"capitals included.\x02No process, business key, error code or creation d" +
+	"ate narrows this filter: it applies to the instances of every process." +
+	"\x02Process\x02Version\x02Status\x02Business key\x02Error code\x02Held a" +
+	"t a node of\x02Created from\x02Created to\x02Other criteria\x02none give" +
+	"n\x02By process and error code\x02Instances\x02The %[1]d largest groups;" +
+	" the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of th" +
+	"em is calling a destination now: a stop aborts the call, but the destina" +
+	"tion may already have acted on the request (a card charged: check with i" +
+	"t).\x00\xa0\x01\x02%[1]d of them are calling a destination now: a stop a" +
+	"borts the call, but the destination may already have acted on the reques" +
+	"t (a card charged: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[" +
+	"1]d of them is held at a push call that may have been carried out all th" +
+	"e same: it ended outcome_unknown or deadline_exceeded (its answer was lo" +
+	"st, or came after the timeout), or invalid_outputs (the destination answ" +
+	"ered a success whose outputs the contract refused). Check at the destina" +
+	"tion that it did not act before retrying, or it acts twice (a card charg" +
+	"ed twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may" +
+	" have been carried out all the same: it ended outcome_unknown or deadlin" +
+	"e_exceeded (its answer was lost, or came after the timeout), or invalid_" +
+	"outputs (the destination answered a success whose outputs the contract r" +
+	"efused). Check at the destination that it did not act before retrying, o" +
+	"r it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01" +
+	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
+	" not be built): it cannot be retried and is left out. Abandon or stop it" +
+	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
+	"eir inputs could not be built): they cannot be retried and are left out." +
+	" Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
+	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
+	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
+	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
+	"the one the node an instance is held at runs, not the node’s name.\x02De" +
+	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
+	" start again from the list.\x02The count changed since it was taken (it " +
+	"was %[1]d): instances were settled, retried or acted on meanwhile. Nothi" +
+	"ng was done; check the new count and confirm again.\x02This bulk action " +
+	"was already applied (the form was sent again): its records are in the au" +
+	"dit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appli" +
+	"ed to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14" +
+	"\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (sett" +
+	"led, or acted on by someone else).\x00T\x02%[1]d skipped: they changed a" +
+	"fter the count (settled, or acted on by someone else).\x02%[1]s (token #" +
+	"%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02" +
+	"Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every" +
+	" retry, abandon and stop an operator applied, and every erasure an admin" +
+	"istrator made, with its reason. Reveals of sensitive values have their o" +
+	"wn log, which administrators read on the Reveals page (GET /api/v1/audit" +
+	"/reveals).\x02Filters\x02a token’s name, exact\x02exact; instances delet" +
+	"ed since are not found\x02from\x02to\x02Apply filters\x02Clear filters" +
+	"\x02No operator action matches.\x02All actions\x02The process instance m" +
+	"ust be a whole instance id (a UUID): the lists show the end of each id; " +
+	"open the instance, or copy its link, for the whole id.\x02The bulk actio" +
+	"n must be its id (a UUID).\x02Operator actions, newest first\x02No bulk " +
+	"action has the id %[1]s: check the link, or open the action from the aud" +
+	"it log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk acti" +
+	"on %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
+	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
+	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
+	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
+	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
+	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
+	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
+	" how far it got.\x02No progress since %[1]s: the replica running it may " +
+	"have stopped. What it applied stays; act on the filter again for the res" +
+	"t.\x02Error: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to cont" +
+	"ent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find " +
+	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
+	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
+	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
+	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
+	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
+	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
+	"y: external tasks and process instances are for operators and administra" +
+	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
+	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
+	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
+	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
+	"dress, or it is not visible to you. An ended instance is deleted, with i" +
+	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
+	") has passed, or at once when an administrator erases it; the audit log " +
+	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
+	"UUID): the lists show the end of each id; open the row, or copy its link" +
+	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
+	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
+	"ere deleted with it; the audit log keeps the operator actions taken on i" +
+	"t.\x02Form refused\x02This form was not sent from this console session, " +
+	"or it has expired: nothing was done. Open the form again and send it ane" +
+	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
+	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
+	"orm not received\x02This form did not arrive in time: nothing was done. " +
+	"Send it again.\x02This form could not be read: nothing was done. Send it" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
+	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
+	"appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
+	"act these fields’ values are less protected than under the older one." +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
+	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
+	"heir Working copy, immutable revisions and named releases.\x02Definition" +
+	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
+	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers, and signing sec" +
+	"rets, are sealed and never shown. Create and change destinations with re" +
+	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
+	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
+	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
+	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
+	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
+	"racters. It is kept after the erasure, whatever the retention: write the" +
+	" request’s reference, not the person’s name.\x02Erase process instance %" +
+	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
+	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
+	"siness key and the workers’ messages go with it; this cannot be undone. " +
+	"The audit records naming it stay (who did what, and why), and so do back" +
+	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
+	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
+	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
+	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
+	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
+	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
+	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
+	"ow, and what its workers finished in the last hour: occurrences that end" +
+	"ed completed or failed. An occurrence retried since counts where it ends" +
+	" next; a failed attempt with attempts left is not counted, its occurrenc" +
+	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
+	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
+	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
+	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
+	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
+	"%[2]s); recounted every few seconds, shown anew at each reload.\x02claim" +
+	"able since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02De" +
+	"finition %[1]s has no occurrence yet.\x02All definitions\x02Completions " +
+	"and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s," +
+	" %[2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
+	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
+	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
+	": ended instances are deleted with their occurrences %[1]s after they en" +
+	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
+	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
+	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
+	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
+	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
+	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
+	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
+	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
+	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
+	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
+	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
+	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
+	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
+	"ce has ended. As an administrator you may erase it now rather than wait " +
+	"for retention (a data subject’s request): it is deleted with its occurre" +
+	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
+	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
+	"attempt (its inputs could not be built), so it would fail the same way. " +
+	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02This instance is held at a failed node: an in" +
+	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
+	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
+	".\x02Its occurrence at node %[1]s waits for its retry at %[2]s: retry of" +
+	"fers it now, its attempts left unchanged. Stopping cancels the instance " +
+	"and its open occurrences. Neither completes anything; each asks for a re" +
+	"ason, recorded in the audit log.\x02Stopping cancels the instance and it" +
+	"s open occurrences. It does not complete anything.\x02Stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by" +
+	" %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed " +
+	"occurrence\x02Held for\x02never: retention keeps ended instances forever" +
+	" (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps e" +
+	"nded instances forever\x02Deleted by retention\x02ended instances are ke" +
+	"pt %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another r" +
+	"eplica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fai" +
+	"led at node\x02held, then stopped by an operator\x02held, then abandoned" +
+	" by an operator\x02The version must be a whole number from 1.\x02A versi" +
+	"on is a process’s: choose the process too.\x02Creation date\x02The page " +
+	"size must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, " +
+	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
+	"page counts them and asks for a reason before anything changes.\x02Proce" +
+	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
+	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
+	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
+	"e status of an instance, not of a task: the Instances page lists the ins" +
+	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
+	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
+	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
+	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
+	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
+	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
+	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
+	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
+	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
+	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
+	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des). Each box says how many of this version’s occurrences are at that n" +
+	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Latest\x02yes: a start that names no version runs this on" +
+	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
+	" →\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
+	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
+	" default)\x02The call may last past the deadline, which cuts it short (d" +
+	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
+	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
+	" reveal this value: the reason is recorded with the reveal in the audit " +
+	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
+	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
+	" replica may reveal it; ask your administrator to start every replica wi" +
+	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
+	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
+	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
+	"ho, when, which field and why. The values themselves are never kept.\x02" +
+	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
+	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
+	"ept that request.\x02This form was sent from another site: the console t" +
+	"akes its forms from its own pages only. Open the console and send it fro" +
+	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
+	"s the title of its page shows it), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
+	"found only whole and exactly as given, capitals and accents included: a " +
+	"list shows a long one shortened, so copy it from its instance’s page. An" +
+	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
+	"has passed, or at once when an administrator erases it.\x02No instance o" +
+	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
+	"key. An ended instance is deleted, with its occurrences and attempts, on" +
+	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
+	"n administrator erases it; the audit log keeps the operator actions take" +
+	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
+	" whole id: the lists show the end of each id. Open the row, or copy its " +
+	"link, for the whole id.\x02A token in the address is not used: you are s" +
+	"igned in already. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02A token in the address is not used: paste it in" +
+	" the field below. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
+	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
+	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
+	"or a restart of the server), so your last action was not applied. Sign i" +
+	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
+	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
+	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
+	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
+	" your token in the field: it is empty.\x02This token is unknown, revoked" +
+	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
+	"token, for the API.\x02Only administrators see this page: tokens, consum" +
+	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
+	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
+	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
+	"next request is refused, and console sessions opened with it end. This c" +
+	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 846 elements
+var frIndex = []uint32{ // 852 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
 	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
-	0x00000263, 0x0000028d, 0x0000030f, 0x0000040a,
-	0x00000421, 0x0000044c, 0x000004a2, 0x00000528,
-	0x00000540, 0x00000569, 0x000005ae, 0x0000076a,
-	0x00000780, 0x0000086c, 0x0000096c, 0x00000a77,
+	0x00000263, 0x0000028d, 0x00000338, 0x00000441,
+	0x00000456, 0x000004d8, 0x000005d3, 0x000005ea,
+	0x00000615, 0x0000066b, 0x000006f1, 0x00000709,
+	0x00000732, 0x00000777, 0x00000933, 0x00000949,
 	// Entry 20 - 3F
-	0x00000a8e, 0x00000ab5, 0x00000acc, 0x00000b72,
-	0x00000c25, 0x00000cd9, 0x00000dfe, 0x00000e47,
-	0x00000e91, 0x00000ecb, 0x00000f58, 0x00000fdd,
-	0x00001022, 0x000010fa, 0x00001157, 0x00001188,
-	0x000011f9, 0x00001262, 0x000012d9, 0x00001342,
-	0x00001376, 0x000013eb, 0x00001456, 0x00001467,
-	0x000014cd, 0x00001538, 0x0000153f, 0x00001580,
-	0x00001594, 0x00001632, 0x00001666, 0x000016a5,
+	0x00000a35, 0x00000b35, 0x00000c40, 0x00000c57,
+	0x00000c7e, 0x00000c95, 0x00000d3b, 0x00000dee,
+	0x00000ea2, 0x00000fc7, 0x00001010, 0x0000105a,
+	0x00001094, 0x00001121, 0x000011bd, 0x00001242,
+	0x00001287, 0x0000135f, 0x000013bc, 0x000013ed,
+	0x0000145e, 0x000014d1, 0x0000153a, 0x000015b1,
+	0x0000161a, 0x0000164e, 0x000016c3, 0x0000172e,
+	0x0000173f, 0x000017a5, 0x00001810, 0x00001817,
 	// Entry 40 - 5F
-	0x00001749, 0x000017c9, 0x00001805, 0x00001845,
-	0x0000189e, 0x000018dc, 0x0000191a, 0x00001957,
-	0x000019d6, 0x00001a20, 0x00001ab8, 0x00001b21,
-	0x00001b5b, 0x00001bbc, 0x00001bfc, 0x00001ca5,
-	0x00001caf, 0x00001cb7, 0x00001cbe, 0x00001ccb,
-	0x00001cdb, 0x00001cf3, 0x00001d06, 0x00001d1a,
-	0x00001d2b, 0x00001d31, 0x00001d52, 0x00001d5c,
-	0x00001da4, 0x00001f4b, 0x00002300, 0x000024ac,
+	0x00001858, 0x0000186c, 0x0000190a, 0x0000193e,
+	0x0000197d, 0x00001a21, 0x00001aa1, 0x00001add,
+	0x00001b1d, 0x00001b76, 0x00001bb4, 0x00001bf2,
+	0x00001c2f, 0x00001cae, 0x00001cf8, 0x00001d90,
+	0x00001df9, 0x00001e33, 0x00001e94, 0x00001ed4,
+	0x00001f7d, 0x00001f87, 0x00001f8f, 0x00001f96,
+	0x00001fa3, 0x00001fb3, 0x00001fcb, 0x00001fde,
+	0x00001ff2, 0x00002003, 0x00002009, 0x0000202a,
 	// Entry 60 - 7F
-	0x000024ce, 0x000024e4, 0x0000250a, 0x00002530,
-	0x0000255f, 0x0000258e, 0x000025c0, 0x00002641,
-	0x00002674, 0x000026a9, 0x00002782, 0x0000282b,
-	0x000028a0, 0x00002983, 0x000029a3, 0x000029a9,
-	0x000029ad, 0x000029b4, 0x000029ba, 0x000029d0,
-	0x000029f0, 0x00002a00, 0x00002a0b, 0x00002a1d,
-	0x00002b33, 0x00002b3b, 0x00002b56, 0x00002b98,
-	0x00002b9b, 0x00002b9e, 0x00002bb4, 0x00002bcf,
+	0x00002034, 0x0000207c, 0x00002223, 0x000025d8,
+	0x00002784, 0x000027a6, 0x000027bc, 0x000027e2,
+	0x00002808, 0x00002837, 0x00002866, 0x00002898,
+	0x00002919, 0x0000294c, 0x00002981, 0x00002a5a,
+	0x00002b03, 0x00002b78, 0x00002c5b, 0x00002c7b,
+	0x00002c81, 0x00002c85, 0x00002c8c, 0x00002c92,
+	0x00002ca8, 0x00002cc8, 0x00002cd8, 0x00002ce3,
+	0x00002cf5, 0x00002e0b, 0x00002e13, 0x00002e2e,
 	// Entry 80 - 9F
-	0x00002bfb, 0x00002c0e, 0x00002ce1, 0x00002d2a,
-	0x00002d60, 0x00002ddc, 0x00002efd, 0x00002fc1,
-	0x000030bc, 0x00003182, 0x00003239, 0x00003253,
-	0x00003262, 0x00003269, 0x0000327a, 0x00003290,
-	0x00003296, 0x000032a7, 0x000032b1, 0x000032d8,
-	0x000032f4, 0x000032fc, 0x00003309, 0x00003315,
-	0x00003323, 0x00003330, 0x00003337, 0x00003345,
-	0x00003369, 0x00003379, 0x00003391, 0x000033b2,
+	0x00002e70, 0x00002e73, 0x00002e76, 0x00002e8c,
+	0x00002ea7, 0x00002ed3, 0x00002ee6, 0x00002fb9,
+	0x00003002, 0x00003038, 0x000030b4, 0x000031d5,
+	0x00003299, 0x00003394, 0x0000345a, 0x00003511,
+	0x0000352b, 0x0000353a, 0x00003541, 0x00003552,
+	0x00003568, 0x0000356e, 0x0000357f, 0x00003589,
+	0x000035b0, 0x000035cc, 0x000035d4, 0x000035e1,
+	0x000035ed, 0x000035fb, 0x00003608, 0x0000360f,
 	// Entry A0 - BF
-	0x000033e4, 0x00003420, 0x0000345a, 0x00003470,
-	0x0000348a, 0x000034bc, 0x000034d6, 0x000034e5,
-	0x00003599, 0x000035ab, 0x0000362b, 0x00003647,
-	0x0000365e, 0x00003676, 0x000036b9, 0x00003807,
-	0x000038c0, 0x000038cc, 0x000039b7, 0x000039ca,
-	0x00003a6f, 0x00003a84, 0x00003a9f, 0x00003b1b,
-	0x00003b30, 0x00003b8d, 0x00003be3, 0x00003bff,
-	0x00003c56, 0x00003c6e, 0x00003d06, 0x00003d2b,
+	0x0000361d, 0x00003641, 0x00003651, 0x00003669,
+	0x0000368a, 0x000036bc, 0x000036f8, 0x00003732,
+	0x00003748, 0x00003762, 0x00003794, 0x000037ae,
+	0x000037bd, 0x00003871, 0x00003883, 0x00003903,
+	0x0000391f, 0x00003936, 0x0000394e, 0x00003991,
+	0x00003adf, 0x00003b98, 0x00003ba4, 0x00003c8f,
+	0x00003ca2, 0x00003d47, 0x00003d5c, 0x00003d77,
+	0x00003df3, 0x00003e08, 0x00003e65, 0x00003ebb,
 	// Entry C0 - DF
-	0x00003d45, 0x00003e36, 0x00003e64, 0x00003e67,
-	0x00003e6b, 0x00003e72, 0x00003e7c, 0x00003e82,
-	0x00003e8a, 0x00003e90, 0x00003e9a, 0x00003ebb,
-	0x00003ed4, 0x00003ee7, 0x00003f1f, 0x00003f39,
-	0x00003f54, 0x00003fba, 0x00003fec, 0x00003ff2,
-	0x00003ff7, 0x00004003, 0x00004012, 0x0000401e,
-	0x0000402a, 0x0000403c, 0x0000404d, 0x000040d1,
-	0x000040e3, 0x000040fa, 0x00004105, 0x0000415a,
+	0x00003ed7, 0x00003f2e, 0x00003f46, 0x00003fde,
+	0x00004003, 0x0000401d, 0x0000410e, 0x0000413c,
+	0x0000413f, 0x00004143, 0x0000414a, 0x00004154,
+	0x0000415a, 0x00004162, 0x00004168, 0x00004172,
+	0x00004193, 0x000041ac, 0x000041bf, 0x000041f7,
+	0x00004211, 0x0000422c, 0x00004292, 0x000042c4,
+	0x000042ca, 0x000042cf, 0x000042db, 0x000042ea,
+	0x000042f6, 0x00004302, 0x00004314, 0x00004325,
 	// Entry E0 - FF
-	0x00004167, 0x0000418c, 0x00004198, 0x000041a2,
-	0x000041a8, 0x000041b4, 0x000041cc, 0x0000421e,
-	0x0000422e, 0x0000423e, 0x00004247, 0x00004252,
-	0x0000425a, 0x0000427a, 0x0000429c, 0x000042c4,
-	0x000042cd, 0x000042dd, 0x000042fd, 0x00004305,
-	0x00004314, 0x00004333, 0x0000435e, 0x00004384,
-	0x00004394, 0x0000439e, 0x000043a8, 0x000043c7,
-	0x000043e5, 0x000044bd, 0x000044db, 0x0000451f,
+	0x000043a9, 0x000043bb, 0x000043d2, 0x000043dd,
+	0x00004432, 0x0000443f, 0x00004464, 0x00004470,
+	0x0000447a, 0x00004480, 0x0000448c, 0x000044a4,
+	0x000044f6, 0x00004506, 0x00004516, 0x0000451f,
+	0x0000452a, 0x00004532, 0x00004552, 0x00004574,
+	0x0000459c, 0x000045a5, 0x000045b5, 0x000045d5,
+	0x000045dd, 0x000045ec, 0x0000460b, 0x00004636,
+	0x0000465c, 0x0000466c, 0x00004676, 0x00004680,
 	// Entry 100 - 11F
-	0x0000455c, 0x0000458f, 0x000045bf, 0x00004648,
-	0x00004674, 0x000046a4, 0x000046c6, 0x000046e1,
-	0x000046fc, 0x00004718, 0x00004734, 0x0000474a,
-	0x00004764, 0x0000479b, 0x000047d1, 0x000047f1,
-	0x00004810, 0x00004817, 0x0000481e, 0x0000482d,
-	0x00004849, 0x0000485d, 0x00004872, 0x000048dc,
-	0x000048f2, 0x000048f7, 0x0000490b, 0x00004923,
-	0x00004948, 0x00004976, 0x0000499b, 0x000049b5,
+	0x0000469f, 0x000046bd, 0x00004795, 0x000047b3,
+	0x000047f7, 0x00004834, 0x00004867, 0x00004897,
+	0x00004920, 0x0000494c, 0x0000497c, 0x0000499e,
+	0x000049b9, 0x000049d4, 0x000049f0, 0x00004a0c,
+	0x00004a22, 0x00004a3c, 0x00004a73, 0x00004aa9,
+	0x00004ac9, 0x00004ae8, 0x00004aef, 0x00004af6,
+	0x00004b05, 0x00004b21, 0x00004b35, 0x00004b4a,
+	0x00004bb4, 0x00004bca, 0x00004bcf, 0x00004be3,
 	// Entry 120 - 13F
-	0x00004afe, 0x00004b13, 0x00004b23, 0x00004b27,
-	0x00004b3a, 0x00004b49, 0x00004b60, 0x00004b6f,
-	0x00004b76, 0x00004b81, 0x00004ba3, 0x00004bb7,
-	0x00004c95, 0x00004cbd, 0x00004d46, 0x00004e4c,
-	0x00004e61, 0x00004ec7, 0x00004f4c, 0x00004fc1,
-	0x00004fd3, 0x00004fe6, 0x00005002, 0x0000502f,
-	0x0000504c, 0x0000506f, 0x0000507a, 0x00005085,
-	0x0000509c, 0x00005203, 0x00005274, 0x0000529b,
+	0x00004bfb, 0x00004c20, 0x00004c4e, 0x00004c73,
+	0x00004c8d, 0x00004dd6, 0x00004deb, 0x00004dfb,
+	0x00004dff, 0x00004e12, 0x00004e21, 0x00004e38,
+	0x00004e47, 0x00004e4e, 0x00004e59, 0x00004e7b,
+	0x00004e8f, 0x00004f6d, 0x00004f95, 0x0000501e,
+	0x00005124, 0x00005139, 0x0000519f, 0x00005224,
+	0x00005299, 0x000052ab, 0x000052be, 0x000052da,
+	0x00005307, 0x00005324, 0x00005347, 0x00005352,
 	// Entry 140 - 15F
-	0x000052d9, 0x000052e5, 0x000052ee, 0x00005302,
-	0x0000530c, 0x00005333, 0x0000534f, 0x0000536a,
-	0x0000539a, 0x0000540a, 0x00005425, 0x00005434,
-	0x00005445, 0x00005466, 0x0000549c, 0x000054b4,
-	0x000054fb, 0x00005566, 0x00005571, 0x0000558b,
-	0x000055d5, 0x000055dd, 0x000055eb, 0x000055fb,
-	0x00005625, 0x0000564e, 0x000056c7, 0x00005720,
-	0x000057be, 0x00005838, 0x00005848, 0x00005867,
+	0x0000535d, 0x00005374, 0x000054db, 0x0000554c,
+	0x00005573, 0x000055b1, 0x000055bd, 0x000055c6,
+	0x000055da, 0x000055e4, 0x0000560b, 0x00005627,
+	0x00005642, 0x00005672, 0x000056e2, 0x000056fd,
+	0x0000570c, 0x0000571d, 0x0000573e, 0x00005774,
+	0x0000578c, 0x000057d3, 0x0000583e, 0x00005849,
+	0x00005863, 0x000058ad, 0x000058b5, 0x000058c3,
+	0x000058d3, 0x000058fd, 0x00005926, 0x0000599f,
 	// Entry 160 - 17F
-	0x00005873, 0x0000588c, 0x00005897, 0x000058a4,
-	0x000058b3, 0x000058bb, 0x000058c5, 0x000058cd,
-	0x000058d5, 0x000058db, 0x000058e2, 0x000058e7,
-	0x000058ec, 0x000058f0, 0x000058f5, 0x000058fb,
-	0x00005901, 0x00005907, 0x0000590c, 0x00005911,
-	0x00005917, 0x00005921, 0x00005941, 0x00005963,
-	0x00005987, 0x000059ad, 0x000059b6, 0x000059d2,
-	0x000059db, 0x000059f3, 0x000059fc, 0x00005a50,
+	0x000059f8, 0x00005a96, 0x00005b10, 0x00005b20,
+	0x00005b3f, 0x00005b4b, 0x00005b64, 0x00005b6f,
+	0x00005b7c, 0x00005b8b, 0x00005b93, 0x00005b9d,
+	0x00005ba5, 0x00005bad, 0x00005bb3, 0x00005bba,
+	0x00005bbf, 0x00005bc4, 0x00005bc8, 0x00005bcd,
+	0x00005bd3, 0x00005bd9, 0x00005bdf, 0x00005be4,
+	0x00005be9, 0x00005bef, 0x00005bf9, 0x00005c19,
+	0x00005c3b, 0x00005c5f, 0x00005c85, 0x00005c8e,
 	// Entry 180 - 19F
-	0x00005a70, 0x00005a76, 0x00005a81, 0x00005a87,
-	0x00005a95, 0x00005aa0, 0x00005aae, 0x00005ae1,
-	0x00005b05, 0x00005b34, 0x00005b7d, 0x00005b84,
-	0x00005b9a, 0x00005c0d, 0x00005c33, 0x00005c4d,
-	0x00005d35, 0x00005ec4, 0x00005fcb, 0x0000601b,
-	0x0000604c, 0x0000607f, 0x000060ae, 0x000060b9,
-	0x000060bd, 0x000060cf, 0x000060e4, 0x000060f2,
-	0x0000614c, 0x000061b1, 0x000061ce, 0x00006211,
+	0x00005caa, 0x00005cb3, 0x00005ccb, 0x00005cd4,
+	0x00005d28, 0x00005d48, 0x00005d4e, 0x00005d59,
+	0x00005d5f, 0x00005d6d, 0x00005d78, 0x00005d86,
+	0x00005db9, 0x00005ddd, 0x00005e0c, 0x00005e55,
+	0x00005e5c, 0x00005e72, 0x00005ee5, 0x00005f0b,
+	0x00005f25, 0x0000600d, 0x0000619c, 0x000062a3,
+	0x000063df, 0x0000642f, 0x00006460, 0x00006493,
+	0x000064c2, 0x000064cd, 0x000064d1, 0x000064e3,
 	// Entry 1A0 - 1BF
-	0x00006278, 0x00006285, 0x0000629a, 0x000062ad,
-	0x000062d8, 0x00006305, 0x0000633c, 0x00006386,
-	0x00006398, 0x000063d0, 0x000063e7, 0x000063f3,
-	0x0000640a, 0x0000643e, 0x00006488, 0x000064bd,
-	0x000064c6, 0x000064dd, 0x0000650b, 0x0000651e,
-	0x00006530, 0x00006541, 0x0000658d, 0x00006607,
-	0x0000662b, 0x00006636, 0x00006641, 0x0000664c,
-	0x00006656, 0x00006660, 0x00006669, 0x00006672,
+	0x000064f8, 0x00006506, 0x00006560, 0x000065c5,
+	0x000065e2, 0x00006625, 0x0000668c, 0x00006699,
+	0x000066ae, 0x000066c1, 0x000066ec, 0x00006719,
+	0x00006750, 0x0000679a, 0x000067ac, 0x000067e4,
+	0x000067fb, 0x00006807, 0x0000681e, 0x00006852,
+	0x0000689c, 0x000068d1, 0x000068da, 0x000068f1,
+	0x0000691f, 0x00006932, 0x00006944, 0x00006955,
+	0x000069a1, 0x00006a1b, 0x00006a3f, 0x00006a4a,
 	// Entry 1C0 - 1DF
-	0x0000667b, 0x00006684, 0x0000668d, 0x00006694,
-	0x000066a2, 0x000066a8, 0x000066af, 0x000066b6,
-	0x000066bf, 0x000066c4, 0x000066d2, 0x000066d8,
-	0x000066de, 0x000066e4, 0x000066ec, 0x000066f5,
-	0x000066fe, 0x00006711, 0x00006722, 0x00006745,
-	0x00006766, 0x00006775, 0x00006780, 0x0000678b,
-	0x00006798, 0x0000679c, 0x000067a0, 0x000067ae,
-	0x000067bc, 0x000067ca, 0x000067ea, 0x000067fd,
+	0x00006a55, 0x00006a60, 0x00006a6a, 0x00006a74,
+	0x00006a7d, 0x00006a86, 0x00006a8f, 0x00006a98,
+	0x00006aa1, 0x00006aa8, 0x00006ab6, 0x00006abc,
+	0x00006ac3, 0x00006aca, 0x00006ad3, 0x00006ad8,
+	0x00006ae6, 0x00006aec, 0x00006af2, 0x00006af8,
+	0x00006b00, 0x00006b09, 0x00006b12, 0x00006b25,
+	0x00006b36, 0x00006b59, 0x00006b7a, 0x00006b89,
+	0x00006b94, 0x00006b9f, 0x00006bac, 0x00006bb0,
 	// Entry 1E0 - 1FF
-	0x00006816, 0x0000682b, 0x0000683c, 0x0000684e,
-	0x00006860, 0x00006866, 0x0000686d, 0x00006875,
-	0x0000687d, 0x0000689b, 0x000068b9, 0x000068d0,
-	0x000068e5, 0x000068f6, 0x000068fc, 0x00006915,
-	0x00006920, 0x00006954, 0x00006961, 0x0000697f,
-	0x0000698d, 0x00006996, 0x0000699d, 0x000069b8,
-	0x000069c2, 0x000069d5, 0x00006a0f, 0x00006a18,
-	0x00006a27, 0x00006a8b, 0x00006a97, 0x00006aa1,
+	0x00006bb4, 0x00006bc2, 0x00006bd0, 0x00006bde,
+	0x00006bfe, 0x00006c11, 0x00006c2a, 0x00006c3f,
+	0x00006c50, 0x00006c62, 0x00006c74, 0x00006c7a,
+	0x00006c81, 0x00006c89, 0x00006c91, 0x00006caf,
+	0x00006ccd, 0x00006ce4, 0x00006cf9, 0x00006d0a,
+	0x00006d10, 0x00006d29, 0x00006d34, 0x00006d68,
+	0x00006d75, 0x00006d93, 0x00006da1, 0x00006daa,
+	0x00006db1, 0x00006dcc, 0x00006dd6, 0x00006de9,
 	// Entry 200 - 21F
-	0x00006ad1, 0x00006b2c, 0x00006c13, 0x00006c1e,
-	0x00006c51, 0x00006c8f, 0x00006d08, 0x00006d2d,
-	0x00006d32, 0x00006d52, 0x00006d6f, 0x00006d8f,
-	0x00006da4, 0x00006de5, 0x00006df0, 0x00006dfa,
-	0x00006e23, 0x00006e98, 0x00006ea9, 0x00006ee6,
-	0x00006f1a, 0x00006f7b, 0x00006fc5, 0x00006fd3,
-	0x0000700f, 0x00007039, 0x0000707e, 0x000070a6,
-	0x000070e5, 0x00007106, 0x00007144, 0x00007184,
+	0x00006e23, 0x00006e2c, 0x00006e3b, 0x00006e9f,
+	0x00006eab, 0x00006eb5, 0x00006ee5, 0x00006f40,
+	0x00007027, 0x00007032, 0x00007065, 0x000070a3,
+	0x0000711c, 0x00007141, 0x00007146, 0x00007166,
+	0x00007183, 0x000071a3, 0x000071b8, 0x000071f9,
+	0x00007204, 0x0000720e, 0x00007237, 0x000072ac,
+	0x000072bd, 0x000072fa, 0x0000732e, 0x0000738f,
+	0x000073d9, 0x000073e7, 0x00007423, 0x0000744d,
 	// Entry 220 - 23F
-	0x000071a4, 0x000071e5, 0x0000720f, 0x00007236,
-	0x000072b9, 0x000072d1, 0x000072e5, 0x000072fc,
-	0x0000730a, 0x00007315, 0x00007338, 0x00007376,
-	0x00007395, 0x000073b1, 0x0000741f, 0x000074f1,
-	0x00007550, 0x000075d5, 0x00007652, 0x00007766,
-	0x00007869, 0x000078b0, 0x0000793d, 0x000079ac,
-	0x000079f2, 0x00007b3f, 0x00007b67, 0x00007b8a,
-	0x00007bc1, 0x00007c52, 0x00007ca5, 0x00007cce,
+	0x00007492, 0x000074ba, 0x000074f9, 0x0000751a,
+	0x00007558, 0x00007598, 0x000075b8, 0x000075f9,
+	0x00007623, 0x0000764a, 0x000076cd, 0x000076e5,
+	0x000076f9, 0x00007710, 0x0000771e, 0x00007729,
+	0x0000774c, 0x0000778a, 0x000077a9, 0x000077c5,
+	0x00007833, 0x00007905, 0x00007964, 0x000079e9,
+	0x00007a66, 0x00007b7a, 0x00007c7d, 0x00007cc4,
+	0x00007d51, 0x00007dc0, 0x00007e06, 0x00007f53,
 	// Entry 240 - 25F
-	0x00007db0, 0x00007dd6, 0x00007e1d, 0x00007ea1,
-	0x00007f1c, 0x00007f99, 0x00007fc1, 0x00007fe9,
-	0x00008030, 0x0000807a, 0x000080ad, 0x000080c0,
-	0x000081c8, 0x000081f6, 0x00008232, 0x00008248,
-	0x000082dc, 0x000082ef, 0x0000832c, 0x00008385,
-	0x000083c1, 0x000083d4, 0x00008428, 0x0000845d,
-	0x0000846f, 0x00008486, 0x000084c5, 0x00008517,
-	0x00008543, 0x000085e0, 0x00008686, 0x00008733,
+	0x00007f7b, 0x00007f9e, 0x00007fd5, 0x00008066,
+	0x000080b9, 0x000080e2, 0x000081c4, 0x000081ea,
+	0x00008231, 0x000082b5, 0x00008330, 0x000083ad,
+	0x000083d5, 0x000083fd, 0x00008444, 0x0000848e,
+	0x000084c1, 0x000084d4, 0x000085dc, 0x0000860a,
+	0x00008646, 0x0000865c, 0x000086f0, 0x00008703,
+	0x00008740, 0x00008799, 0x000087d5, 0x000087e8,
+	0x0000883c, 0x00008871, 0x00008883, 0x0000889a,
 	// Entry 260 - 27F
-	0x00008743, 0x000087a3, 0x00008814, 0x00008899,
-	0x0000892e, 0x00008939, 0x00008956, 0x00008975,
-	0x00008986, 0x000089a0, 0x000089a9, 0x000089b3,
-	0x00008a01, 0x00008a46, 0x00008a65, 0x00008a9a,
-	0x00008aeb, 0x00008afc, 0x00008b46, 0x00008b5c,
-	0x00008b70, 0x00008b89, 0x00008b9f, 0x00008bc9,
-	0x00008bd1, 0x00008be4, 0x00008beb, 0x00008c06,
-	0x00008c26, 0x00008c56, 0x00008c6d, 0x00008c83,
+	0x000088d9, 0x0000892b, 0x00008957, 0x000089f4,
+	0x00008a9a, 0x00008b47, 0x00008b57, 0x00008bb7,
+	0x00008c28, 0x00008cad, 0x00008d42, 0x00008d4d,
+	0x00008d6a, 0x00008d89, 0x00008d9a, 0x00008db4,
+	0x00008dbd, 0x00008dc7, 0x00008e15, 0x00008e5a,
+	0x00008e79, 0x00008eae, 0x00008eff, 0x00008f10,
+	0x00008f5a, 0x00008f70, 0x00008f84, 0x00008f9d,
+	0x00008fb3, 0x00008fdd, 0x00008fe5, 0x00008ff8,
 	// Entry 280 - 29F
-	0x00008cbb, 0x00008cf6, 0x00008d22, 0x00008da5,
-	0x00008db6, 0x00008dd0, 0x00008ddb, 0x00008def,
-	0x00008e01, 0x00008e17, 0x00008e29, 0x00008e3b,
-	0x00008e41, 0x00008e53, 0x00008e61, 0x00008e70,
-	0x00008e7c, 0x00008e92, 0x00008ebc, 0x00008eef,
-	0x00008f97, 0x00008fe7, 0x0000900f, 0x00009061,
-	0x000090a3, 0x000090df, 0x000090f6, 0x000091c0,
-	0x000091ed, 0x000093a7, 0x000093c1, 0x000093da,
+	0x00008fff, 0x0000901a, 0x0000903a, 0x0000906a,
+	0x00009081, 0x00009097, 0x000090cf, 0x0000910a,
+	0x00009136, 0x000091b9, 0x000091ca, 0x000091e4,
+	0x000091ef, 0x00009203, 0x00009215, 0x0000922b,
+	0x0000923d, 0x0000924f, 0x00009255, 0x00009267,
+	0x00009275, 0x00009284, 0x00009290, 0x000092a6,
+	0x000092d0, 0x00009303, 0x000093ab, 0x000093fb,
+	0x00009423, 0x00009475, 0x000094b7, 0x000094f3,
 	// Entry 2A0 - 2BF
-	0x000093fb, 0x00009412, 0x0000943f, 0x00009446,
-	0x00009460, 0x00009486, 0x0000949b, 0x000094f5,
-	0x0000958a, 0x000095ed, 0x00009600, 0x00009627,
-	0x0000964f, 0x0000965d, 0x000096b1, 0x000096c1,
-	0x000096d2, 0x000096d9, 0x0000980f, 0x00009816,
-	0x00009850, 0x00009855, 0x0000986a, 0x0000987e,
-	0x00009890, 0x000098a6, 0x000098b6, 0x000098f3,
-	0x00009933, 0x0000994e, 0x0000995f, 0x000099a3,
+	0x0000950a, 0x000095d4, 0x00009601, 0x000097bb,
+	0x000097d5, 0x000097ee, 0x0000980f, 0x00009826,
+	0x00009853, 0x0000985a, 0x00009874, 0x0000989a,
+	0x000098af, 0x00009909, 0x0000999e, 0x00009a01,
+	0x00009a14, 0x00009a3b, 0x00009a63, 0x00009a71,
+	0x00009ac5, 0x00009ad5, 0x00009ae6, 0x00009aed,
+	0x00009c23, 0x00009c2a, 0x00009c64, 0x00009c69,
+	0x00009c7e, 0x00009c92, 0x00009ca4, 0x00009cba,
 	// Entry 2C0 - 2DF
-	0x000099c4, 0x000099d6, 0x000099e8, 0x00009abd,
-	0x00009ad5, 0x00009b76, 0x00009c05, 0x00009c15,
-	0x00009cef, 0x00009db1, 0x00009db6, 0x00009dc6,
-	0x00009dd4, 0x00009de4, 0x00009df4, 0x00009e02,
-	0x00009e12, 0x00009e1c, 0x00009e45, 0x00009e5f,
-	0x00009e7a, 0x00009f08, 0x00009f46, 0x00009f57,
-	0x00009fee, 0x00009ffb, 0x0000a016, 0x0000a06f,
-	0x0000a083, 0x0000a0a1, 0x0000a11b, 0x0000a15c,
+	0x00009cca, 0x00009d07, 0x00009d47, 0x00009d62,
+	0x00009d73, 0x00009db7, 0x00009dd8, 0x00009dea,
+	0x00009dfc, 0x00009ed1, 0x00009ee9, 0x00009f8a,
+	0x0000a019, 0x0000a029, 0x0000a103, 0x0000a1c5,
+	0x0000a1ca, 0x0000a1da, 0x0000a1e8, 0x0000a1f8,
+	0x0000a208, 0x0000a216, 0x0000a226, 0x0000a230,
+	0x0000a259, 0x0000a273, 0x0000a28e, 0x0000a31c,
+	0x0000a35a, 0x0000a36b, 0x0000a402, 0x0000a40f,
 	// Entry 2E0 - 2FF
-	0x0000a1d2, 0x0000a1f1, 0x0000a307, 0x0000a320,
-	0x0000a366, 0x0000a37e, 0x0000a3d1, 0x0000a40c,
-	0x0000a4a4, 0x0000a4d0, 0x0000a4f6, 0x0000a52a,
-	0x0000a542, 0x0000a56d, 0x0000a616, 0x0000a620,
-	0x0000a6a8, 0x0000a6dd, 0x0000a71e, 0x0000a89a,
-	0x0000aa19, 0x0000aaf2, 0x0000ac07, 0x0000ad23,
-	0x0000ad3c, 0x0000adb8, 0x0000ae81, 0x0000af0a,
-	0x0000af17, 0x0000af69, 0x0000af6f, 0x0000b023,
+	0x0000a42a, 0x0000a483, 0x0000a497, 0x0000a4b5,
+	0x0000a52f, 0x0000a570, 0x0000a5e6, 0x0000a605,
+	0x0000a71b, 0x0000a734, 0x0000a77a, 0x0000a792,
+	0x0000a7e5, 0x0000a820, 0x0000a8b8, 0x0000a8e4,
+	0x0000a90a, 0x0000a93e, 0x0000a956, 0x0000a981,
+	0x0000aa2a, 0x0000aa34, 0x0000aabc, 0x0000aaf1,
+	0x0000ab32, 0x0000acae, 0x0000ae2d, 0x0000af06,
+	0x0000b01b, 0x0000b137, 0x0000b150, 0x0000b1cc,
 	// Entry 300 - 31F
-	0x0000b0d3, 0x0000b105, 0x0000b131, 0x0000b19a,
-	0x0000b241, 0x0000b303, 0x0000b333, 0x0000b340,
-	0x0000b346, 0x0000b35c, 0x0000b367, 0x0000b36e,
-	0x0000b379, 0x0000b387, 0x0000b394, 0x0000b3a2,
-	0x0000b3bb, 0x0000b3e8, 0x0000b491, 0x0000b4a4,
-	0x0000b4ae, 0x0000b53d, 0x0000b59e, 0x0000b5fa,
-	0x0000b60c, 0x0000b626, 0x0000b639, 0x0000b677,
-	0x0000b6b3, 0x0000b6d0, 0x0000b6dd, 0x0000b6eb,
+	0x0000b295, 0x0000b31e, 0x0000b32b, 0x0000b37d,
+	0x0000b383, 0x0000b437, 0x0000b4e7, 0x0000b519,
+	0x0000b545, 0x0000b5ae, 0x0000b655, 0x0000b717,
+	0x0000b747, 0x0000b754, 0x0000b75a, 0x0000b770,
+	0x0000b77b, 0x0000b782, 0x0000b78d, 0x0000b79b,
+	0x0000b7a8, 0x0000b7b6, 0x0000b7cf, 0x0000b7fc,
+	0x0000b8a5, 0x0000b8b8, 0x0000b8c2, 0x0000b951,
+	0x0000b9b2, 0x0000ba0e, 0x0000ba20, 0x0000ba3a,
 	// Entry 320 - 33F
-	0x0000b6f9, 0x0000b709, 0x0000b745, 0x0000b77f,
-	0x0000b7fc, 0x0000b807, 0x0000b831, 0x0000b83e,
-	0x0000b85a, 0x0000b85e, 0x0000b870, 0x0000b932,
-	0x0000b965, 0x0000b970, 0x0000b97a, 0x0000b98f,
-	0x0000b998, 0x0000b9a2, 0x0000b9b7, 0x0000b9db,
-	0x0000b9f5, 0x0000ba0a, 0x0000ba36, 0x0000ba75,
-	0x0000ba7a, 0x0000ba8f, 0x0000baa1, 0x0000bad6,
-	0x0000bae7, 0x0000bb14, 0x0000bb43, 0x0000bc65,
+	0x0000ba4d, 0x0000ba8b, 0x0000bac7, 0x0000bae4,
+	0x0000baf1, 0x0000baff, 0x0000bb0d, 0x0000bb1d,
+	0x0000bb59, 0x0000bb93, 0x0000bc10, 0x0000bc1b,
+	0x0000bc45, 0x0000bc52, 0x0000bc6e, 0x0000bc72,
+	0x0000bc84, 0x0000bd46, 0x0000bd79, 0x0000bd84,
+	0x0000bd8e, 0x0000bda3, 0x0000bdac, 0x0000bdb6,
+	0x0000bdcb, 0x0000bdef, 0x0000be09, 0x0000be1e,
+	0x0000be4a, 0x0000be89, 0x0000be8e, 0x0000bea3,
 	// Entry 340 - 35F
-	0x0000bd87, 0x0000bdfd, 0x0000be88, 0x0000bf17,
-	0x0000bf7e, 0x0000bfc0, 0x0000c012, 0x0000c05a,
-	0x0000c0cd, 0x0000c115, 0x0000c143, 0x0000c171,
-	0x0000c1a4, 0x0000c1d7,
-} // Size: 3408 bytes
+	0x0000beb5, 0x0000beea, 0x0000befb, 0x0000bf28,
+	0x0000bf57, 0x0000c079, 0x0000c19b, 0x0000c211,
+	0x0000c29c, 0x0000c32b, 0x0000c392, 0x0000c3d4,
+	0x0000c426, 0x0000c46e, 0x0000c4e1, 0x0000c529,
+	0x0000c557, 0x0000c585, 0x0000c5b8, 0x0000c5eb,
+} // Size: 3432 bytes
 
-const frData string = "" + // Size: 49623 bytes
+const frData string = "" + // Size: 50667 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1963,219 +1982,229 @@ const frData string = "" + // Size: 49623 bytes
 	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
 	"n’y écrivez aucune donnée de client.\x02Motif (consigné dans le journal " +
 	"d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre l’in" +
-	"stance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurre" +
-	"nce en échec au nœud %[1]s est proposée de nouveau, avec un budget de te" +
-	"ntatives neuf.\x02Les exécutants peuvent de nouveau la prendre en charge" +
-	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
-	"es et sa dernière erreur restent dans son historique. Aucune occurrence " +
-	"n’est terminée à la place d’un exécutant.\x02Reprendre l’instance\x02Aba" +
-	"ndonner l’instance de processus %[1]s\x02Abandonner cette instance\u202f" +
-	"? Elle passe en échec avec le code d’erreur abandoned.\x02Son occurrence" +
-	" en échec reste telle quelle et rien n’est terminé à sa place. Une insta" +
-	"nce abandonnée ne peut pas être reprise.\x02Abandonner l’instance\x02Arr" +
-	"êter l’instance de processus %[1]s\x02Arrêter cette instance\u202f? Ses" +
-	" occurrences ouvertes sont annulées.\x02Les exécutants qui en détiennent" +
-	" une en sont avertis aussitôt par un flux, à leur prochaine prolongation" +
-	" de verrou ou à leur prochain retour en interrogation longue, et leurs r" +
-	"ésultats sont refusés\u202f; un appel push en cours est interrompu, mai" +
-	"s sa destination a peut-être déjà traité la requête (une carte débitée" +
-	"\u202f: vérifiez-le chez elle). Rien n’est terminé à leur place, et une " +
-	"instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette i" +
-	"nstance ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a é" +
-	"choué avant toute tentative (ses entrées n’ont pas pu être construites)," +
-	" une reprise échouerait donc de la même façon. Abandonnez-la ou arrêtez-" +
-	"la.\x02Son dernier appel a reçu une réponse de succès, avec des sorties " +
-	"que le contrat a refusées\u202f: la destination a très probablement agi." +
-	" Vérifiez auprès de la destination avant de reprendre, sinon elle agira " +
-	"deux fois (une carte débitée deux fois).\x02Son dernier appel a peut-êtr" +
-	"e été exécuté malgré tout (sa réponse a été perdue, ou est arrivée après" +
-	" le délai)\u202f: vérifiez auprès de la destination qu’elle n’a pas agi " +
-	"avant de reprendre, sinon elle agira deux fois (une carte débitée deux f" +
-	"ois).\x02Rien n’a été fait.\x02Impossible d’agir sur cette instance\x02R" +
-	"etour à l’instance\x02Quelqu’un a agi sur cette instance après l’ouvertu" +
-	"re de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: rega" +
-	"rdez-la de nouveau avant de décider.\x02Cette instance est déjà terminée" +
-	" (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouve" +
-	"rture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cett" +
-	"e instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’u" +
-	"n a agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s" +
-	"). Rien n’a été fait.\x02Cette instance est %[1]s, pas bloquée\u202f: il" +
-	" n’y a rien à reprendre. Un échec termine son instance, sauf si le on_er" +
-	"ror du nœud mène à hold (un incident qui attend un opérateur)\u202f; dém" +
-	"arrez une nouvelle instance (avec une nouvelle Idempotency-Key, ou sans)" +
-	" pour refaire le travail.\x02Cette instance est %[1]s, pas bloquée\u202f" +
-	": il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée" +
-	"\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: i" +
-	"l n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instance après l’ou" +
-	"verture de cette page. Rien n’a été fait\u202f: regardez-la de nouveau a" +
-	"vant de décider.\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
-	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
-	".\x02Cette instance est déjà terminée\u202f; il n’y a rien à arrêter." +
-	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
-	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
-	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
-	"nstance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consig" +
-	"né.\x02Le motif que vous avez donné, non consigné\u202f:\x02Cette instan" +
-	"ce était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien" +
-	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
-	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
-	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
-	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
-	"ertes sont annulées. Consigné dans le journal d’audit.\x02Relais a refus" +
-	"é l’action. Rien n’a été fait.\x02Indiquez un motif\u202f: il est consi" +
-	"gné dans le journal d’audit (%[1]d caractères au plus). Rien n’a été fai" +
-	"t.\x02Le motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus" +
-	". Raccourcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’" +
-	"applique aux instances en cours ou bloquées, pas à celles au statut «" +
-	"\u202f%[1]s\u202f».\x02La reprise et l’abandon s’appliquent aux instance" +
-	"s bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Mot" +
-	"if (consigné dans le journal d’audit pour chaque instance)\x02Revenir à " +
-	"la liste\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à " +
-	"sa réponse\u202f: si elle cesse d’attendre avant, l’action va tout de mê" +
-	"me jusqu’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)" +
-	"\x02Reprendre toutes les instances bloquées que ce filtre retient\x02L’o" +
-	"ccurrence en échec de chacune est proposée de nouveau, avec un budget de" +
-	" tentatives neuf. Aucune occurrence n’est terminée à la place d’un exécu" +
-	"tant.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au f" +
-	"iltre maintenant.\x00>\x02%[1]d instances bloquées correspondent au filt" +
-	"re maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance" +
-	"\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances" +
-	" bloquées que ce filtre retient\x02Chacune passe en échec avec le code d" +
-	"’erreur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00" +
-	"\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instan" +
-	"ces\x02Arrêter toutes les instances bloquées que ce filtre retient\x02Ar" +
-	"rêter toutes les instances en cours que ce filtre retient\x14\x01\x81" +
-	"\x01\x00\x029\x02%[1]d instance en cours correspond au filtre maintenant" +
-	".\x00=\x02%[1]d instances en cours correspondent au filtre maintenant." +
-	"\x02Arrêter toutes les instances en cours ou bloquées que ce filtre reti" +
-	"ent\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée corre" +
-	"spond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées" +
-	" correspondent au filtre maintenant.\x02Chacune est annulée avec ses occ" +
-	"urrences ouvertes\u202f; une instance arrêtée ne peut pas être reprise." +
-	"\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrête" +
-	"r %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle cett" +
-	"e action s’applique ne correspond au filtre.\x02Un code d’erreur est com" +
-	"paré tel quel, majuscules comprises.\x02Aucun processus, aucune clé méti" +
-	"er, aucun code d’erreur ni date de création ne restreint ce filtre\u202f" +
-	": l’action s’applique aux instances de tous les processus.\x02Processus" +
-	"\x02Version\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœu" +
-	"d de\x02Créées depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun" +
-	"\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupes les" +
-	" plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00" +
-	"\x02\xcd\x01\x02%[1]d d’entre elles appelle une destination en ce moment" +
-	"\u202f: un arrêt interrompt l’appel, mais la destination a peut-être déj" +
-	"à traité la requête (une carte débitée\u202f: vérifiez-le chez elle)." +
-	"\x00\xcf\x01\x02%[1]d d’entre elles appellent une destination en ce mome" +
-	"nt\u202f: un arrêt interrompt l’appel, mais la destination a peut-être d" +
-	"éjà traité la requête (une carte débitée\u202f: vérifiez-le chez elle)." +
-	"\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un" +
-	" appel push qui a peut-être été exécuté malgré tout\u202f: il s’est term" +
-	"iné par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, o" +
-	"u est arrivée après le délai), ou par invalid_outputs (la destination a " +
-	"répondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
-	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
-	"ira deux fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entr" +
-	"e elles sont bloquées à un appel push qui a peut-être été exécuté malgré" +
-	" tout\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (" +
-	"sa réponse a été perdue, ou est arrivée après le délai), ou par invalid_" +
-	"outputs (la destination a répondu un succès dont le contrat a refusé les" +
-	" sorties). Vérifiez auprès de la destination qu’elle n’a pas agi avant d" +
-	"e reprendre, sinon elle agira deux fois (une carte débitée deux fois)." +
-	"\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échou" +
-	"é avant toute tentative (ses entrées n’ont pas pu être construites)" +
-	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
-	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
-	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
-	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
-	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
-	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-v" +
-	"ous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de ver" +
-	"sion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune" +
-	" définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’" +
-	"une définition\u202f: celle qu’exécute le nœud où une instance est bloqu" +
-	"ée, pas le nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]" +
-	"d.\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
-	"e a changé depuis le décompte (il était de %[1]d)\u202f: entre-temps, de" +
-	"s instances ont été clôturées, reprises ou traitées. Rien n’a été fait" +
-	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette act" +
-	"ion groupée a déjà été appliquée (le formulaire a été envoyé de nouveau)" +
-	"\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été fa" +
-	"it.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d ins" +
-	"tance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
-	"\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le com" +
-	"ptage (clôturée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignoré" +
-	"es\u202f: elles ont changé après le comptage (clôturées, ou traitées par" +
-	" quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Q" +
-	"ui\x02Action\x02Motif\x02Instance de processus\x02Occurrence proposée de" +
-	" nouveau\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque rep" +
-	"rise, abandon et arrêt appliqué par un opérateur, et chaque effacement f" +
-	"ait par un administrateur, avec son motif. Les révélations de valeurs se" +
-	"nsibles ont leur propre journal, que les administrateurs lisent sur la p" +
-	"age Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un j" +
-	"eton, exact\x02exacte\u202f; les instances supprimées depuis ne sont pas" +
-	" trouvées\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filt" +
-	"res\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
-	"\x02L’instance de processus doit être un identifiant d’instance complet " +
-	"(un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f;" +
-	" ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.\x02L" +
-	"’action groupée doit être désignée par son identifiant (un UUID).\x02A" +
-	"ctions d’opérateurs, les plus récentes d’abord\x02Aucune action groupée " +
-	"n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depu" +
-	"is le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instan" +
-	"ce que l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque" +
-	" rechargement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d inst" +
-	"ances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, ch" +
-	"aque rechargement montre où elle en est.\x02Action groupée (%[1]s) par %" +
-	"[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d, traitées" +
-	"\u202f: %[4]d, ignorées car changées après le compte\u202f: %[6]d. Elle " +
-	"s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée " +
-	"le %[3]s, arrêtée par une erreur — instances comptées\u202f: %[5]d, trai" +
-	"tées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste ap" +
-	"pliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action " +
-	"groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comp" +
-	"tées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]" +
-	"d. Chaque rechargement montre où elle en est.\x02Aucun progrès depuis %[" +
-	"1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a" +
-	" appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le" +
-	" reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Al" +
-	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Pr" +
-	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
-	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Desti" +
-	"nations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)" +
-	"\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages " +
-	"d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspend" +
-	"u\x02Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fu" +
-	"seau horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargemen" +
-	"t suspendu\x02Reprendre le rechargement\x02Cette page se recharge toutes" +
-	" les %[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Vot" +
-	"re rôle ne permet de lire que les définitions et les processus\u202f: le" +
-	"s tâches externes et les instances de processus sont réservées aux opéra" +
-	"teurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1" +
-	"]s\u202f» contient le caractère NUL ou des octets qui ne sont pas du tex" +
-	"te UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
-	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
-	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
-	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
-	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
-	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
-	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
-	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
-	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
-	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
-	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
-	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
-	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
-	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
-	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
-	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
-	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
-	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"stance de processus %[1]s\x02Reprendre maintenant\u202f? L’occurrence du" +
+	" nœud %[1]s attend sa nouvelle tentative à %[2]s\u202f; elle est proposé" +
+	"e dès maintenant, ses tentatives restantes inchangées.\x02Les exécutants" +
+	" peuvent la prendre en charge aussitôt (une occurrence push appelle sa d" +
+	"estination dès maintenant). Ses tentatives précédentes et sa dernière er" +
+	"reur restent dans son historique. Aucune occurrence n’est terminée à la " +
+	"place d’un exécutant.\x02Reprendre maintenant\x02Reprendre cette instanc" +
+	"e\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, " +
+	"avec un budget de tentatives neuf.\x02Les exécutants peuvent de nouveau " +
+	"la prendre en charge (une occurrence push rappelle sa destination). Ses " +
+	"tentatives précédentes et sa dernière erreur restent dans son historique" +
+	". Aucune occurrence n’est terminée à la place d’un exécutant.\x02Reprend" +
+	"re l’instance\x02Abandonner l’instance de processus %[1]s\x02Abandonner " +
+	"cette instance\u202f? Elle passe en échec avec le code d’erreur abandone" +
+	"d.\x02Son occurrence en échec reste telle quelle et rien n’est terminé à" +
+	" sa place. Une instance abandonnée ne peut pas être reprise.\x02Abandonn" +
+	"er l’instance\x02Arrêter l’instance de processus %[1]s\x02Arrêter cette " +
+	"instance\u202f? Ses occurrences ouvertes sont annulées.\x02Les exécutant" +
+	"s qui en détiennent une en sont avertis aussitôt par un flux, à leur pro" +
+	"chaine prolongation de verrou ou à leur prochain retour en interrogation" +
+	" longue, et leurs résultats sont refusés\u202f; un appel push en cours e" +
+	"st interrompu, mais sa destination a peut-être déjà traité la requête (u" +
+	"ne carte débitée\u202f: vérifiez-le chez elle). Rien n’est terminé à leu" +
+	"r place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’ins" +
+	"tance\x02Cette instance ne peut pas être reprise\u202f: son occurrence a" +
+	"u nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
+	"re construites), une reprise échouerait donc de la même façon. Abandonne" +
+	"z-la ou arrêtez-la.\x02Son dernier appel a reçu une réponse de succès, a" +
+	"vec des sorties que le contrat a refusées\u202f: la destination a très p" +
+	"robablement agi. Vérifiez auprès de la destination avant de reprendre, s" +
+	"inon elle agira deux fois (une carte débitée deux fois).\x02Son dernier " +
+	"appel a peut-être été exécuté malgré tout (sa réponse a été perdue, ou e" +
+	"st arrivée après le délai)\u202f: vérifiez auprès de la destination qu’e" +
+	"lle n’a pas agi avant de reprendre, sinon elle agira deux fois (une cart" +
+	"e débitée deux fois).\x02Rien n’a été fait.\x02Impossible d’agir sur cet" +
+	"te instance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance" +
+	" après l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été " +
+	"fait\u202f: regardez-la de nouveau avant de décider.\x02Cette instance e" +
+	"st déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur e" +
+	"lle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a é" +
+	"té fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
+	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
+	"loquée\u202f: il n’y a rien à reprendre. Un échec termine son instance, " +
+	"sauf si le on_error du nœud mène à hold (un incident qui attend un opéra" +
+	"teur)\u202f; démarrez une nouvelle instance (avec une nouvelle Idempoten" +
+	"cy-Key, ou sans) pour refaire le travail.\x02Cette instance est %[1]s, p" +
+	"as bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s" +
+	", pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %" +
+	"[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instan" +
+	"ce après l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la" +
+	" de nouveau avant de décider.\x02Aucune de ses occurrences n’attend plus" +
+	" de nouvelle tentative\u202f: elle a été proposée, ou prise par un exécu" +
+	"tant, entre-temps. Rien n’a été fait.\x02Cette instance n’est plus bloqu" +
+	"ée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
+	"ous. Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il n’" +
+	"y a rien à arrêter.\x02Son occurrence a échoué avant toute tentative" +
+	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
+	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
+	"’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a chan" +
+	"gé et rien n’a été consigné.\x02Le motif que vous avez donné, non consig" +
+	"né\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2]s\u202f" +
+	"; rien n’a changé et rien n’a été consigné.\x02Reprise immédiate\u202f: " +
+	"l’occurrence du nœud %[1]s est proposée aussitôt. Consigné dans le journ" +
+	"al d’audit.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de" +
+	" nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance" +
+	" est passée en échec avec le code d’erreur abandoned. Consigné dans le j" +
+	"ournal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes s" +
+	"ont annulées. Consigné dans le journal d’audit.\x02Relais a refusé l’act" +
+	"ion. Rien n’a été fait.\x02Indiquez un motif\u202f: il est consigné dans" +
+	" le journal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le" +
+	" motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccou" +
+	"rcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique" +
+	" aux instances en cours ou bloquées, pas à celles au statut «\u202f%[1]s" +
+	"\u202f».\x02La reprise et l’abandon s’appliquent aux instances bloquées," +
+	" pas à celles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consign" +
+	"é dans le journal d’audit pour chaque instance)\x02Revenir à la liste" +
+	"\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à sa répon" +
+	"se\u202f: si elle cesse d’attendre avant, l’action va tout de même jusqu" +
+	"’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)\x02Repr" +
+	"endre toutes les instances bloquées que ce filtre retient\x02L’occurrenc" +
+	"e en échec de chacune est proposée de nouveau, avec un budget de tentati" +
+	"ves neuf. Aucune occurrence n’est terminée à la place d’un exécutant." +
+	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre" +
+	" maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtre ma" +
+	"intenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00" +
+	"\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances blo" +
+	"quées que ce filtre retient\x02Chacune passe en échec avec le code d’err" +
+	"eur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02A" +
+	"rrêter toutes les instances bloquées que ce filtre retient\x02Arrêter to" +
+	"utes les instances en cours que ce filtre retient\x14\x01\x81\x01\x00" +
+	"\x029\x02%[1]d instance en cours correspond au filtre maintenant.\x00=" +
+	"\x02%[1]d instances en cours correspondent au filtre maintenant.\x02Arrê" +
+	"ter toutes les instances en cours ou bloquées que ce filtre retient\x14" +
+	"\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée correspond a" +
+	"u filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées corres" +
+	"pondent au filtre maintenant.\x02Chacune est annulée avec ses occurrence" +
+	"s ouvertes\u202f; une instance arrêtée ne peut pas être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
+	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
+	" s’applique ne correspond au filtre.\x02Un code d’erreur est comparé tel" +
+	" quel, majuscules comprises.\x02Aucun processus, aucune clé métier, aucu" +
+	"n code d’erreur ni date de création ne restreint ce filtre\u202f: l’acti" +
+	"on s’applique aux instances de tous les processus.\x02Processus\x02Versi" +
+	"on\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02C" +
+	"réées depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par pr" +
+	"ocessus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nomb" +
+	"reux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd" +
+	"\x01\x02%[1]d d’entre elles appelle une destination en ce moment\u202f: " +
+	"un arrêt interrompt l’appel, mais la destination a peut-être déjà traité" +
+	" la requête (une carte débitée\u202f: vérifiez-le chez elle).\x00\xcf" +
+	"\x01\x02%[1]d d’entre elles appellent une destination en ce moment\u202f" +
+	": un arrêt interrompt l’appel, mais la destination a peut-être déjà trai" +
+	"té la requête (une carte débitée\u202f: vérifiez-le chez elle).\x14\x01" +
+	"\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel p" +
+	"ush qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par " +
+	"outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou est ar" +
+	"rivée après le délai), ou par invalid_outputs (la destination a répondu " +
+	"un succès dont le contrat a refusé les sorties). Vérifiez auprès de la d" +
+	"estination qu’elle n’a pas agi avant de reprendre, sinon elle agira deux" +
+	" fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles " +
+	"sont bloquées à un appel push qui a peut-être été exécuté malgré tout" +
+	"\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (sa ré" +
+	"ponse a été perdue, ou est arrivée après le délai), ou par invalid_outpu" +
+	"ts (la destination a répondu un succès dont le contrat a refusé les sort" +
+	"ies). Vérifiez auprès de la destination qu’elle n’a pas agi avant de rep" +
+	"rendre, sinon elle agira deux fois (une carte débitée deux fois).\x14" +
+	"\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué av" +
+	"ant toute tentative (ses entrées n’ont pas pu être construites)\u202f: e" +
+	"lle ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrê" +
+	"tez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant " +
+	"toute tentative (leurs entrées n’ont pas pu être construites)\u202f: ell" +
+	"es ne peuvent pas être reprises et ne sont pas comptées. Abandonnez-les " +
+	"ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur incon" +
+	"nu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «" +
+	"\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d" +
+	".\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définitio" +
+	"n n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une défini" +
+	"tion\u202f: celle qu’exécute le nœud où une instance est bloquée, pas le" +
+	" nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le no" +
+	"mbre confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé " +
+	"depuis le décompte (il était de %[1]d)\u202f: entre-temps, des instances" +
+	" ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérif" +
+	"iez le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a" +
+	" déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses t" +
+	"races sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
+	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôtu" +
+	"rée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: el" +
+	"les ont changé après le comptage (clôturées, ou traitées par quelqu’un d" +
+	"’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Acti" +
+	"on\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
+	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
+	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
+	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
+	"act\x02exacte\u202f; les instances supprimées depuis ne sont pas trouvée" +
+	"s\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02A" +
+	"ucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’insta" +
+	"nce de processus doit être un identifiant d’instance complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"’instance, ou copiez son lien, pour l’identifiant complet.\x02L’action" +
+	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
+	"opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’ide" +
+	"ntifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le jou" +
+	"rnal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’" +
+	"action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recharge" +
+	"ment montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que" +
+	" l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
+	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
+	"mencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d" +
+	", ignorées car changées après le compte\u202f: %[6]d. Elle s’est terminé" +
+	"e le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arr" +
+	"êtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f: " +
+	"%[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f" +
+	"; agissez de nouveau sur le filtre pour le reste.\x02Action groupée (%[1" +
+	"]s) par %[2]s, commencée le %[3]s, en cours — instances comptées\u202f: " +
+	"%[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque re" +
+	"chargement montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: l" +
+	"e réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué re" +
+	"ste appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02E" +
+	"rreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au conte" +
+	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
+	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
+	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
+	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
+	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
+	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
+	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
+	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
+	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
+	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
+	" permet de lire que les définitions et les processus\u202f: les tâches e" +
+	"xternes et les instances de processus sont réservées aux opérateurs et a" +
+	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
+	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
+	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
+	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
+	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
+	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
+	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
+	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
+	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
+	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
+	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
+	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
+	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
+	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
+	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
+	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
+	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
+	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
+	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
 	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
 	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
 	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
@@ -2310,367 +2339,372 @@ const frData string = "" + // Size: 49623 bytes
 	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
 	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
 	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
-	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la réte" +
-	"ntion conserve les instances terminées sans limite (RELAIS_RETENTION)" +
-	"\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique conserve les " +
-	"instances terminées sans limite\x02Supprimée par la rétention\x02les ins" +
-	"tances terminées sont conservées %[1]s (RELAIS_RETENTION)\x02les instanc" +
-	"es terminées sont conservées %[1]s, le RELAIS_RETENTION plus long d’une " +
-	"autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud" +
-	"\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée p" +
-	"ar un opérateur\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
-	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
-	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
-	"la dernière tentative a expiré sans tentative restante, après que Relais" +
-	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
-	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
-	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
-	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
-	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
-	"restante.\x02L’échéance est passée avant que l’occurrence soit terminée" +
-	"\u202f: aucune tentative n’a abouti à temps.\x02Le résultat ne respectai" +
-	"t pas le contrat de sorties de la révision.\x02La réponse à l’appel a ét" +
-	"é perdue (la connexion s’est rompue après l’envoi de la requête, ou Rel" +
-	"ais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enr" +
-	"egistrer)\u202f: on ignore si la destination a agi, donc Relais ne l’app" +
-	"elle pas de nouveau de lui-même (la reprise par un opérateur le fait)." +
-	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
-	".\x02La réponse de la destination était trop volumineuse.\x02La dernière" +
-	" tentative a pris fin sans résultat (son verrou a expiré, ou le flux de " +
-	"son exécutant s’est terminé), sans tentative restante.\x02Les entrées n’" +
-	"ont pas pu être construites à partir des liaisons du processus.\x02Un op" +
-	"érateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un " +
-	"échec sans nouvelle tentative restante (retries\u202f: 0, aucun retries" +
-	" envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occ" +
-	"urrence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP " +
-	"%[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécut" +
-	"ants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
-	"écutants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucu" +
-	"n exécutant actif ne prend la révision %[1]d\u202f: les exécutants actif" +
-	"s de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif n" +
-	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenn" +
-	"ent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
-	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
-	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
-	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
-	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
-	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
-	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
-	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
-	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
-	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
-	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
-	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
-	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
-	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
-	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
-	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
-	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
-	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
-	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
-	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	" journal d’audit.\x02Son occurrence au nœud %[1]s attend sa nouvelle ten" +
+	"tative à %[2]s\u202f: la reprise la propose dès maintenant, ses tentativ" +
+	"es restantes inchangées. L’arrêt annule l’instance et ses occurrences ou" +
+	"vertes. Ni l’une ni l’autre ne termine rien\u202f; chacune demande un mo" +
+	"tif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et s" +
+	"es occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2" +
+	"]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
+	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
+	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
+	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
+	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
+	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
+	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
+	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
+	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
+	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
+	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
+	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
+	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
+	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
+	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
+	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
+	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
+	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
+	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
+	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
+	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
+	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
+	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
+	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
+	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant que l’occurr" +
+	"ence soit terminée\u202f: aucune tentative n’a abouti à temps.\x02Le rés" +
+	"ultat ne respectait pas le contrat de sorties de la révision.\x02La répo" +
+	"nse à l’appel a été perdue (la connexion s’est rompue après l’envoi de l" +
+	"a requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donné" +
+	"es avant de l’enregistrer)\u202f: on ignore si la destination a agi, don" +
+	"c Relais ne l’appelle pas de nouveau de lui-même (la reprise par un opér" +
+	"ateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destination ét" +
+	"ait injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
+	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
+	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
+	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
+	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
+	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
+	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
+	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
+	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
+	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative" +
+	"\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou " +
+	"expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de" +
+	" l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente " +
+	"d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de" +
+	" l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœ" +
+	"ud, et est bloquée à un nœud suivant.\x02Son instance a continué par le " +
+	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
+	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
+	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
+	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
+	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
+	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
+	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
+	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
 	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
-	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
-	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
-	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
-	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
-	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux de la défin" +
-	"ition %[1]s, sans les autres filtres\x02Totaux de toutes les définitions" +
-	", sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
-	"e\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes " +
-	"sont refaits à quelques secondes d’intervalle, affichés à nouveau à chaq" +
-	"ue rechargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
-	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
-	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
-	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
-	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
-	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
-	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
-	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
-	"n processus n’est encore publié.\x02version %[1]d\x02versions plus ancie" +
-	"nnes, depuis la version %[1]d (chacune mène à la précédente)\x02Processu" +
-	"s %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
-	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
-	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
-	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
-	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
-	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
-	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02En" +
-	"trées depuis\x02Aucune entrée\u202f: une instance démarre avec un objet " +
-	"vide.\x02Entrées avec lesquelles démarre une instance de cette version" +
-	"\x02Instances de cette version\x02La plus récente\x02oui\u202f: un démar" +
-	"rage qui ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la" +
-	" version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes sui" +
-	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
-	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
-	"s (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Ce" +
-	"tte version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au " +
-	"plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et " +
-	"ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessi" +
-	"ner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud" +
-	" avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d n" +
-	"œud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, " +
-	"routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau " +
-	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu" +
-	"\u202f: l’échéance met fin à l’occurrence avant que son délai de nouvell" +
-	"e tentative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)" +
-	"\x02L’appel peut durer au-delà de l’échéance, qui l’interrompt (deadline" +
-	"_exceeded).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’interval" +
-	"le, affichés à nouveau à chaque rechargement.\x02Seuls les administrateu" +
-	"rs peuvent révéler une valeur sensible.\x02Dites pourquoi vous révélez c" +
-	"ette valeur\u202f: le motif est consigné avec la révélation dans le jour" +
-	"nal d’audit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas l" +
-	"a clé de données qui a scellé la valeur et ne peut donc pas l’ouvrir (ri" +
-	"en n’a été enregistré). Une autre réplique peut la révéler\u202f; demand" +
-	"ez à votre administrateur de démarrer toutes les répliques avec les même" +
-	"s clés de données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s" +
-	"\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02Se" +
-	"ule une valeur que cette page affiche masquée (sensible) peut être révél" +
-	"ée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Chaque " +
-	"valeur sensible qu’un administrateur a révélée\u202f: qui, quand, quel c" +
-	"hamp et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02" +
-	"Révélations, les plus récentes d’abord\x02Aucune valeur n’a été révélée." +
-	"\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non autor" +
-	"isée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a été e" +
-	"nvoyé depuis un autre site\u202f: la console n’accepte que les formulair" +
-	"es de ses propres pages. Ouvrez la console et envoyez-le depuis celle-ci" +
-	".\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (u" +
-	"n UUID complet, tel que le titre de sa page l’affiche) ou une clé métier" +
-	".\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est tro" +
-	"p long pour être un identifiant ou une clé métier.\x02Aucune instance n’" +
-	"a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’e" +
-	"ntière et telle quelle, majuscules et accents compris\u202f: une liste a" +
-	"brège les longues, copiez-la depuis la page de son instance. Une instanc" +
-	"e terminée est supprimée une fois la durée de conservation (RELAIS_RETEN" +
-	"TION) écoulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune inst" +
-	"ance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune inst" +
-	"ance ne l’a pour clé métier. Une instance terminée est supprimée, avec s" +
-	"es occurrences et ses tentatives, une fois la durée de conservation (REL" +
-	"AIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f;" +
-	" le journal d’audit garde les actions d’opérateur menées sur elle.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas u" +
-	"n identifiant entier\u202f: les listes montrent la fin de chaque identif" +
-	"iant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier." +
-	"\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà conn" +
-	"ecté. L’adresse l’a mis dans l’historique de votre navigateur, et peut-ê" +
-	"tre dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, fa" +
-	"ites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adr" +
-	"esse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adre" +
-	"sse l’a mis dans l’historique de votre navigateur, et peut-être dans les" +
-	" journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoque" +
-	"r le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jet" +
-	"on avec lequel vous vous étiez connecté est révoqué, et vous êtes déconn" +
-	"ecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
-	"veur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vo" +
-	"us, puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexi" +
-	"on ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconn" +
-	"ectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur," +
-	" de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une" +
-	" fois et n’est jamais conservé dans votre navigateur\u202f; un cookie de" +
-	" session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heur" +
-	"es au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depu" +
-	"is votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexio" +
-	"ns échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Coll" +
-	"ez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu" +
-	", révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la con" +
-	"sole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les adminis" +
-	"trateurs voient cette page\u202f: les jetons, les consommateurs, les des" +
-	"tinations, le journal des révélations et les effacements sont de leur re" +
-	"ssort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs)" +
-	" non révoqués. Les jetons des consommateurs se gèrent avec leurs consomm" +
-	"ateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du perso" +
-	"nnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utili" +
-	"sation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer" +
-	"…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
-	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
-	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
-	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
+	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
+	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
+	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
+	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
+	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
+	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
+	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
+	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
+	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
+	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
+	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
+	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
+	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
+	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
+	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 94955 bytes (92KiB); checksum: 10B6CC16
+	// Total table size 96802 bytes (94KiB); checksum: E2D2EE46

@@ -428,9 +428,15 @@ returning *;
 -- An operator's retry of a running instance: its occurrences waiting out
 -- a retry delay are offered now, their attempts left and deadline
 -- unchanged (an occurrence not yet tried is not one to bring forward).
+-- Waiting is judged by the clock as the statement runs, not only by the
+-- transaction's: one that waited for the instance's lock began before a
+-- concurrent retry of the held instance committed, and read the
+-- occurrence that retry offered at its own, later, now as waiting (two
+-- racing retries both applied).
 update occurrences
 set available_at = @now::timestamptz, claimable_at = @now::timestamptz
-where instance_id = @instance_id and status = 'available' and attempts > 0 and available_at > @now::timestamptz
+where instance_id = @instance_id and status = 'available' and attempts > 0
+    and available_at > greatest(@now::timestamptz, clock_timestamp())
 returning *;
 
 -- name: OccurrenceListOpenPull :many

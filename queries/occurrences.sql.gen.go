@@ -2770,7 +2770,8 @@ func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHe
 const occurrenceRetryNow = `-- name: OccurrenceRetryNow :many
 update occurrences
 set available_at = $1::timestamptz, claimable_at = $1::timestamptz
-where instance_id = $2 and status = 'available' and attempts > 0 and available_at > $1::timestamptz
+where instance_id = $2 and status = 'available' and attempts > 0
+    and available_at > greatest($1::timestamptz, clock_timestamp())
 returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
@@ -2782,6 +2783,11 @@ type OccurrenceRetryNowParams struct {
 // An operator's retry of a running instance: its occurrences waiting out
 // a retry delay are offered now, their attempts left and deadline
 // unchanged (an occurrence not yet tried is not one to bring forward).
+// Waiting is judged by the clock as the statement runs, not only by the
+// transaction's: one that waited for the instance's lock began before a
+// concurrent retry of the held instance committed, and read the
+// occurrence that retry offered at its own, later, now as waiting (two
+// racing retries both applied).
 func (q *Queries) OccurrenceRetryNow(ctx context.Context, arg OccurrenceRetryNowParams) ([]Occurrence, error) {
 	rows, err := q.db.Query(ctx, occurrenceRetryNow, arg.Now, arg.InstanceID)
 	if err != nil {
