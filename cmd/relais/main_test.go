@@ -567,3 +567,12 @@ func TestExitReportFollowsTheLogFormat(t *testing.T) {
 		}
 	}
 }
+
+// "1 migrations applied now" read as a typo to an upgrading operator.
+func TestMigrationsText(t *testing.T) {
+	for n, want := range map[int]string{0: "0 migrations", 1: "1 migration", 9: "9 migrations"} {
+		if got := migrationsText(n); got != want {
+			t.Errorf("migrationsText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -270,7 +271,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "schema version %d, newer than this binary's %d (a newer relais migrated it; nothing applied)\n", schema, known)
 		return nil
 	}
-	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", schema, len(applied))
+	fmt.Fprintf(stdout, "schema version %d (%s applied now)\n", schema, migrationsText(len(applied)))
 	return nil
 }
 
@@ -299,7 +300,7 @@ func migrationStatus(ctx context.Context, cfg config.Config, logger *slog.Logger
 	case schema == len(ms):
 		fmt.Fprintf(stdout, "schema version %d: up to date, nothing to apply\n", schema)
 	default:
-		fmt.Fprintf(stdout, "schema version %d; relais migrate would apply %d migrations, up to version %d:\n", schema, len(ms)-schema, len(ms))
+		fmt.Fprintf(stdout, "schema version %d; relais migrate would apply %s, up to version %d:\n", schema, migrationsText(len(ms)-schema), len(ms))
 		for _, m := range ms[schema:] {
 			fmt.Fprintf(stdout, "  %s\n", m.Name)
 		}
@@ -367,4 +368,12 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// migrationsText is n migrations in words: "1 migration", "3 migrations".
+func migrationsText(n int) string {
+	if n == 1 {
+		return "1 migration"
+	}
+	return strconv.Itoa(n) + " migrations"
 }
