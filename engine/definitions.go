@@ -137,7 +137,7 @@ func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, err
 	}
 	w, vs := contracts.ParseWorking(row.Working)
 	if len(vs) > 0 {
-		return Definition{}, wrap("get definition", errCorrupt("working of "+key))
+		return Definition{}, wrap("get definition", errCorrupt("working of "+key, vs))
 	}
 	d := Definition{Key: row.Key, Working: w, WorkingDigest: w.Digest(), CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
 	if d.LatestRevision, err = e.latestRevision(ctx, key); err != nil {
@@ -221,7 +221,7 @@ func (e *Engine) SnapshotIf(ctx context.Context, key string, digests []string) (
 		// rewritten since it was digested.
 		w, vs := contracts.ParseWorking(def.Working)
 		if len(vs) > 0 {
-			return errCorrupt("working of " + key)
+			return errCorrupt("working of "+key, vs)
 		}
 		if digests != nil && !slices.Contains(digests, w.Digest()) {
 			return fault.New(fault.PreconditionFailed, "working_changed",
@@ -259,7 +259,7 @@ func (e *Engine) SnapshotIf(ctx context.Context, key string, digests []string) (
 func revisionFromRow(row queries.Revision) (Revision, error) {
 	w, vs := contracts.ParseWorking(row.Document)
 	if len(vs) > 0 {
-		return Revision{}, errCorrupt("revision document")
+		return Revision{}, errCorrupt("revision document", vs)
 	}
 	return Revision{Key: row.DefinitionKey, Revision: int(row.Revision), Digest: row.Digest, Working: w, Document: row.Document, CreatedAt: row.CreatedAt}, nil
 }

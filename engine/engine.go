@@ -250,8 +250,17 @@ func wrap(op string, err error) error {
 	return err
 }
 
-// errCorrupt reports stored data that no longer parses: a bug or a manual
-// edit, never user input.
-func errCorrupt(what string) error { return fmt.Errorf("stored %s does not parse", what) }
+// errCorrupt reports stored data that no longer parses, with its first
+// problem: most likely written by a newer release (a member this build
+// does not know, published through an upgraded replica mid-roll), else a
+// bug or a manual edit, never user input. It read as corruption to an
+// operator upgrading (upgrade QA).
+func errCorrupt(what string, vs []contracts.Violation) error {
+	first := ""
+	if len(vs) > 0 {
+		first = fmt.Sprintf(" (%s: %s)", cmp.Or(vs[0].Path, "/"), vs[0].Message)
+	}
+	return fmt.Errorf("stored %s does not parse%s: a newer Relais release most likely wrote it, and this replica, older, does not know what it holds: finish the rolling upgrade (or use what a release adds only once every replica runs it); else it was edited by hand", what, first)
+}
 
 func formatDuration(d time.Duration) string { return isoduration.Format(d) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -635,5 +636,36 @@ func TestPoolClosedTellsAReadFailingOnTheClosedPool(t *testing.T) {
 	pool.Close()
 	if _, err := e.Health(context.Background()); !PoolClosed(err) {
 		t.Errorf("health on a closed pool: %v, want it told by PoolClosed", err)
+	}
+}
+
+// A stored process version this build cannot parse, as an older replica
+// meets one a newer release published mid-roll, is said to be most likely
+// that, with its first problem: it read as corruption (upgrade QA).
+func TestAStoredVersionThisBuildCannotParseNamesANewerRelease(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, `"policy":{"max_attempts":2},`)
+	ctx := context.Background()
+	// Published versions are immutable (a trigger): lifted for this one
+	// statement, in one transaction no other test sees the table without.
+	tx, err := e.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, stmt := range []string{`alter table process_versions disable trigger user`,
+		`update process_versions set document = jsonb_set(document::jsonb, '{nodes,crm,policy,retry_jitter}', '"full"')::json where process_key = 'two_step'`,
+		`alter table process_versions enable trigger user`} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.GetProcessVersion(ctx, "two_step", 1)
+	if err == nil || !strings.Contains(err.Error(), "a newer Relais release most likely wrote it") || !strings.Contains(err.Error(), "/nodes/crm/policy/retry_jitter") {
+		t.Errorf("reading it: %v, want it to name a newer release and the member this build does not know", err)
 	}
 }

@@ -401,7 +401,7 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	} else {
 		p, vs := process.Parse(row.Document)
 		if len(vs) > 0 {
-			return nil, wrap("get process version", errCorrupt("process version "+key))
+			return nil, wrap("get process version", errCorrupt("process version "+key, vs))
 		}
 		pv = &ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
 		v, _ := e.processes.LoadOrStore(processVersionKey{key, pv.Version}, pv)
