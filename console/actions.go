@@ -144,8 +144,8 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 	case a == engine.ActionRetry && inst.Status == engine.InstanceRunning:
 		v.RetryNow = true
 		v.Chrome = c.chrome(r, T(ctx, "Retry process instance %s", id), "instances")
-		v.Question = T(ctx, "Retry now? The occurrence at node %s waits for its retry at %s; it is offered now, its attempts left unchanged.", o.Node, clockTime(ctx, o.AvailableAt))
-		v.Consequence = T(ctx, "Workers may take it at once (a push occurrence calls its destination now). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.")
+		v.Question = T(ctx, "Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.", o.Node, clockTime(ctx, o.AvailableAt))
+		v.Consequence = T(ctx, "A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.")
 		v.Confirm = T(ctx, "Retry now")
 	case a == engine.ActionRetry:
 		v.Chrome = c.chrome(r, T(ctx, "Retry process instance %s", id), "instances")
@@ -355,6 +355,11 @@ func notApplicable(ctx context.Context, a engine.Action, status string) string {
 		if status == engine.InstanceFailed {
 			return T(ctx, "This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.", s)
 		}
+		if status == engine.InstanceRunning {
+			// A running instance's retry brings a waiting occurrence
+			// forward: none waits.
+			return T(ctx, "This instance is running and none of its occurrences waits for a retry: there is nothing to retry.")
+		}
 		return T(ctx, "This instance is %s, not held: there is nothing to retry.", s)
 	case engine.ActionAbandon:
 		return T(ctx, "This instance is %s, not held: there is nothing to abandon.", s)
@@ -433,9 +438,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 				v.Error = actedMeanwhile(ctx, last)
 			}
 		case "not_held", "instance_ended":
-			if retryNow && now.Status == engine.InstanceRunning {
-				// Its retry came due, or a worker took it, meanwhile.
-				v.Error = T(ctx, "None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.")
+			if retryNow {
+				v.Error = retryNowRefused(ctx, now.Status)
 				break
 			}
 			// The engine compares what the form saw only while the action
@@ -480,6 +484,18 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
 	c.redirectWithFlash(w, r, instanceHref(id), msg)
+}
+
+// retryNowRefused says why a retry of a running instance's waiting
+// occurrence found nothing to bring forward, the instance now in status:
+// it was never held, so "no longer held" would not say what happened.
+func retryNowRefused(ctx context.Context, status string) string {
+	if status == engine.InstanceRunning {
+		// Its retry came due, or a worker took it, meanwhile.
+		return T(ctx, "None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.")
+	}
+	state := statusLabel(ctx, status)
+	return T(ctx, "This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.", state)
 }
 
 // shownRefusal is err as a refusal a confirmation page says in its own

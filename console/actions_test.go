@@ -1545,19 +1545,35 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	env := f.env
-	env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", env.Operator, map[string]any{"reason": "model redeployed"})
-	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
-		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
-	if len(got) != 1 {
-		t.Fatalf("fetched %v", got)
+	env.Process("slow_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	})
+	started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-9"}}).JSON(t)
+	id, occID := started["id"].(string), started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	waitAgain := func(delay string) {
+		t.Helper()
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+			"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 || got[0].(map[string]any)["id"] != occID {
+			t.Fatalf("fetched %v, want %s", got, occID)
+		}
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+occID+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+			"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": delay})
 	}
-	env.Must(200, "POST", "/api/v1/pull/occurrences/"+f.pullHeldOcc+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
-		"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": "PT1H"})
+	waitAgain("PT1H")
 
 	b := signedIn(t, env.URL, "en", env.Operator)
-	inst := "/console/instances/" + f.pullHeld
+	inst := "/console/instances/" + id
 	page := b.mustGet(inst, 200)
-	if got := text(page, "actions-intro"); !strings.Contains(got, "waits for its retry at ") || !strings.Contains(got, "retry offers it now") {
+	if got := text(page, "actions-intro"); !strings.Contains(got, "waits for its retry, due ") || !strings.Contains(got, "retry offers it now") {
 		t.Errorf("actions intro %q, want it to say the retry waits and can be brought forward", got)
 	}
 	href, ok := page.doc.Find(`[data-testid=retry-instance]`).Attr("href")
@@ -1565,11 +1581,11 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 		t.Fatalf("a running instance waiting for a retry offers retry %v, stop %d, abandon %d", ok, count(page, "stop-instance"), count(page, "abandon-instance"))
 	}
 	confirm := b.mustGet(href, 200)
-	if got := text(confirm, "retry-question"); !strings.HasPrefix(got, "Retry now? The occurrence at node score waits for its retry at ") {
+	if got := text(confirm, "retry-question"); !strings.HasPrefix(got, "Retry now? The occurrence at node score waits for its retry, due ") {
 		t.Errorf("question %q", got)
 	}
 	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet(href, 200)
-	if got := text(fr, "retry-question"); !strings.HasPrefix(got, "Reprendre maintenant\u202f? L’occurrence du nœud score attend sa nouvelle tentative à ") {
+	if got := text(fr, "retry-question"); !strings.HasPrefix(got, "Reprendre maintenant\u202f? L’occurrence du nœud score attend sa nouvelle tentative (prévue\u202f: ") {
 		t.Errorf("French question %q", got)
 	}
 	action, form := formOf(t, confirm, "retry-form")
@@ -1585,17 +1601,40 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 	if got := text(b.mustGet(inst, 200), "flash"); got != "Retried now: the occurrence at node score is offered at once. Recorded in the audit log." {
 		t.Errorf("flash %q", got)
 	}
-	occ := f.occurrence(t, f.pullHeldOcc)
+	occ := f.occurrence(t, occID)
 	at, _ := time.Parse(time.RFC3339Nano, occ["available_at"].(string))
-	if occ["status"] != "available" || occ["attempts_left"].(float64) != 1 || time.Until(at) > time.Minute {
-		t.Errorf("occurrence after retry now: %v, %v attempts left, available at %v; want available now with its 1 left", occ["status"], occ["attempts_left"], at)
+	if occ["status"] != "available" || occ["attempts_left"].(float64) != 5 || time.Until(at) > time.Minute {
+		t.Errorf("occurrence after retry now: %v, %v attempts left, available at %v; want available now with its 5 left", occ["status"], occ["attempts_left"], at)
 	}
-	if n := f.auditCount(t, f.pullHeld, "retry"); n != 2 {
-		t.Errorf("%d retry records, want 2 (the incident's and this one)", n)
+	if n := f.auditCount(t, id, "retry"); n != 1 {
+		t.Errorf("%d retry records, want 1", n)
 	}
-	// Nothing waits any more: a late form says so.
+	// The occurrence fails again and waits anew: a form opened before
+	// that retry (a colleague's) is refused, naming it, never applied
+	// twice (verifier QA: it applied, pulling the next attempt forward).
+	waitAgain("PT1H")
 	late := b.do("POST", action, form)
-	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "retry-error"), "None of its occurrences waits for a retry any more") {
-		t.Errorf("a late retry now: %d %q", late.status, text(late, "retry-error"))
+	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "retry-error"), "Someone acted on this instance after this page was opened (retry by operator") {
+		t.Errorf("a stale retry now: %d %q, want 409 naming the retry made since", late.status, text(late, "retry-error"))
+	}
+	if n := f.auditCount(t, id, "retry"); n != 1 {
+		t.Errorf("%d retry records after a stale form, want still 1", n)
+	}
+	// An up-to-date form whose occurrence came due and was taken by a
+	// worker meanwhile: said so.
+	env.Must(200, "POST", "/api/v1/instances/"+id+"/stop", env.Operator, map[string]any{"reason": "start over"})
+	started = env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-10"}}).JSON(t)
+	id, occID = started["id"].(string), started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	inst = "/console/instances/" + id
+	waitAgain("PT1S")
+	action, form = formOf(t, b.mustGet(inst+"/retry", 200), "retry-form")
+	form.Set("reason", "too late")
+	relaistest.WaitFor(t, 5*time.Second, "the retry taken by a worker", func() (bool, string) {
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+			"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	if r := b.do("POST", action, form); r.status != http.StatusConflict || !strings.HasPrefix(text(r, "retry-error"), "None of its occurrences waits for a retry any more") {
+		t.Errorf("a retry now of what a worker took meanwhile: %d %q", r.status, text(r, "retry-error"))
 	}
 }

@@ -159,7 +159,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
 	case retryNow:
-		v.ActionsIntro = T(ctx, "Its occurrence at node %s waits for its retry at %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.",
+		v.ActionsIntro = T(ctx, "Its occurrence at node %s waits for its retry, due %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.",
 			waiting.Node, clockTime(ctx, waiting.AvailableAt))
 	case inst.Status == engine.InstanceRunning:
 		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")

@@ -171,7 +171,10 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	if err != nil {
 		return false, err
 	}
-	if lastSeen != nil && slices.Contains(action.appliesTo(), row.Instance.Status) {
+	retryNow := action == ActionRetry && row.Instance.Status == InstanceRunning && bulk == nil
+	// checkSeen refuses the action when one was recorded on the instance
+	// since the client looked at it (lastSeen).
+	checkSeen := func() error {
 		// Under the instance's lock, which every action takes first: no
 		// other action can be recorded between this check and this one's.
 		// An action that no longer applies (the instance was stopped,
@@ -181,7 +184,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		case isNoRows(err):
 			last.ID = 0
 		case err != nil:
-			return false, err
+			return err
 		}
 		if last.ID != *lastSeen {
 			if *lastSeen != 0 {
@@ -189,17 +192,23 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 				// client's mistake, not a colleague's action.
 				ours, err := q.OperatorActionRecordedOn(ctx, queries.OperatorActionRecordedOnParams{ID: *lastSeen, InstanceID: id})
 				if err != nil {
-					return false, err
+					return err
 				}
 				if !ours {
-					return false, fault.New(fault.BadRequest, "invalid_request", "last_action_id %d is no operator action recorded on instance %s", *lastSeen, id).
+					return fault.New(fault.BadRequest, "invalid_request", "last_action_id %d is no operator action recorded on instance %s", *lastSeen, id).
 						WithErrors([]fault.FieldError{{Path: "/last_action_id", Message: fmt.Sprintf("must be the id of the newest audit record on the instance (%d now), or 0 for none: GET /api/v1/audit/actions?instance=%s&limit=1", last.ID, id)}})
 				}
 			}
 			fe := fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
 				id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
 			fe.Extra = map[string]any{"last_action_id": last.ID}
-			return false, fe
+			return fe
+		}
+		return nil
+	}
+	if lastSeen != nil && slices.Contains(action.appliesTo(), row.Instance.Status) {
+		if err := checkSeen(); err != nil {
+			return false, err
 		}
 	}
 	inst, now := row.Instance, row.Now
@@ -233,7 +242,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, err
 		}
 	case ActionRetry, ActionAbandon:
-		if action == ActionRetry && inst.Status == InstanceRunning && bulk == nil {
+		if retryNow {
 			// Its occurrence waits out a retry delay (the destination is
 			// back, say): offered now, its attempts left unchanged.
 			// Operators had no way to bring a retry forward.
@@ -243,6 +252,16 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			}
 			if len(waiting) == 0 {
 				return false, fault.New(fault.Conflict, "not_held", "instance %s is running and none of its occurrences waits for a retry: only a held instance, or a running one whose occurrence waits out a retry delay, can be retried", id)
+			}
+			// Checked once something waits (the refusal rolls the update
+			// back): a form opened before a colleague's retry, posted once
+			// the occurrence waits again, pulled the next attempt forward
+			// a second time (verifier QA); with nothing waiting, not_held
+			// says more than that someone acted.
+			if lastSeen != nil {
+				if err := checkSeen(); err != nil {
+					return false, err
+				}
 			}
 			for _, o := range waiting {
 				if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), now)}); err != nil {

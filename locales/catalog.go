@@ -39,1103 +39,1106 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              356,
-	"%[1]s %[2]s, %[3]s %[4]s":                 357,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          355,
-	"%[1]s; %[2]s":                             354,
-	"%d (0 lowest, 9 highest)":                 533,
-	"%d attempts":                              542,
-	"%d attempts, retry after %s, priority %d": 730,
-	"%d breaking":                              265,
-	"%d changes":                               264,
-	"%d completed":                             348,
-	"%d d":                                     364,
-	"%d days":                                  378,
-	"%d failed":                                349,
-	"%d h":                                     363,
-	"%d held instances match now.":             69,
-	"%d hours":                                 379,
-	"%d items":                                 811,
-	"%d left":                                  544,
-	"%d min":                                   362,
-	"%d minutes":                               380,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 99,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              809,
-	"%d ms": 382,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         718,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 717,
-	"%d occurrences": 647,
-	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       97,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 98,
-	"%d releases":                             289,
-	"%d running instances match now.":         76,
-	"%d running or held instances match now.": 78,
-	"%d s":       361,
-	"%d seconds": 381,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 113,
-	"%s (a fixed offset, no daylight saving time)":                                     679,
-	"%s (deferred; settled by %s)":                                                     609,
-	"%s (deferred; settled with its settle token)":                                     607,
-	"%s (deferred; settled with its settle token, as %s)":                              608,
-	"%s (token #%d, %s)":                                                               114,
-	"%s = %s":                                                                          724,
-	"%s ago":                                                                           359,
-	"%s at %s":                                                                         613,
-	"%s so far":                                                                        605,
-	"%s version %s":                                                                    281,
-	"%s versions %s":                                                                   282,
-	"%s ← %s":                                                                          723,
-	"%s → %s":                                                                          725,
-	"%s, %s: %s":                                                                       320,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         537,
-	"%s, cut to %s by the destination’s max_timeout":                       536,
-	"%s, multiplied by %s after each failure, up to %s":                    539,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 538,
-	"%s, revision %s":                         496,
-	"%s, version %s":                          497,
-	"%s: %s":                                  347,
-	"%s: %s → %s":                             272,
-	"%s: a date is written 2026-12-01.":       663,
-	"%s: every revision, present and future":  210,
-	"%s: revision %s":                         211,
-	"%s: revisions %s":                        212,
-	"%s: the first day comes after the last.": 664,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 534,
-	"%s–%s":                         346,
-	"(%d characters in all)":        813,
-	"(%d handed back, not counted)": 543,
-	"(each item)":                   799,
-	"(in %s)":                       812,
-	"(worker %s)":                   592,
-	"0 seconds":                     377,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            776,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 581,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       322,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 674,
-	"A revision is a definition’s: choose the definition too.": 629,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 764,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   763,
-	"A version is a process’s: choose the process too.":              428,
-	"Abandon %d instances":                                           73,
-	"Abandon every held instance this filter matches":                71,
+	"%[1]s %[2]s":                              358,
+	"%[1]s %[2]s, %[3]s %[4]s":                 359,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          357,
+	"%[1]s; %[2]s":                             356,
+	"%d (0 lowest, 9 highest)":                 535,
+	"%d attempts":                              544,
+	"%d attempts, retry after %s, priority %d": 732,
+	"%d breaking":                              267,
+	"%d changes":                               266,
+	"%d completed":                             350,
+	"%d d":                                     366,
+	"%d days":                                  380,
+	"%d failed":                                351,
+	"%d h":                                     365,
+	"%d held instances match now.":             71,
+	"%d hours":                                 381,
+	"%d items":                                 813,
+	"%d left":                                  546,
+	"%d min":                                   364,
+	"%d minutes":                               382,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 101,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              811,
+	"%d ms": 384,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         720,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 719,
+	"%d occurrences": 649,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       99,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 100,
+	"%d releases":                             291,
+	"%d running instances match now.":         78,
+	"%d running or held instances match now.": 80,
+	"%d s":       363,
+	"%d seconds": 383,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 115,
+	"%s (a fixed offset, no daylight saving time)":                                     681,
+	"%s (deferred; settled by %s)":                                                     611,
+	"%s (deferred; settled with its settle token)":                                     609,
+	"%s (deferred; settled with its settle token, as %s)":                              610,
+	"%s (token #%d, %s)":                                                               116,
+	"%s = %s":                                                                          726,
+	"%s ago":                                                                           361,
+	"%s at %s":                                                                         615,
+	"%s so far":                                                                        607,
+	"%s version %s":                                                                    283,
+	"%s versions %s":                                                                   284,
+	"%s ← %s":                                                                          725,
+	"%s → %s":                                                                          727,
+	"%s, %s: %s":                                                                       322,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         539,
+	"%s, cut to %s by the destination’s max_timeout":                       538,
+	"%s, multiplied by %s after each failure, up to %s":                    541,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 540,
+	"%s, revision %s":                         498,
+	"%s, version %s":                          499,
+	"%s: %s":                                  349,
+	"%s: %s → %s":                             274,
+	"%s: a date is written 2026-12-01.":       665,
+	"%s: every revision, present and future":  212,
+	"%s: revision %s":                         213,
+	"%s: revisions %s":                        214,
+	"%s: the first day comes after the last.": 666,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 536,
+	"%s–%s":                         348,
+	"(%d characters in all)":        815,
+	"(%d handed back, not counted)": 545,
+	"(each item)":                   801,
+	"(in %s)":                       814,
+	"(worker %s)":                   594,
+	"0 seconds":                     379,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            778,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 583,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       324,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 676,
+	"A revision is a definition’s: choose the definition too.": 631,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 766,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   765,
+	"A version is a process’s: choose the process too.":                                                                               430,
+	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
+	"Abandon %d instances":                                           75,
+	"Abandon every held instance this filter matches":                73,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    23,
 	"Abandon the instance":                                           26,
 	"Abandon this instance? It fails with the error code abandoned.": 24,
-	"Abandoned at node":                                              423,
-	"Abandoned by %s at %s — “%s”":                                   410,
+	"Abandoned at node":                                              425,
+	"Abandoned by %s at %s — “%s”":                                   412,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 54,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 434,
-	"Action":          117,
-	"All actions":     133,
-	"All consumers":   643,
-	"All definitions": 339,
-	"All its tasks":   209,
-	"All processes":   440,
-	"All statuses":    442,
-	"All workers":     826,
-	"An error code is matched exactly, capitals included.": 82,
-	"An operator abandoned the instance.":                  580,
-	"Any definition":                                       441,
-	"Apply filters":                                        130,
-	"Apr":                                                  368,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 333,
-	"Attempts":                         501,
-	"Audit log":                        123,
-	"Aug":                              372,
-	"Available from":                   554,
-	"Back to definitions":              177,
-	"Back to external tasks":           175,
-	"Back to sign-in":                  176,
-	"Back to the form":                 185,
+	"Act on every instance this filter matches": 436,
+	"Action":          119,
+	"All actions":     135,
+	"All consumers":   645,
+	"All definitions": 341,
+	"All its tasks":   211,
+	"All processes":   442,
+	"All statuses":    444,
+	"All workers":     828,
+	"An error code is matched exactly, capitals included.": 84,
+	"An operator abandoned the instance.":                  582,
+	"Any definition":                                       443,
+	"Apply filters":                                        132,
+	"Apr":                                                  370,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 335,
+	"Attempts":                         503,
+	"Audit log":                        125,
+	"Aug":                              374,
+	"Available from":                   556,
+	"Back to definitions":              179,
+	"Back to external tasks":           177,
+	"Back to sign-in":                  178,
+	"Back to the form":                 187,
 	"Back to the instance":             36,
-	"Back to the list":                 64,
-	"Back to the occurrence":           744,
-	"Back without saving":              676,
-	"Breaks processes":                 241,
-	"Breaks workers":                   242,
-	"Bulk %s applied to %d instances.": 112,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  141,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 140,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      139,
-	"Bulk action":                     121,
-	"Business key":                    87,
-	"By process and error code":       94,
-	"Call timeout":                    535,
-	"Calls":                           300,
-	"Calls signed (Relais-Signature)": 302,
-	"Camunda 7 facade":                831,
-	"Cancelled: the instance was stopped (%s).":               604,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 603,
-	"Cannot act on this filter":                               100,
+	"Back to the list":                 66,
+	"Back to the occurrence":           746,
+	"Back without saving":              678,
+	"Breaks processes":                 243,
+	"Breaks workers":                   244,
+	"Bulk %s applied to %d instances.": 114,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  143,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 142,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      141,
+	"Bulk action":                     123,
+	"Business key":                    89,
+	"By process and error code":       96,
+	"Call timeout":                    537,
+	"Calls":                           302,
+	"Calls signed (Relais-Signature)": 304,
+	"Camunda 7 facade":                833,
+	"Cancelled: the instance was stopped (%s).":               606,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 605,
+	"Cannot act on this filter":                               102,
 	"Cannot act on this instance":                             35,
-	"Cannot reveal":                                           746,
-	"Cannot reveal it here":                                   742,
-	"Change":                                                  239,
-	"Changes between the two revisions":                       251,
-	"Changes of the Working copy since revision %d":           260,
-	"Choose two existing revisions to compare.":               261,
-	"Classification":                                          218,
-	"Clear filters":                                           131,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            712,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 695,
-	"Compare":              238,
-	"Compare revisions":    234,
-	"Completed":            342,
-	"Completed (%s).":      598,
-	"Completed, last hour": 330,
-	"Completions and failures per 5 minutes, last hour: %s":    340,
-	"Completions and failures per 5-minute slot, oldest first": 344,
-	"Completions and failures, last hour":                      323,
-	"Connected":                                                822,
-	"Constraints":                                              219,
-	"Consumer":                                                 503,
-	"Consumer and worker":                                      640,
-	"Consumers":                                                156,
-	"Consumers, oldest first":                                  198,
-	"Counting the occurrences; the counts appear when you reload the page.":         213,
-	"Counts are unavailable right now.":                                             214,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 739,
-	"Counts by status": 635,
-	"Created":          393,
-	"Created from":     90,
-	"Created on":       202,
-	"Created to":       91,
-	"Creation date":    429,
-	"Dates":            499,
-	"Deadline":         531,
-	"Dec":              376,
-	"Deferred":         558,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 597,
-	"Definition":                                 325,
-	"Definition %s":                              221,
-	"Definition %s has no occurrence yet.":       338,
-	"Definition %s has no revision %d.":          108,
-	"Definitions":                                154,
-	"Definitions by key":                         284,
-	"Definitions served":                         820,
-	"Definitions, those needing attention first": 324,
-	"Deleted by retention":                       419,
-	"Description":                                220,
-	"Destination":                                515,
-	"Destinations":                               157,
-	"Destinations by name":                       293,
-	"Destination’s answer":                       508,
-	"Detail":                                     240,
-	"Did you mean “%s”?":                         103,
-	"Digest":                                     254,
-	"Display settings":                           162,
-	"Display settings saved.":                    682,
-	"Display settings: ":                         163,
-	"Duration":                                   507,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 321,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  79,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     72,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 68,
-	"Earlier attempt:":          650,
-	"End node":                  422,
-	"End node or error":         438,
-	"Ended":                     413,
-	"Erase process instance %s": 305,
-	"Erase the instance":        308,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 306,
-	"Erase this instance…": 403,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 310,
-	"Error":                      639,
-	"Error (before any attempt)": 561,
-	"Error (the deadline passed after attempt %d)": 560,
-	"Error code":       88,
-	"Error message":    510,
-	"Error: %s · %s":   143,
-	"Every %d seconds": 681,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 553,
-	"Every attempt, oldest first": 502,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 124,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  749,
-	"Expired token":                        786,
-	"Expires":                              783,
-	"External tasks":                       149,
-	"Failed":                               328,
-	"Failed (%s).":                         602,
-	"Failed at node":                       424,
-	"Failed occurrence":                    415,
-	"Failed, last hour":                    331,
-	"Feb":                                  366,
-	"Field":                                215,
-	"Filter":                               62,
-	"Filters":                              125,
-	"Find":                                 153,
-	"Find an instance or occurrence":       151,
-	"Finished":                             506,
-	"First page":                           660,
-	"Follow it in the audit log (new tab)": 66,
-	"Form not received":                    188,
-	"Form refused":                         183,
-	"Form too large":                       186,
-	"From revision":                        236,
-	"From revision %d to revision %d:":     262,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 57,
-	"Grants":                  201,
-	"Graph":                   694,
-	"Graph of %s":             716,
-	"HTTP 2xx, unusable body": 619,
-	"Headers sent":            296,
-	"Health":                  148,
-	"Held at a node of":       89,
-	"Held at node":            414,
-	"Held for":                416,
-	"Held instances":          327,
-	"ID":                      199,
-	"In flight":               821,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 341,
-	"Inputs": 244,
-	"Inputs an instance of this version is started with": 705,
-	"Inputs from":                703,
-	"Inputs of revision %d":      255,
-	"Inputs of the working copy": 246,
-	"Inputs the instance was started with, labelled by process version %d's contract": 401,
-	"Inputs, labelled by revision %d's contract":                                      545,
-	"Instance":                  437,
-	"Instances":                 95,
-	"Instances of this version": 706,
-	"Invalid request":           173,
-	"It takes every revision its consumer is granted.":     844,
-	"It takes every revision its consumer is granted: %s.": 843,
-	"It takes revision %d only.":                           847,
-	"It takes revisions %s only.":                          849,
-	"Its calls":                                            301,
+	"Cannot reveal":                                           748,
+	"Cannot reveal it here":                                   744,
+	"Change":                                                  241,
+	"Changes between the two revisions":                       253,
+	"Changes of the Working copy since revision %d":           262,
+	"Choose two existing revisions to compare.":               263,
+	"Classification":                                          220,
+	"Clear filters":                                           133,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            714,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 697,
+	"Compare":              240,
+	"Compare revisions":    236,
+	"Completed":            344,
+	"Completed (%s).":      600,
+	"Completed, last hour": 332,
+	"Completions and failures per 5 minutes, last hour: %s":    342,
+	"Completions and failures per 5-minute slot, oldest first": 346,
+	"Completions and failures, last hour":                      325,
+	"Connected":                                                824,
+	"Constraints":                                              221,
+	"Consumer":                                                 505,
+	"Consumer and worker":                                      642,
+	"Consumers":                                                158,
+	"Consumers, oldest first":                                  200,
+	"Counting the occurrences; the counts appear when you reload the page.":         215,
+	"Counts are unavailable right now.":                                             216,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 741,
+	"Counts by status": 637,
+	"Created":          395,
+	"Created from":     92,
+	"Created on":       204,
+	"Created to":       93,
+	"Creation date":    431,
+	"Dates":            501,
+	"Deadline":         533,
+	"Dec":              378,
+	"Deferred":         560,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 599,
+	"Definition":                                 327,
+	"Definition %s":                              223,
+	"Definition %s has no occurrence yet.":       340,
+	"Definition %s has no revision %d.":          110,
+	"Definitions":                                156,
+	"Definitions by key":                         286,
+	"Definitions served":                         822,
+	"Definitions, those needing attention first": 326,
+	"Deleted by retention":                       421,
+	"Description":                                222,
+	"Destination":                                517,
+	"Destinations":                               159,
+	"Destinations by name":                       295,
+	"Destination’s answer":                       510,
+	"Detail":                                     242,
+	"Did you mean “%s”?":                         105,
+	"Digest":                                     256,
+	"Display settings":                           164,
+	"Display settings saved.":                    684,
+	"Display settings: ":                         165,
+	"Duration":                                   509,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 323,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  81,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     74,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 70,
+	"Earlier attempt:":          652,
+	"End node":                  424,
+	"End node or error":         440,
+	"Ended":                     415,
+	"Erase process instance %s": 307,
+	"Erase the instance":        310,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 308,
+	"Erase this instance…": 405,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 312,
+	"Error":                      641,
+	"Error (before any attempt)": 563,
+	"Error (the deadline passed after attempt %d)": 562,
+	"Error code":       90,
+	"Error message":    512,
+	"Error: %s · %s":   145,
+	"Every %d seconds": 683,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 555,
+	"Every attempt, oldest first": 504,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 126,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  751,
+	"Expired token":                        788,
+	"Expires":                              785,
+	"External tasks":                       151,
+	"Failed":                               330,
+	"Failed (%s).":                         604,
+	"Failed at node":                       426,
+	"Failed occurrence":                    417,
+	"Failed, last hour":                    333,
+	"Feb":                                  368,
+	"Field":                                217,
+	"Filter":                               64,
+	"Filters":                              127,
+	"Find":                                 155,
+	"Find an instance or occurrence":       153,
+	"Finished":                             508,
+	"First page":                           662,
+	"Follow it in the audit log (new tab)": 68,
+	"Form not received":                    190,
+	"Form refused":                         185,
+	"Form too large":                       188,
+	"From revision":                        238,
+	"From revision %d to revision %d:":     264,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 59,
+	"Grants":                  203,
+	"Graph":                   696,
+	"Graph of %s":             718,
+	"HTTP 2xx, unusable body": 621,
+	"Headers sent":            298,
+	"Health":                  150,
+	"Held at a node of":       91,
+	"Held at node":            416,
+	"Held for":                418,
+	"Held instances":          329,
+	"ID":                      201,
+	"In flight":               823,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 343,
+	"Inputs": 246,
+	"Inputs an instance of this version is started with": 707,
+	"Inputs from":                705,
+	"Inputs of revision %d":      257,
+	"Inputs of the working copy": 248,
+	"Inputs the instance was started with, labelled by process version %d's contract": 403,
+	"Inputs, labelled by revision %d's contract":                                      547,
+	"Instance":                  439,
+	"Instances":                 97,
+	"Instances of this version": 708,
+	"Invalid request":           175,
+	"It takes every revision its consumer is granted.":     846,
+	"It takes every revision its consumer is granted: %s.": 845,
+	"It takes revision %d only.":                           849,
+	"It takes revisions %s only.":                          851,
+	"Its calls":                                            303,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         25,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 307,
-	"Its instance is held here, waiting for an operator.":                            599,
-	"Its instance went on along the node’s error path, and is held at a later node.": 600,
-	"Its instance went on along the node’s error path.":                              601,
-	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                 33,
-	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                             32,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                               791,
-	"Its occurrence at node %s waits for its retry at %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 407,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                          48,
-	"Jan":                     365,
-	"Jul":                     371,
-	"Jun":                     370,
-	"Keep it":                 793,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 309,
+	"Its instance is held here, waiting for an operator.":                            601,
+	"Its instance went on along the node’s error path, and is held at a later node.": 602,
+	"Its instance went on along the node’s error path.":                              603,
+	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                   33,
+	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                               32,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                 793,
+	"Its occurrence at node %s waits for its retry, due %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 409,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                            48,
+	"Jan":                     367,
+	"Jul":                     373,
+	"Jun":                     372,
+	"Keep it":                 795,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       303,
-	"Key":                     285,
-	"Kind":                    698,
-	"Language":                145,
-	"Last changed":            298,
-	"Last error (attempt %d)": 559,
-	"Last reserved":           556,
-	"Last saved":              225,
-	"Last seen":               823,
-	"Last used":               782,
-	"Latest":                  707,
-	"Latest revision":         286,
-	"Lists every change from one revision to another, and whom it may break.": 235,
-	"Local time in %s": 678,
-	"Lock expired %s — waiting to be offered again.": 589,
-	"Lock expires":    557,
-	"Longest timeout": 297,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 263,
-	"Main navigation":     147,
-	"Mar":                 367,
-	"Maximum attempts":    527,
-	"May":                 369,
-	"Message":             637,
-	"Message from Relais": 627,
-	"Message from Relais, quoting the destination’s answer":            626,
-	"Message from the worker (its own words, protected values masked)": 625,
-	"Method not allowed": 753,
-	"Mode":               525,
-	"More filters: instance, revision, consumer, destination, dates": 631,
-	"Name":                    200,
-	"Never":                   680,
-	"Next attempt":            555,
-	"Next attempt or settled": 641,
-	"Next node":               392,
-	"Next page":               659,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 137,
-	"No consumer yet.":                                    195,
-	"No definition has occurrences yet.":                  332,
-	"No definition has the key “%s”.":                     106,
-	"No definition yet.":                                  288,
-	"No destination yet.":                                 290,
-	"No inputs.":                                          245,
-	"No inputs: an instance starts with an empty object.": 704,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    762,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 760,
-	"No instance matches these filters.": 439,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 761,
-	"No live worker takes %s now (Workers page).":                                               583,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 584,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           585,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          586,
-	"No more consumers.":                                   196,
-	"No more destinations.":                                291,
-	"No occurrence matches these filters.":                 642,
-	"No operator action matches.":                          132,
-	"No operator has acted on this instance.":              397,
-	"No outputs yet: the occurrence has not completed.":    548,
-	"No outputs.":                                          248,
-	"No outputs: the occurrence ended without completing.": 550,
-	"No process has the key “%s”.":                         105,
-	"No process is published yet.":                         689,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             840,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             839,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    83,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 142,
-	"No release yet.": 229,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 733,
-	"No revision yet: the Working copy has never been snapshotted.":                     227,
-	"No token.":              780,
-	"No value was revealed.": 751,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              514,
-	"No worker has reserved this occurrence yet.":                                        511,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 841,
-	"No worker is connected.":           824,
-	"No worker serves this definition.": 827,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 838,
-	"Node":                  389,
-	"Nodes":                 696,
-	"Nodes of this version": 713,
-	"Nodes of this version, with their occurrences now": 697,
-	"Nodes reached, in order":                           388,
-	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 45,
-	"Not allowed": 171,
-	"Not found":   181,
-	"Notes":       232,
-	"Nothing exists at this address, or it is not visible to you.": 178,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 179,
-	"Nothing to do: no instance this action applies to matches the filter.": 81,
-	"Nothing to find: the search box is empty.":                             758,
+	"Keep the instance":       305,
+	"Key":                     287,
+	"Kind":                    700,
+	"Language":                147,
+	"Last changed":            300,
+	"Last error (attempt %d)": 561,
+	"Last reserved":           558,
+	"Last saved":              227,
+	"Last seen":               825,
+	"Last used":               784,
+	"Latest":                  709,
+	"Latest revision":         288,
+	"Lists every change from one revision to another, and whom it may break.": 237,
+	"Local time in %s": 680,
+	"Lock expired %s — waiting to be offered again.": 591,
+	"Lock expires":    559,
+	"Longest timeout": 299,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 265,
+	"Main navigation":     149,
+	"Mar":                 369,
+	"Maximum attempts":    529,
+	"May":                 371,
+	"Message":             639,
+	"Message from Relais": 629,
+	"Message from Relais, quoting the destination’s answer":            628,
+	"Message from the worker (its own words, protected values masked)": 627,
+	"Method not allowed": 755,
+	"Mode":               527,
+	"More filters: instance, revision, consumer, destination, dates": 633,
+	"Name":                    202,
+	"Never":                   682,
+	"Next attempt":            557,
+	"Next attempt or settled": 643,
+	"Next node":               394,
+	"Next page":               661,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 139,
+	"No consumer yet.":                                    197,
+	"No definition has occurrences yet.":                  334,
+	"No definition has the key “%s”.":                     108,
+	"No definition yet.":                                  290,
+	"No destination yet.":                                 292,
+	"No inputs.":                                          247,
+	"No inputs: an instance starts with an empty object.": 706,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    764,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 762,
+	"No instance matches these filters.": 441,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 763,
+	"No live worker takes %s now (Workers page).":                                               585,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 586,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           587,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          588,
+	"No more consumers.":                                   198,
+	"No more destinations.":                                293,
+	"No occurrence matches these filters.":                 644,
+	"No operator action matches.":                          134,
+	"No operator has acted on this instance.":              399,
+	"No outputs yet: the occurrence has not completed.":    550,
+	"No outputs.":                                          250,
+	"No outputs: the occurrence ended without completing.": 552,
+	"No process has the key “%s”.":                         107,
+	"No process is published yet.":                         691,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             842,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             841,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    85,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 144,
+	"No release yet.": 231,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 735,
+	"No revision yet: the Working copy has never been snapshotted.":                     229,
+	"No token.":              782,
+	"No value was revealed.": 753,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              516,
+	"No worker has reserved this occurrence yet.":                                        513,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 843,
+	"No worker is connected.":           826,
+	"No worker serves this definition.": 829,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 840,
+	"Node":                  391,
+	"Nodes":                 698,
+	"Nodes of this version": 715,
+	"Nodes of this version, with their occurrences now": 699,
+	"Nodes reached, in order":                           390,
+	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 56,
+	"Not allowed": 173,
+	"Not found":   183,
+	"Notes":       234,
+	"Nothing exists at this address, or it is not visible to you.": 180,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 181,
+	"Nothing to do: no instance this action applies to matches the filter.": 83,
+	"Nothing to find: the search box is empty.":                             760,
 	"Nothing was done.":        34,
-	"Nov":                      375,
-	"Now":                      520,
-	"Occurrence":               390,
-	"Occurrence %s":            498,
-	"Occurrence offered again": 120,
-	"Occurrences now":          702,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          836,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 837,
-	"Occurrences, newest first": 636,
-	"Oct":                       374,
-	"Offered from %s — %s.":     588,
-	"Oldest claimable waits":    329,
-	"On error":                  701,
-	"On success":                700,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         747,
-	"Only administrators may reveal a sensitive value.":                                                           740,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 777,
-	"Open":             326,
-	"Operator actions": 385,
-	"Operator actions on this instance, newest first": 398,
-	"Operator actions, newest first":                  136,
-	"Other criteria":                                  92,
-	"Outcome":                                         509,
-	"Outputs":                                         247,
-	"Outputs of revision %d":                          256,
-	"Outputs of the working copy":                     249,
-	"Outputs, labelled by revision %d's contract":     547,
-	"Pages": 657,
-	"Paste your token in the field: it is empty.": 774,
-	"Path":                            386,
-	"Pause reloading":                 170,
-	"Pinned by":                       279,
-	"Pinned revision":                 699,
-	"Policy":                          500,
-	"Previous page":                   658,
-	"Priority":                        532,
-	"Process":                         84,
-	"Process %s":                      692,
-	"Process %s has no version %d.":   104,
-	"Process and node":                638,
-	"Process inputs":                  400,
-	"Process instance":                119,
-	"Process instance %s":             383,
-	"Process instances":               431,
-	"Process instances, newest first": 436,
-	"Processes":                       150,
-	"Processes by key":                687,
-	"Protocol":                        819,
-	"Published":                       233,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 685,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       686,
-	"Push destination": 632,
-	"Reason":           118,
-	"Reason (recorded in the audit log for every instance)": 63,
+	"Nov":                      377,
+	"Now":                      522,
+	"Occurrence":               392,
+	"Occurrence %s":            500,
+	"Occurrence offered again": 122,
+	"Occurrences now":          704,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          838,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 839,
+	"Occurrences, newest first": 638,
+	"Oct":                       376,
+	"Offered from %s — %s.":     590,
+	"Oldest claimable waits":    331,
+	"On error":                  703,
+	"On success":                702,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         749,
+	"Only administrators may reveal a sensitive value.":                                                           742,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 779,
+	"Open":             328,
+	"Operator actions": 387,
+	"Operator actions on this instance, newest first": 400,
+	"Operator actions, newest first":                  138,
+	"Other criteria":                                  94,
+	"Outcome":                                         511,
+	"Outputs":                                         249,
+	"Outputs of revision %d":                          258,
+	"Outputs of the working copy":                     251,
+	"Outputs, labelled by revision %d's contract":     549,
+	"Pages": 659,
+	"Paste your token in the field: it is empty.": 776,
+	"Path":                            388,
+	"Pause reloading":                 172,
+	"Pinned by":                       281,
+	"Pinned revision":                 701,
+	"Policy":                          502,
+	"Previous page":                   660,
+	"Priority":                        534,
+	"Process":                         86,
+	"Process %s":                      694,
+	"Process %s has no version %d.":   106,
+	"Process and node":                640,
+	"Process inputs":                  402,
+	"Process instance":                121,
+	"Process instance %s":             385,
+	"Process instances":               433,
+	"Process instances, newest first": 438,
+	"Processes":                       152,
+	"Processes by key":                689,
+	"Protocol":                        821,
+	"Published":                       235,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 687,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       688,
+	"Push destination": 634,
+	"Reason":           120,
+	"Reason (recorded in the audit log for every instance)": 65,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            526,
-	"Recorded operator actions":                             396,
-	"Relais console":                                        144,
-	"Relais has not called the destination yet.":            517,
-	"Relais is calling the destination (since %s).":         594,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 519,
-	"Relais never called the destination: the occurrence ended before any call.":                                    518,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        615,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 617,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     614,
-	"Relais refused the action. Nothing was done.":                                                                  56,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           616,
-	"Release":                       230,
-	"Releases":                      228,
-	"Releases, oldest first":        250,
-	"Reload lists and detail pages": 673,
-	"Reloading paused":              167,
-	"Reloading paused: this page stays as it is until you resume.": 684,
-	"Reloading resumed.":                  683,
-	"Replica":                             516,
-	"Required":                            217,
-	"Reserved":                            505,
-	"Reserved by %s.":                     596,
-	"Reserved by %s; lock until %s — %s.": 595,
-	"Reserved now":                        208,
-	"Resume":                              168,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         353,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 352,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             351,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            350,
-	"Retried by %s at %s — “%s”": 411,
+	"Reason given by the worker":                            528,
+	"Recorded operator actions":                             398,
+	"Relais console":                                        146,
+	"Relais has not called the destination yet.":            519,
+	"Relais is calling the destination (since %s).":         596,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 521,
+	"Relais never called the destination: the occurrence ended before any call.":                                    520,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        617,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 619,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     616,
+	"Relais refused the action. Nothing was done.":                                                                  58,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           618,
+	"Release":                       232,
+	"Releases":                      230,
+	"Releases, oldest first":        252,
+	"Reload lists and detail pages": 675,
+	"Reloading paused":              169,
+	"Reloading paused: this page stays as it is until you resume.": 686,
+	"Reloading resumed.":                  685,
+	"Replica":                             518,
+	"Required":                            219,
+	"Reserved":                            507,
+	"Reserved by %s.":                     598,
+	"Reserved by %s; lock until %s — %s.": 597,
+	"Reserved now":                        210,
+	"Resume":                              170,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         355,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 354,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             353,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            352,
+	"Retried by %s at %s — “%s”": 413,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 52,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       53,
-	"Retries":            529,
-	"Retry %d instances": 70,
-	"Retry at %s — %s.":  587,
-	"Retry delay":        528,
-	"Retry every held instance this filter matches": 67,
+	"Retries":            531,
+	"Retry %d instances": 72,
+	"Retry at %s — %s.":  589,
+	"Retry delay":        530,
+	"Retry every held instance this filter matches": 69,
 	"Retry every held instance…":                    7,
 	"Retry now":                                     19,
-	"Retry now? The occurrence at node %s waits for its retry at %s; it is offered now, its attempts left unchanged.": 17,
-	"Retry or abandon it from its instance": 521,
+	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 17,
+	"Retry or abandon it from its instance": 523,
 	"Retry process instance %s":             16,
 	"Retry the instance":                    22,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 20,
-	"Retryable": 562,
-	"Retrying and abandoning apply to held instances, not %s ones.": 61,
+	"Retryable": 564,
+	"Retrying and abandoning apply to held instances, not %s ones.": 63,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 551,
-	"Revealed by %s at %s; recorded in the audit log.": 745,
-	"Reveals":               159,
-	"Reveals, newest first": 750,
-	"Revision":              231,
-	"Revision %d":           252,
-	"Revisions":             226,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 845,
-	"Revoke the %s token “%s”?": 790,
-	"Revoke the token":          792,
-	"Revoke token %d":           789,
-	"Revoke…":                   787,
-	"Role":                      781,
-	"Route":                     391,
-	"Routing output":            224,
-	"Row %s":                    661,
-	"Rows %s–%s":                662,
-	"Save settings":             675,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      741,
+	"Reveal — this is recorded": 553,
+	"Revealed by %s at %s; recorded in the audit log.": 747,
+	"Reveals":               161,
+	"Reveals, newest first": 752,
+	"Revision":              233,
+	"Revision %d":           254,
+	"Revisions":             228,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 847,
+	"Revoke the %s token “%s”?": 792,
+	"Revoke the token":          794,
+	"Revoke token %d":           791,
+	"Revoke…":                   789,
+	"Role":                      783,
+	"Route":                     393,
+	"Routing output":            226,
+	"Row %s":                    663,
+	"Rows %s–%s":                664,
+	"Save settings":             677,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      743,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 304,
-	"Search":                               756,
-	"Secret values can never be revealed.": 748,
-	"Sep":                                  373,
-	"Served by %d workers":                 842,
-	"Settled":                              394,
-	"Settlement date":                      630,
-	"Show all definitions":                 337,
-	"Show times in":                        671,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 138,
-	"Sign in": 769,
-	"Sign in with an operator, designer or administrator token.": 770,
-	"Sign out":             161,
-	"Signed in as %s (%s)": 160,
-	"Since revision %d:":   258,
-	"Skip to content":      146,
-	"Slot":                 345,
-	"Snapshotted":          253,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 306,
+	"Search":                               758,
+	"Secret values can never be revealed.": 750,
+	"Sep":                                  375,
+	"Served by %d workers":                 844,
+	"Settled":                              396,
+	"Settlement date":                      632,
+	"Show all definitions":                 339,
+	"Show times in":                        673,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 140,
+	"Sign in": 771,
+	"Sign in with an operator, designer or administrator token.": 772,
+	"Sign out":             163,
+	"Signed in as %s (%s)": 162,
+	"Since revision %d:":   260,
+	"Skip to content":      148,
+	"Slot":                 347,
+	"Snapshotted":          255,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 37,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                44,
-	"Something went wrong": 193,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 778,
-	"Staff tokens, oldest first": 779,
-	"Start node":                 693,
-	"Started":                    412,
-	"State":                      203,
-	"Status":                     86,
-	"Stop %d instances":          80,
-	"Stop every held instance this filter matches":            74,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                45,
+	"Something went wrong": 195,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 780,
+	"Staff tokens, oldest first": 781,
+	"Start node":                 695,
+	"Started":                    414,
+	"State":                      205,
+	"Status":                     88,
+	"Stop %d instances":          82,
+	"Stop every held instance this filter matches":            76,
 	"Stop every held instance…":                               9,
-	"Stop every running instance this filter matches":         75,
+	"Stop every running instance this filter matches":         77,
 	"Stop every running instance…":                            10,
-	"Stop every running or held instance this filter matches": 77,
+	"Stop every running or held instance this filter matches": 79,
 	"Stop every running or held instance…":                    11,
 	"Stop process instance %s":                                27,
 	"Stop the instance":                                       30,
 	"Stop this instance? Its open occurrences are cancelled.": 28,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              409,
+	"Stopped by %s at %s — “%s”":                              411,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 55,
-	"Stopping applies to running or held instances, not %s ones.":                              60,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   408,
-	"Summary": 384,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 283,
-	"Tasks":                   204,
-	"Temporarily unavailable": 191,
-	"That is too long to be an id or a business key.":                                           759,
-	"The %d largest groups; the filter matches more.":                                           96,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 523,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 292,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    257,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            574,
-	"The bulk action must be its id (a UUID).":                                      135,
-	"The call could not be prepared.":                                               575,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 736,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 593,
-	"The chart’s numbers": 343,
-	"The confirmed count is missing: start again from the list.":                                                                                                        109,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       194,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      672,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 110,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             192,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            572,
-	"The destination answered HTTP %s.":     582,
-	"The destination could not be reached.": 576,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    566,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         567,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   565,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 564,
-	"The destination’s answer was too large.": 577,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      197,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          174,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                579,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         611,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      612,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    610,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            578,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               569,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 568,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     570,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             571,
-	"The latest %d attempts, oldest first":                                                         522,
-	"The next page counts them and asks for a reason before anything changes.":                     435,
-	"The nodes this instance reached, in order, each with its occurrence.":                         387,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 223,
-	"The page cursor is invalid: go back to the first page.":                                       669,
-	"The page size must be between 1 and %d.":                                                      430,
-	"The parameter “%s” is given %d times: give it once.":                                          668,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 134,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 58,
+	"Stopping applies to running or held instances, not %s ones.":                              62,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   410,
+	"Summary": 386,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 285,
+	"Tasks":                   206,
+	"Temporarily unavailable": 193,
+	"That is too long to be an id or a business key.":                                           761,
+	"The %d largest groups; the filter matches more.":                                           98,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 525,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 294,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    259,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            576,
+	"The bulk action must be its id (a UUID).":                                      137,
+	"The call could not be prepared.":                                               577,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 738,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 595,
+	"The chart’s numbers": 345,
+	"The confirmed count is missing: start again from the list.":                                                                                                        111,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       196,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      674,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 112,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             194,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            574,
+	"The destination answered HTTP %s.":     584,
+	"The destination could not be reached.": 578,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    568,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         569,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   567,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 566,
+	"The destination’s answer was too large.": 579,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      199,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          176,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                581,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         613,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      614,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    612,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            580,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               571,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 570,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     572,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             573,
+	"The latest %d attempts, oldest first":                                                         524,
+	"The next page counts them and asks for a reason before anything changes.":                     437,
+	"The nodes this instance reached, in order, each with its occurrence.":                         389,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 225,
+	"The page cursor is invalid: go back to the first page.":                                       671,
+	"The page size must be between 1 and %d.":                                                      432,
+	"The parameter “%s” is given %d times: give it once.":                                          670,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 136,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 60,
 	"The reason you gave, not recorded:":                        50,
-	"The result did not match the revision's outputs contract.": 573,
-	"The revision must be a whole number, 1 or more.":           628,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 772,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        766,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     796,
-	"The version must be a whole number from 1.":                                                                                                        427,
-	"These revisions have the same contracts.":                                                                                                          243,
-	"These settings are kept in this browser only.":                                                                                                     670,
-	"They take every revision their consumer is granted.":                                                                                               846,
-	"They take revision %d only.":                                                                                                                       848,
-	"They take revisions %s only.":                                                                                                                      850,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 665,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         111,
-	"This contract has no inputs.":  546,
-	"This contract has no outputs.": 549,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 107,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 190,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            189,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  187,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  184,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           755,
+	"The result did not match the revision's outputs contract.": 575,
+	"The revision must be a whole number, 1 or more.":           630,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 774,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        768,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     798,
+	"The version must be a whole number from 1.":                                                                                                        429,
+	"These revisions have the same contracts.":                                                                                                          245,
+	"These settings are kept in this browser only.":                                                                                                     672,
+	"They take every revision their consumer is granted.":                                                                                               848,
+	"They take revision %d only.":                                                                                                                       850,
+	"They take revisions %s only.":                                                                                                                      852,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 667,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         113,
+	"This contract has no inputs.":  548,
+	"This contract has no outputs.": 551,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 109,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 192,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            191,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  189,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  186,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           757,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      31,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 311,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 313,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              38,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    47,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 404,
-	"This instance has not reached a task yet.":                                                                                                                                     395,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   42,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     41,
+	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 57,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 406,
+	"This instance has not reached a task yet.":                                                                                                                                     397,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   43,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     42,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 40,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 309,
-	"This instance is %s: there is nothing to stop.":                            43,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 405,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 406,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 311,
+	"This instance is %s: there is nothing to stop.":                            44,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 407,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 408,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               39,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          46,
+	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             41,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      51,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   49,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  182,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            795,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           794,
-	"This page does not accept that request.": 754,
-	"This page reloads every %d seconds.":     169,
-	"This process takes no inputs.":           402,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 743,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       65,
-	"This token is unknown, revoked or expired.": 775,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 714,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            715,
-	"Times in %s · no auto-reload":    166,
-	"Times in %s · reload every %d s": 165,
-	"Times in %s · reloading paused":  164,
-	"To revision":                     237,
-	"Token":                           771,
-	"Tokens":                          158,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 773,
-	"Totals of all definitions, not narrowed by the other filters":         646,
-	"Totals of definition %s, not narrowed by the other filters":           645,
-	"Type": 216,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 757,
-	"URL":                              295,
-	"UTC (coordinated universal time)": 677,
-	"Unknown action.":                  59,
-	"Unknown consumer.":                101,
-	"Unknown destination “%s”.":        102,
-	"Unknown parameter “%s” (did you mean “%s”?).": 666,
-	"Unknown parameter “%s”.":                      667,
-	"Unknown status “%s” (did you mean “%s”?).":    443,
-	"Unknown status “%s”.":                         445,
-	"Value":                                        399,
-	"Version":                                      85,
-	"Versions, newest first":                       688,
-	"Waiting for Relais to call the destination since %s (%s).": 590,
-	"Waiting for a worker since %s (%s).":                       591,
-	"When":                                                      115,
-	"Who":                                                       116,
-	"Whole message":                                             513,
-	"Why (recorded with the reveal)":                            552,
-	"Worker":                                                    818,
-	"Worker id":                                                 504,
-	"Workers":                                                   155,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        816,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  184,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            797,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           796,
+	"This page does not accept that request.": 756,
+	"This page reloads every %d seconds.":     171,
+	"This process takes no inputs.":           404,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 745,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       67,
+	"This token is unknown, revoked or expired.": 777,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 716,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            717,
+	"Times in %s · no auto-reload":    168,
+	"Times in %s · reload every %d s": 167,
+	"Times in %s · reloading paused":  166,
+	"To revision":                     239,
+	"Token":                           773,
+	"Tokens":                          160,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 775,
+	"Totals of all definitions, not narrowed by the other filters":         648,
+	"Totals of definition %s, not narrowed by the other filters":           647,
+	"Type": 218,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 759,
+	"URL":                              297,
+	"UTC (coordinated universal time)": 679,
+	"Unknown action.":                  61,
+	"Unknown consumer.":                103,
+	"Unknown destination “%s”.":        104,
+	"Unknown parameter “%s” (did you mean “%s”?).": 668,
+	"Unknown parameter “%s”.":                      669,
+	"Unknown status “%s” (did you mean “%s”?).":    445,
+	"Unknown status “%s”.":                         447,
+	"Value":                                        401,
+	"Version":                                      87,
+	"Versions, newest first":                       690,
+	"Waiting for Relais to call the destination since %s (%s).": 592,
+	"Waiting for a worker since %s (%s).":                       593,
+	"When":                                                      117,
+	"Who":                                                       118,
+	"Whole message":                                             515,
+	"Why (recorded with the reveal)":                            554,
+	"Worker":                                                    820,
+	"Worker id":                                                 506,
+	"Workers":                                                   157,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        818,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 21,
-	"Workers may take it at once (a push occurrence calls its destination now). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 817,
-	"Workers serving %s":                   825,
+	"Workers seen within three heartbeats": 819,
+	"Workers serving %s":                   827,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 29,
-	"Working copy":        222,
-	"You are signed out.": 765,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              172,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 767,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          768,
-	"[redacted]":                          624,
-	"a token’s name, exact":               126,
+	"Working copy":        224,
+	"You are signed out.": 767,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              174,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 769,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          770,
+	"[redacted]":                          626,
+	"a token’s name, exact":               128,
 	"abandon":                             4,
-	"active":                              205,
-	"administrator":                       474,
-	"after %s’s retry at %s":              524,
-	"an incident: retry, abandon or stop": 315,
-	"answer too large":                    622,
-	"any":                                 432,
-	"any other code → %s":                 728,
-	"any other error":                     313,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 648,
-	"at least %d characters":                   800,
-	"at least %d items":                        807,
-	"at most %d":                               540,
-	"at most %d characters":                    801,
-	"at most %d items":                         808,
-	"at most %d since the last operator retry": 541,
-	"available":                                446,
-	"boolean":                                  461,
-	"call in progress since":                   654,
-	"cancelled":                                451,
-	"choice":                                   464,
-	"claimable since":                          653,
-	"claimable since %s":                       334,
-	"classification changed":                   485,
-	"completed":                                449,
-	"constraint changed":                       486,
-	"consumer":                                 477,
-	"consumer #%s":                             606,
-	"date":                                     462,
-	"date and time":                            463,
-	"deadline %s":                              732,
-	"deferred":                                 448,
-	"deferred since":                           656,
-	"deleted":                                  122,
-	"designer":                                 476,
-	"disconnected":                             457,
-	"each item of %s":                          798,
-	"end (completes)":                          721,
-	"end (fails)":                              722,
-	"end: completes the instance":              316,
-	"end: fails the instance":                  317,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         420,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 421,
+	"active":                              207,
+	"administrator":                       476,
+	"after %s’s retry at %s":              526,
+	"an incident: retry, abandon or stop": 317,
+	"answer too large":                    624,
+	"any":                                 434,
+	"any other code → %s":                 730,
+	"any other error":                     315,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 650,
+	"at least %d characters":                   802,
+	"at least %d items":                        809,
+	"at most %d":                               542,
+	"at most %d characters":                    803,
+	"at most %d items":                         810,
+	"at most %d since the last operator retry": 543,
+	"available":                                448,
+	"boolean":                                  463,
+	"call in progress since":                   656,
+	"cancelled":                                453,
+	"choice":                                   466,
+	"claimable since":                          655,
+	"claimable since %s":                       336,
+	"classification changed":                   487,
+	"completed":                                451,
+	"constraint changed":                       488,
+	"consumer":                                 479,
+	"consumer #%s":                             608,
+	"date":                                     464,
+	"date and time":                            465,
+	"deadline %s":                              734,
+	"deferred":                                 450,
+	"deferred since":                           658,
+	"deleted":                                  124,
+	"designer":                                 478,
+	"disconnected":                             459,
+	"each item of %s":                          800,
+	"end (completes)":                          723,
+	"end (fails)":                              724,
+	"end: completes the instance":              318,
+	"end: fails the instance":                  319,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         422,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 423,
 	"erase":                                  6,
-	"every revision its consumer is granted": 832,
-	"every revision its consumer is granted: %s":   828,
-	"exact, case-sensitive":                        433,
-	"exact; instances deleted since are not found": 127,
-	"expired":                             454,
-	"failed":                              450,
-	"fails the instance":                  729,
-	"field added":                         480,
-	"field removed":                       481,
-	"format":                              491,
-	"format %s":                           803,
-	"from":                                128,
-	"held":                                453,
-	"held for an operator":                314,
-	"held, then abandoned by an operator": 426,
-	"held, then stopped by an operator":   425,
-	"hidden (secret)":                     471,
-	"hidden (sensitive)":                  470,
-	"hold (an incident for an operator)":  727,
-	"id or business key":                  152,
-	"in %s":                               358,
-	"in progress":                         512,
-	"instance held here":                  644,
-	"instance id":                         634,
-	"instances held":                      737,
-	"instances held: %s":                  738,
-	"integer":                             459,
-	"its name, exactly":                   633,
-	"just now":                            360,
-	"list":                                466,
-	"lock until":                          655,
-	"long polling":                        830,
-	"long wait":                           335,
-	"masked value":                        294,
-	"maximum":                             493,
-	"maximum %s":                          805,
-	"maximum items":                       495,
-	"maximum length":                      489,
-	"minimum":                             492,
-	"minimum %s":                          804,
-	"minimum items":                       494,
-	"minimum length":                      488,
-	"never":                               784,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 418,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       417,
-	"next attempt":                 652,
-	"no":                           479,
-	"no answer within the timeout": 620,
-	"no connection":                621,
-	"no grant: it takes nothing":   207,
-	"no header":                    299,
-	"no process version":           280,
-	"no worker":                    336,
-	"no worker takes revision %d":  834,
-	"no worker takes revisions %s": 835,
-	"no: the latest is version %d": 709,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 563,
-	"none": 277,
-	"none (revealed before reasons were asked for)": 752,
-	"none given": 93,
-	"none yet":   287,
-	"none: a failed call takes the node’s error path": 530,
-	"normal":       467,
-	"not provided": 810,
-	"not set":      278,
-	"not yet":      785,
-	"null":         814,
-	"number":       460,
-	"object":       465,
-	"older versions, from version %d (each links the one before)": 691,
-	"on error":                           312,
-	"one attempt, no retry, priority %d": 731,
-	"one of: %s":                         806,
-	"operator":                           475,
-	"optional %s field of type %s":       274,
-	"optional field of type %s":          276,
-	"optional → required":                267,
-	"pattern":                            490,
-	"pattern %s":                         802,
-	"pull":                               719,
-	"pull %s":                            319,
-	"pull (a worker fetches it)":         472,
-	"push %s":                            318,
-	"push (Relais calls the service)":    473,
-	"push to %s":                         720,
-	"rejected":                           455,
-	"released":                           456,
-	"required %s field of type %s":       273,
-	"required changed":                   483,
-	"required field of type %s":          275,
-	"required → optional":                268,
-	"reserved":                           447,
+	"every revision its consumer is granted": 834,
+	"every revision its consumer is granted: %s":   830,
+	"exact, case-sensitive":                        435,
+	"exact; instances deleted since are not found": 129,
+	"expired":                             456,
+	"failed":                              452,
+	"fails the instance":                  731,
+	"field added":                         482,
+	"field removed":                       483,
+	"format":                              493,
+	"format %s":                           805,
+	"from":                                130,
+	"held":                                455,
+	"held for an operator":                316,
+	"held, then abandoned by an operator": 428,
+	"held, then stopped by an operator":   427,
+	"hidden (secret)":                     473,
+	"hidden (sensitive)":                  472,
+	"hold (an incident for an operator)":  729,
+	"id or business key":                  154,
+	"in %s":                               360,
+	"in progress":                         514,
+	"instance held here":                  646,
+	"instance id":                         636,
+	"instances held":                      739,
+	"instances held: %s":                  740,
+	"integer":                             461,
+	"its name, exactly":                   635,
+	"just now":                            362,
+	"list":                                468,
+	"lock until":                          657,
+	"long polling":                        832,
+	"long wait":                           337,
+	"masked value":                        296,
+	"maximum":                             495,
+	"maximum %s":                          807,
+	"maximum items":                       497,
+	"maximum length":                      491,
+	"minimum":                             494,
+	"minimum %s":                          806,
+	"minimum items":                       496,
+	"minimum length":                      490,
+	"never":                               786,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 420,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       419,
+	"next attempt":                 654,
+	"no":                           481,
+	"no answer within the timeout": 622,
+	"no connection":                623,
+	"no grant: it takes nothing":   209,
+	"no header":                    301,
+	"no process version":           282,
+	"no worker":                    338,
+	"no worker takes revision %d":  836,
+	"no worker takes revisions %s": 837,
+	"no: the latest is version %d": 711,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 565,
+	"none": 279,
+	"none (revealed before reasons were asked for)": 754,
+	"none given": 95,
+	"none yet":   289,
+	"none: a failed call takes the node’s error path": 532,
+	"normal":       469,
+	"not provided": 812,
+	"not set":      280,
+	"not yet":      787,
+	"null":         816,
+	"number":       462,
+	"object":       467,
+	"older versions, from version %d (each links the one before)": 693,
+	"on error":                           314,
+	"one attempt, no retry, priority %d": 733,
+	"one of: %s":                         808,
+	"operator":                           477,
+	"optional %s field of type %s":       276,
+	"optional field of type %s":          278,
+	"optional → required":                269,
+	"pattern":                            492,
+	"pattern %s":                         804,
+	"pull":                               721,
+	"pull %s":                            321,
+	"pull (a worker fetches it)":         474,
+	"push %s":                            320,
+	"push (Relais calls the service)":    475,
+	"push to %s":                         722,
+	"rejected":                           457,
+	"released":                           458,
+	"required %s field of type %s":       275,
+	"required changed":                   485,
+	"required field of type %s":          277,
+	"required → optional":                270,
+	"reserved":                           449,
 	"retry":                              3,
-	"revision %d":                        649,
-	"revisions %s":                       833,
-	"revoked":                            206,
-	"routing changed":                    487,
-	"routing output":                     797,
-	"routing output %s → %s":             266,
-	"running":                            452,
-	"secret":                             469,
-	"sensitive":                          468,
-	"settled":                            651,
+	"revision %d":                        651,
+	"revisions %s":                       835,
+	"revoked":                            208,
+	"routing changed":                    489,
+	"routing output":                     799,
+	"routing output %s → %s":             268,
+	"running":                            454,
+	"secret":                             471,
+	"sensitive":                          470,
+	"settled":                            653,
 	"stop":                               5,
-	"stream":                             829,
-	"text":                               458,
-	"the contracts are the same (the name or a description changed).": 259,
-	"this session":             788,
-	"timeout %s":               734,
-	"timeout %s (the default)": 735,
-	"to":                       129,
-	"type changed":             482,
-	"unexpected value":         815,
-	"unknown":                  623,
-	"values added: %s":         269,
-	"values changed":           484,
-	"values removed: %s":       270,
-	"values reordered":         271,
-	"version %d":               690,
-	"version %d →":             711,
-	"waiting":                  618,
-	"yes":                      478,
-	"yes: a start that names no version runs this one":                                                                      708,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 180,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     444,
-	"← version %d": 710,
-	"→ %s":         726,
+	"stream":                             831,
+	"text":                               460,
+	"the contracts are the same (the name or a description changed).": 261,
+	"this session":             790,
+	"timeout %s":               736,
+	"timeout %s (the default)": 737,
+	"to":                       131,
+	"type changed":             484,
+	"unexpected value":         817,
+	"unknown":                  625,
+	"values added: %s":         271,
+	"values changed":           486,
+	"values removed: %s":       272,
+	"values reordered":         273,
+	"version %d":               692,
+	"version %d →":             713,
+	"waiting":                  620,
+	"yes":                      480,
+	"yes: a start that names no version runs this one":                                                                      710,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 182,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     446,
+	"← version %d": 712,
+	"→ %s":         728,
 }
 
-var enIndex = []uint32{ // 852 elements
+var enIndex = []uint32{ // 854 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
 	0x00000060, 0x0000007f, 0x0000009b, 0x000000ba,
 	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
-	0x000001c3, 0x000001e0, 0x00000256, 0x00000305,
-	0x0000030f, 0x0000037a, 0x00000429, 0x0000043c,
-	0x0000045b, 0x0000049a, 0x00000510, 0x00000525,
-	0x00000541, 0x00000579, 0x000006dc, 0x000006ee,
+	0x000001c3, 0x000001e0, 0x00000258, 0x000002da,
+	0x000002e4, 0x0000034f, 0x000003fe, 0x00000411,
+	0x00000430, 0x0000046f, 0x000004e5, 0x000004fa,
+	0x00000516, 0x0000054e, 0x000006b1, 0x000006c3,
 	// Entry 20 - 3F
-	0x0000079a, 0x0000085c, 0x0000092a, 0x0000093c,
-	0x00000958, 0x0000096d, 0x000009f4, 0x00000a81,
-	0x00000b0e, 0x00000c06, 0x00000c43, 0x00000c82,
-	0x00000cb4, 0x00000d23, 0x00000d9a, 0x00000e03,
-	0x00000e3e, 0x00000ee3, 0x00000f30, 0x00000f53,
-	0x00000fb3, 0x0000100c, 0x0000105f, 0x000010b8,
-	0x00001111, 0x0000113e, 0x0000119b, 0x000011f6,
-	0x00001206, 0x00001245, 0x00001286, 0x0000128d,
+	0x0000076f, 0x00000831, 0x000008ff, 0x00000911,
+	0x0000092d, 0x00000942, 0x000009c9, 0x00000a56,
+	0x00000ae3, 0x00000bdb, 0x00000c3e, 0x00000c7b,
+	0x00000cba, 0x00000cec, 0x00000d5b, 0x00000dc4,
+	0x00000dff, 0x00000ea4, 0x00000ef1, 0x00000f14,
+	0x00000f74, 0x00000fcd, 0x00001020, 0x00001079,
+	0x000010d2, 0x00001149, 0x000011aa, 0x000011d7,
+	0x00001234, 0x0000128f, 0x0000129f, 0x000012de,
 	// Entry 40 - 5F
-	0x000012c3, 0x000012d4, 0x0000134f, 0x00001374,
-	0x000013a2, 0x0000141e, 0x00001468, 0x0000149c,
-	0x000014cc, 0x00001510, 0x00001548, 0x00001575,
-	0x000015a5, 0x000015f5, 0x0000162d, 0x0000168d,
-	0x000016e4, 0x00001716, 0x0000175c, 0x00001791,
-	0x0000180a, 0x00001812, 0x0000181a, 0x00001821,
-	0x0000182e, 0x00001839, 0x0000184b, 0x00001858,
-	0x00001863, 0x00001872, 0x0000187d, 0x00001897,
+	0x0000131f, 0x00001326, 0x0000135c, 0x0000136d,
+	0x000013e8, 0x0000140d, 0x0000143b, 0x000014b7,
+	0x00001501, 0x00001535, 0x00001565, 0x000015a9,
+	0x000015e1, 0x0000160e, 0x0000163e, 0x0000168e,
+	0x000016c6, 0x00001726, 0x0000177d, 0x000017af,
+	0x000017f5, 0x0000182a, 0x000018a3, 0x000018ab,
+	0x000018b3, 0x000018ba, 0x000018c7, 0x000018d2,
+	0x000018e4, 0x000018f1, 0x000018fc, 0x0000190b,
 	// Entry 60 - 7F
-	0x000018a1, 0x000018d4, 0x00001a1e, 0x00001d14,
-	0x00001e43, 0x00001e5d, 0x00001e6f, 0x00001e90,
-	0x00001eaa, 0x00001ece, 0x00001ef2, 0x00001f19,
-	0x00001f89, 0x00001fb1, 0x00001fec, 0x00002091,
-	0x0000210a, 0x0000215f, 0x0000220e, 0x0000222a,
-	0x0000222f, 0x00002233, 0x0000223a, 0x00002241,
-	0x00002252, 0x0000226b, 0x00002277, 0x0000227f,
-	0x00002289, 0x00002371, 0x00002379, 0x00002391,
+	0x00001916, 0x00001930, 0x0000193a, 0x0000196d,
+	0x00001ab7, 0x00001dad, 0x00001edc, 0x00001ef6,
+	0x00001f08, 0x00001f29, 0x00001f43, 0x00001f67,
+	0x00001f8b, 0x00001fb2, 0x00002022, 0x0000204a,
+	0x00002085, 0x0000212a, 0x000021a3, 0x000021f8,
+	0x000022a7, 0x000022c3, 0x000022c8, 0x000022cc,
+	0x000022d3, 0x000022da, 0x000022eb, 0x00002304,
+	0x00002310, 0x00002318, 0x00002322, 0x0000240a,
 	// Entry 80 - 9F
-	0x000023be, 0x000023c3, 0x000023c6, 0x000023d4,
-	0x000023e2, 0x000023fe, 0x0000240a, 0x0000249f,
-	0x000024c8, 0x000024e7, 0x0000253f, 0x00002617,
-	0x000026aa, 0x0000275f, 0x000027f3, 0x00002872,
-	0x00002888, 0x00002897, 0x000028a0, 0x000028b0,
-	0x000028c0, 0x000028c7, 0x000028d6, 0x000028e0,
-	0x000028ff, 0x00002912, 0x00002917, 0x00002923,
-	0x0000292b, 0x00002935, 0x00002942, 0x00002949,
+	0x00002412, 0x0000242a, 0x00002457, 0x0000245c,
+	0x0000245f, 0x0000246d, 0x0000247b, 0x00002497,
+	0x000024a3, 0x00002538, 0x00002561, 0x00002580,
+	0x000025d8, 0x000026b0, 0x00002743, 0x000027f8,
+	0x0000288c, 0x0000290b, 0x00002921, 0x00002930,
+	0x00002939, 0x00002949, 0x00002959, 0x00002960,
+	0x0000296f, 0x00002979, 0x00002998, 0x000029ab,
+	0x000029b0, 0x000029bc, 0x000029c4, 0x000029ce,
 	// Entry A0 - BF
-	0x00002951, 0x0000296c, 0x00002975, 0x00002986,
-	0x0000299d, 0x000029c0, 0x000029e7, 0x00002a08,
-	0x00002a19, 0x00002a20, 0x00002a47, 0x00002a57,
-	0x00002a63, 0x00002ae1, 0x00002af1, 0x00002b59,
-	0x00002b70, 0x00002b80, 0x00002b94, 0x00002bd1,
-	0x00002cea, 0x00002d67, 0x00002d71, 0x00002e2c,
-	0x00002e39, 0x00002eb6, 0x00002ec7, 0x00002ed6,
-	0x00002f36, 0x00002f48, 0x00002f8b, 0x00002fc9,
+	0x000029db, 0x000029e2, 0x000029ea, 0x00002a05,
+	0x00002a0e, 0x00002a1f, 0x00002a36, 0x00002a59,
+	0x00002a80, 0x00002aa1, 0x00002ab2, 0x00002ab9,
+	0x00002ae0, 0x00002af0, 0x00002afc, 0x00002b7a,
+	0x00002b8a, 0x00002bf2, 0x00002c09, 0x00002c19,
+	0x00002c2d, 0x00002c6a, 0x00002d83, 0x00002e00,
+	0x00002e0a, 0x00002ec5, 0x00002ed2, 0x00002f4f,
+	0x00002f60, 0x00002f6f, 0x00002fcf, 0x00002fe1,
 	// Entry C0 - DF
-	0x00002fe1, 0x00003027, 0x0000303c, 0x000030ab,
-	0x000030bc, 0x000030cf, 0x00003194, 0x000031ac,
-	0x000031af, 0x000031b4, 0x000031bb, 0x000031c6,
-	0x000031cc, 0x000031d2, 0x000031d9, 0x000031e1,
-	0x000031fc, 0x00003209, 0x00003217, 0x00003241,
-	0x00003257, 0x0000326e, 0x000032b4, 0x000032d6,
-	0x000032dc, 0x000032e1, 0x000032ea, 0x000032f9,
-	0x00003305, 0x00003311, 0x00003322, 0x0000332f,
+	0x00003024, 0x00003062, 0x0000307a, 0x000030c0,
+	0x000030d5, 0x00003144, 0x00003155, 0x00003168,
+	0x0000322d, 0x00003245, 0x00003248, 0x0000324d,
+	0x00003254, 0x0000325f, 0x00003265, 0x0000326b,
+	0x00003272, 0x0000327a, 0x00003295, 0x000032a2,
+	0x000032b0, 0x000032da, 0x000032f0, 0x00003307,
+	0x0000334d, 0x0000336f, 0x00003375, 0x0000337a,
+	0x00003383, 0x00003392, 0x0000339e, 0x000033aa,
 	// Entry E0 - FF
-	0x0000338c, 0x0000339b, 0x000033a6, 0x000033b0,
-	0x000033ee, 0x000033f7, 0x00003407, 0x0000340f,
-	0x00003418, 0x0000341e, 0x00003428, 0x0000343a,
-	0x00003482, 0x00003490, 0x0000349c, 0x000034a4,
-	0x000034ab, 0x000034b2, 0x000034c3, 0x000034d2,
-	0x000034fb, 0x00003502, 0x0000350d, 0x00003528,
-	0x00003530, 0x0000353c, 0x00003558, 0x0000356f,
-	0x00003591, 0x000035a0, 0x000035ac, 0x000035b3,
+	0x000033bb, 0x000033c8, 0x00003425, 0x00003434,
+	0x0000343f, 0x00003449, 0x00003487, 0x00003490,
+	0x000034a0, 0x000034a8, 0x000034b1, 0x000034b7,
+	0x000034c1, 0x000034d3, 0x0000351b, 0x00003529,
+	0x00003535, 0x0000353d, 0x00003544, 0x0000354b,
+	0x0000355c, 0x0000356b, 0x00003594, 0x0000359b,
+	0x000035a6, 0x000035c1, 0x000035c9, 0x000035d5,
+	0x000035f1, 0x00003608, 0x0000362a, 0x00003639,
 	// Entry 100 - 11F
-	0x000035cc, 0x000035e6, 0x0000368f, 0x000036a5,
-	0x000036e5, 0x00003716, 0x00003740, 0x00003767,
-	0x000037de, 0x00003802, 0x00003829, 0x00003848,
-	0x0000385e, 0x00003874, 0x00003888, 0x0000389e,
-	0x000038af, 0x000038c6, 0x000038e9, 0x0000390c,
-	0x00003929, 0x00003946, 0x0000394b, 0x00003953,
-	0x0000395d, 0x00003970, 0x00003984, 0x00003999,
-	0x000039e5, 0x000039f8, 0x000039fc, 0x00003a0c,
+	0x00003645, 0x0000364c, 0x00003665, 0x0000367f,
+	0x00003728, 0x0000373e, 0x0000377e, 0x000037af,
+	0x000037d9, 0x00003800, 0x00003877, 0x0000389b,
+	0x000038c2, 0x000038e1, 0x000038f7, 0x0000390d,
+	0x00003921, 0x00003937, 0x00003948, 0x0000395f,
+	0x00003982, 0x000039a5, 0x000039c2, 0x000039df,
+	0x000039e4, 0x000039ec, 0x000039f6, 0x00003a09,
+	0x00003a1d, 0x00003a32, 0x00003a7e, 0x00003a91,
 	// Entry 120 - 13F
-	0x00003a15, 0x00003a28, 0x00003a4e, 0x00003a62,
-	0x00003a78, 0x00003b8e, 0x00003ba3, 0x00003bb0,
-	0x00003bb4, 0x00003bc1, 0x00003bd1, 0x00003bde,
-	0x00003be8, 0x00003bee, 0x00003bf8, 0x00003c18,
-	0x00003c2a, 0x00003cde, 0x00003cfb, 0x00003d69,
-	0x00003e29, 0x00003e3c, 0x00003e89, 0x00003eed,
-	0x00003f51, 0x00003f5a, 0x00003f6a, 0x00003f7f,
-	0x00003fa3, 0x00003fbf, 0x00003fd7, 0x00003fe2,
+	0x00003a95, 0x00003aa5, 0x00003aae, 0x00003ac1,
+	0x00003ae7, 0x00003afb, 0x00003b11, 0x00003c27,
+	0x00003c3c, 0x00003c49, 0x00003c4d, 0x00003c5a,
+	0x00003c6a, 0x00003c77, 0x00003c81, 0x00003c87,
+	0x00003c91, 0x00003cb1, 0x00003cc3, 0x00003d77,
+	0x00003d94, 0x00003e02, 0x00003ec2, 0x00003ed5,
+	0x00003f22, 0x00003f86, 0x00003fea, 0x00003ff3,
+	0x00004003, 0x00004018, 0x0000403c, 0x00004058,
 	// Entry 140 - 15F
-	0x00003fed, 0x00004001, 0x00004117, 0x00004167,
-	0x0000418b, 0x000041b6, 0x000041c1, 0x000041c6,
-	0x000041d5, 0x000041dc, 0x000041f3, 0x00004208,
-	0x0000421a, 0x0000423d, 0x0000428a, 0x000042a0,
-	0x000042aa, 0x000042b4, 0x000042c9, 0x000042f1,
-	0x00004301, 0x0000433a, 0x0000438e, 0x00004398,
-	0x000043ae, 0x000043e7, 0x000043ec, 0x000043fa,
-	0x00004407, 0x00004430, 0x00004453, 0x000044a6,
+	0x00004070, 0x0000407b, 0x00004086, 0x0000409a,
+	0x000041b0, 0x00004200, 0x00004224, 0x0000424f,
+	0x0000425a, 0x0000425f, 0x0000426e, 0x00004275,
+	0x0000428c, 0x000042a1, 0x000042b3, 0x000042d6,
+	0x00004323, 0x00004339, 0x00004343, 0x0000434d,
+	0x00004362, 0x0000438a, 0x0000439a, 0x000043d3,
+	0x00004427, 0x00004431, 0x00004447, 0x00004480,
+	0x00004485, 0x00004493, 0x000044a0, 0x000044c9,
 	// Entry 160 - 17F
-	0x000044e6, 0x00004567, 0x000045ce, 0x000045db,
-	0x000045fb, 0x00004607, 0x00004620, 0x00004629,
-	0x00004633, 0x0000463c, 0x00004644, 0x0000464e,
-	0x00004656, 0x0000465e, 0x00004662, 0x00004666,
-	0x0000466a, 0x0000466e, 0x00004672, 0x00004676,
-	0x0000467a, 0x0000467e, 0x00004682, 0x00004686,
-	0x0000468a, 0x0000468e, 0x00004698, 0x000046b6,
-	0x000046d6, 0x000046fa, 0x0000471e, 0x00004727,
+	0x000044ec, 0x0000453f, 0x0000457f, 0x00004600,
+	0x00004667, 0x00004674, 0x00004694, 0x000046a0,
+	0x000046b9, 0x000046c2, 0x000046cc, 0x000046d5,
+	0x000046dd, 0x000046e7, 0x000046ef, 0x000046f7,
+	0x000046fb, 0x000046ff, 0x00004703, 0x00004707,
+	0x0000470b, 0x0000470f, 0x00004713, 0x00004717,
+	0x0000471b, 0x0000471f, 0x00004723, 0x00004727,
+	0x00004731, 0x0000474f, 0x0000476f, 0x00004793,
 	// Entry 180 - 19F
-	0x0000473e, 0x00004746, 0x00004757, 0x0000475c,
-	0x000047a1, 0x000047b9, 0x000047be, 0x000047c9,
-	0x000047cf, 0x000047d9, 0x000047e1, 0x000047e9,
-	0x00004813, 0x0000482d, 0x00004855, 0x00004885,
-	0x0000488b, 0x0000489a, 0x000048ed, 0x0000490b,
-	0x00004922, 0x000049d2, 0x00004af4, 0x00004bb3,
-	0x00004ca7, 0x00004cfe, 0x00004d28, 0x00004d54,
-	0x00004d7e, 0x00004d86, 0x00004d8c, 0x00004d99,
+	0x000047b7, 0x000047c0, 0x000047d7, 0x000047df,
+	0x000047f0, 0x000047f5, 0x0000483a, 0x00004852,
+	0x00004857, 0x00004862, 0x00004868, 0x00004872,
+	0x0000487a, 0x00004882, 0x000048ac, 0x000048c6,
+	0x000048ee, 0x0000491e, 0x00004924, 0x00004933,
+	0x00004986, 0x000049a4, 0x000049bb, 0x00004a6b,
+	0x00004b8d, 0x00004c4c, 0x00004d42, 0x00004d99,
+	0x00004dc3, 0x00004def, 0x00004e19, 0x00004e21,
 	// Entry 1A0 - 1BF
-	0x00004dab, 0x00004db4, 0x00004df6, 0x00004e40,
-	0x00004e55, 0x00004e87, 0x00004ed3, 0x00004edc,
-	0x00004eee, 0x00004efd, 0x00004f1f, 0x00004f43,
-	0x00004f6e, 0x00004fa2, 0x00004fb0, 0x00004fdb,
-	0x00004fed, 0x00004ff1, 0x00005007, 0x00005031,
-	0x0000507a, 0x0000509a, 0x000050a3, 0x000050b5,
-	0x000050d8, 0x000050e6, 0x000050f5, 0x00005102,
-	0x0000513a, 0x000051a3, 0x000051bf, 0x000051c9,
+	0x00004e27, 0x00004e34, 0x00004e46, 0x00004e4f,
+	0x00004e91, 0x00004edb, 0x00004ef0, 0x00004f22,
+	0x00004f6e, 0x00004f77, 0x00004f89, 0x00004f98,
+	0x00004fba, 0x00004fde, 0x00005009, 0x0000503d,
+	0x0000504b, 0x00005076, 0x00005088, 0x0000508c,
+	0x000050a2, 0x000050cc, 0x00005115, 0x00005135,
+	0x0000513e, 0x00005150, 0x00005173, 0x00005181,
+	0x00005190, 0x0000519d, 0x000051d5, 0x0000523e,
 	// Entry 1C0 - 1DF
-	0x000051d2, 0x000051db, 0x000051e5, 0x000051ec,
-	0x000051f6, 0x000051fe, 0x00005203, 0x0000520b,
-	0x00005214, 0x0000521d, 0x0000522a, 0x0000522f,
-	0x00005237, 0x0000523e, 0x00005246, 0x0000524b,
-	0x00005259, 0x00005260, 0x00005267, 0x0000526c,
-	0x00005273, 0x0000527d, 0x00005284, 0x00005297,
-	0x000052a7, 0x000052c2, 0x000052e2, 0x000052f0,
-	0x000052f9, 0x00005302, 0x0000530b, 0x0000530f,
+	0x0000525a, 0x00005264, 0x0000526d, 0x00005276,
+	0x00005280, 0x00005287, 0x00005291, 0x00005299,
+	0x0000529e, 0x000052a6, 0x000052af, 0x000052b8,
+	0x000052c5, 0x000052ca, 0x000052d2, 0x000052d9,
+	0x000052e1, 0x000052e6, 0x000052f4, 0x000052fb,
+	0x00005302, 0x00005307, 0x0000530e, 0x00005318,
+	0x0000531f, 0x00005332, 0x00005342, 0x0000535d,
+	0x0000537d, 0x0000538b, 0x00005394, 0x0000539d,
 	// Entry 1E0 - 1FF
-	0x00005312, 0x0000531e, 0x0000532c, 0x00005339,
-	0x0000534a, 0x00005359, 0x00005370, 0x00005383,
-	0x00005393, 0x000053a2, 0x000053b1, 0x000053b9,
-	0x000053c0, 0x000053c8, 0x000053d0, 0x000053de,
-	0x000053ec, 0x00005402, 0x00005417, 0x00005428,
-	0x0000542e, 0x00005435, 0x0000543e, 0x0000545a,
-	0x00005463, 0x0000546d, 0x00005476, 0x0000547f,
-	0x00005488, 0x0000549f, 0x000054a7, 0x000054b5,
+	0x000053a6, 0x000053aa, 0x000053ad, 0x000053b9,
+	0x000053c7, 0x000053d4, 0x000053e5, 0x000053f4,
+	0x0000540b, 0x0000541e, 0x0000542e, 0x0000543d,
+	0x0000544c, 0x00005454, 0x0000545b, 0x00005463,
+	0x0000546b, 0x00005479, 0x00005487, 0x0000549d,
+	0x000054b2, 0x000054c3, 0x000054c9, 0x000054d0,
+	0x000054d9, 0x000054f5, 0x000054fe, 0x00005508,
+	0x00005511, 0x0000551a, 0x00005523, 0x0000553a,
 	// Entry 200 - 21F
-	0x000054e1, 0x000054ed, 0x000054fb, 0x00005541,
-	0x0000554d, 0x00005555, 0x00005580, 0x000055cb,
-	0x0000568d, 0x00005691, 0x000056b7, 0x000056df,
-	0x00005742, 0x00005761, 0x00005766, 0x00005781,
-	0x00005792, 0x0000579e, 0x000057a6, 0x000057d8,
-	0x000057e1, 0x000057ea, 0x00005806, 0x00005867,
-	0x00005874, 0x000058ab, 0x000058da, 0x0000592a,
-	0x00005965, 0x00005973, 0x0000599f, 0x000059c5,
+	0x00005542, 0x00005550, 0x0000557c, 0x00005588,
+	0x00005596, 0x000055dc, 0x000055e8, 0x000055f0,
+	0x0000561b, 0x00005666, 0x00005728, 0x0000572c,
+	0x00005752, 0x0000577a, 0x000057dd, 0x000057fc,
+	0x00005801, 0x0000581c, 0x0000582d, 0x00005839,
+	0x00005841, 0x00005873, 0x0000587c, 0x00005885,
+	0x000058a1, 0x00005902, 0x0000590f, 0x00005946,
+	0x00005975, 0x000059c5, 0x00005a00, 0x00005a0e,
 	// Entry 220 - 23F
-	0x000059e6, 0x000059f1, 0x00005a1f, 0x00005a3c,
-	0x00005a6b, 0x00005a9d, 0x00005abb, 0x00005af0,
-	0x00005b0c, 0x00005b2b, 0x00005b86, 0x00005b95,
-	0x00005ba2, 0x00005bb0, 0x00005bbd, 0x00005bc6,
-	0x00005be1, 0x00005c11, 0x00005c2c, 0x00005c36,
-	0x00005c88, 0x00005d48, 0x00005da4, 0x00005e22,
-	0x00005e98, 0x00005f6b, 0x0000602e, 0x00006066,
-	0x000060c6, 0x0000611d, 0x00006157, 0x00006264,
+	0x00005a3a, 0x00005a60, 0x00005a81, 0x00005a8c,
+	0x00005aba, 0x00005ad7, 0x00005b06, 0x00005b38,
+	0x00005b56, 0x00005b8b, 0x00005ba7, 0x00005bc6,
+	0x00005c21, 0x00005c30, 0x00005c3d, 0x00005c4b,
+	0x00005c58, 0x00005c61, 0x00005c7c, 0x00005cac,
+	0x00005cc7, 0x00005cd1, 0x00005d23, 0x00005de3,
+	0x00005e3f, 0x00005ebd, 0x00005f33, 0x00006006,
+	0x000060c9, 0x00006101, 0x00006161, 0x000061b8,
 	// Entry 240 - 25F
-	0x00006284, 0x000062aa, 0x000062d4, 0x00006345,
-	0x00006382, 0x000063a6, 0x0000644a, 0x0000646f,
-	0x0000649e, 0x000064fe, 0x00006557, 0x000065b1,
-	0x000065cb, 0x000065e9, 0x0000661d, 0x0000665d,
-	0x00006687, 0x00006696, 0x00006761, 0x00006792,
-	0x000067c1, 0x000067d4, 0x00006849, 0x0000685c,
-	0x00006890, 0x000068e1, 0x00006915, 0x00006925,
-	0x0000696c, 0x00006999, 0x000069a6, 0x000069b6,
+	0x000061f2, 0x000062ff, 0x0000631f, 0x00006345,
+	0x0000636f, 0x000063e0, 0x0000641d, 0x00006441,
+	0x000064e5, 0x0000650a, 0x00006539, 0x00006599,
+	0x000065f2, 0x0000664c, 0x00006666, 0x00006684,
+	0x000066b8, 0x000066f8, 0x00006722, 0x00006731,
+	0x000067fc, 0x0000682d, 0x0000685c, 0x0000686f,
+	0x000068e4, 0x000068f7, 0x0000692b, 0x0000697c,
+	0x000069b0, 0x000069c0, 0x00006a07, 0x00006a34,
 	// Entry 260 - 27F
-	0x000069e6, 0x00006a20, 0x00006a43, 0x00006aba,
-	0x00006b3c, 0x00006bc1, 0x00006bd0, 0x00006c20,
-	0x00006c80, 0x00006cec, 0x00006d63, 0x00006d6b,
-	0x00006d83, 0x00006da0, 0x00006dae, 0x00006dbf,
-	0x00006dc7, 0x00006dd2, 0x00006e13, 0x00006e4b,
-	0x00006e5f, 0x00006e8f, 0x00006eca, 0x00006eda,
-	0x00006f19, 0x00006f2a, 0x00006f3c, 0x00006f48,
-	0x00006f59, 0x00006f73, 0x00006f7b, 0x00006f8c,
+	0x00006a41, 0x00006a51, 0x00006a81, 0x00006abb,
+	0x00006ade, 0x00006b55, 0x00006bd7, 0x00006c5c,
+	0x00006c6b, 0x00006cbb, 0x00006d1b, 0x00006d87,
+	0x00006dfe, 0x00006e06, 0x00006e1e, 0x00006e3b,
+	0x00006e49, 0x00006e5a, 0x00006e62, 0x00006e6d,
+	0x00006eae, 0x00006ee6, 0x00006efa, 0x00006f2a,
+	0x00006f65, 0x00006f75, 0x00006fb4, 0x00006fc5,
+	0x00006fd7, 0x00006fe3, 0x00006ff4, 0x0000700e,
 	// Entry 280 - 29F
-	0x00006f92, 0x00006fa6, 0x00006fbe, 0x00006fe3,
-	0x00006ff1, 0x00007004, 0x00007042, 0x0000707f,
-	0x000070ab, 0x00007103, 0x00007112, 0x00007123,
-	0x0000712b, 0x00007138, 0x00007148, 0x0000715f,
-	0x0000716a, 0x00007179, 0x0000717f, 0x0000718d,
-	0x00007197, 0x000071a2, 0x000071ac, 0x000071bf,
-	0x000071e4, 0x0000720f, 0x000072a0, 0x000072db,
-	0x000072fa, 0x00007338, 0x0000736f, 0x0000739d,
+	0x00007016, 0x00007027, 0x0000702d, 0x00007041,
+	0x00007059, 0x0000707e, 0x0000708c, 0x0000709f,
+	0x000070dd, 0x0000711a, 0x00007146, 0x0000719e,
+	0x000071ad, 0x000071be, 0x000071c6, 0x000071d3,
+	0x000071e3, 0x000071fa, 0x00007205, 0x00007214,
+	0x0000721a, 0x00007228, 0x00007232, 0x0000723d,
+	0x00007247, 0x0000725a, 0x0000727f, 0x000072aa,
+	0x0000733b, 0x00007376, 0x00007395, 0x000073d3,
 	// Entry 2A0 - 2BF
-	0x000073ab, 0x0000744a, 0x00007468, 0x000075bf,
-	0x000075cd, 0x000075e1, 0x00007602, 0x00007616,
-	0x00007646, 0x0000764c, 0x00007660, 0x00007678,
-	0x0000768b, 0x000076c8, 0x0000773b, 0x00007788,
-	0x00007799, 0x000077b0, 0x000077cd, 0x000077db,
-	0x0000781a, 0x00007828, 0x00007833, 0x00007839,
-	0x0000792b, 0x00007931, 0x00007963, 0x00007968,
-	0x00007978, 0x00007983, 0x0000798c, 0x0000799c,
+	0x0000740a, 0x00007438, 0x00007446, 0x000074e5,
+	0x00007503, 0x0000765a, 0x00007668, 0x0000767c,
+	0x0000769d, 0x000076b1, 0x000076e1, 0x000076e7,
+	0x000076fb, 0x00007713, 0x00007726, 0x00007763,
+	0x000077d6, 0x00007823, 0x00007834, 0x0000784b,
+	0x00007868, 0x00007876, 0x000078b5, 0x000078c3,
+	0x000078ce, 0x000078d4, 0x000079c6, 0x000079cc,
+	0x000079fe, 0x00007a03, 0x00007a13, 0x00007a1e,
 	// Entry 2C0 - 2DF
-	0x000079a8, 0x000079dc, 0x00007a0f, 0x00007a29,
-	0x00007a30, 0x00007a61, 0x00007a81, 0x00007a93,
-	0x00007aa5, 0x00007b4a, 0x00007b60, 0x00007be5,
-	0x00007c5f, 0x00007c6e, 0x00007d28, 0x00007d79,
-	0x00007d7e, 0x00007d8c, 0x00007d9c, 0x00007da8,
-	0x00007db8, 0x00007dc6, 0x00007dd6, 0x00007de0,
-	0x00007e03, 0x00007e1c, 0x00007e2f, 0x00007e9b,
-	0x00007ec1, 0x00007ed0, 0x00007f22, 0x00007f30,
+	0x00007a27, 0x00007a37, 0x00007a43, 0x00007a77,
+	0x00007aaa, 0x00007ac4, 0x00007acb, 0x00007afc,
+	0x00007b1c, 0x00007b2e, 0x00007b40, 0x00007be5,
+	0x00007bfb, 0x00007c80, 0x00007cfa, 0x00007d09,
+	0x00007dc3, 0x00007e14, 0x00007e19, 0x00007e27,
+	0x00007e37, 0x00007e43, 0x00007e53, 0x00007e61,
+	0x00007e71, 0x00007e7b, 0x00007e9e, 0x00007eb7,
+	0x00007eca, 0x00007f36, 0x00007f5c, 0x00007f6b,
 	// Entry 2E0 - 2FF
-	0x00007f4c, 0x00007f9a, 0x00007fa9, 0x00007fbf,
-	0x00008013, 0x00008045, 0x0000809d, 0x000080b3,
-	0x00008181, 0x00008198, 0x000081cf, 0x000081dd,
-	0x00008221, 0x00008246, 0x000082bd, 0x000082d3,
-	0x000082ea, 0x00008318, 0x0000832b, 0x00008353,
-	0x000083d7, 0x000083de, 0x00008446, 0x00008470,
-	0x000084a0, 0x000085f5, 0x0000872f, 0x000087cf,
-	0x000088a6, 0x0000897f, 0x00008993, 0x000089ee,
+	0x00007fbd, 0x00007fcb, 0x00007fe7, 0x00008035,
+	0x00008044, 0x0000805a, 0x000080ae, 0x000080e0,
+	0x00008138, 0x0000814e, 0x0000821c, 0x00008233,
+	0x0000826a, 0x00008278, 0x000082bc, 0x000082e1,
+	0x00008358, 0x0000836e, 0x00008385, 0x000083b3,
+	0x000083c6, 0x000083ee, 0x00008472, 0x00008479,
+	0x000084e1, 0x0000850b, 0x0000853b, 0x00008690,
+	0x000087ca, 0x0000886a, 0x00008941, 0x00008a1a,
 	// Entry 300 - 31F
-	0x00008a99, 0x00008b1b, 0x00008b23, 0x00008b5e,
-	0x00008b64, 0x00008bf6, 0x00008c8e, 0x00008cba,
-	0x00008ce5, 0x00008d33, 0x00008d9f, 0x00008e46,
-	0x00008e61, 0x00008e6b, 0x00008e70, 0x00008e7a,
-	0x00008e82, 0x00008e88, 0x00008e90, 0x00008e9e,
-	0x00008ea8, 0x00008eb5, 0x00008ec8, 0x00008eec,
-	0x00008f6c, 0x00008f7d, 0x00008f85, 0x00008ffa,
-	0x0000904e, 0x00009096, 0x000090a5, 0x000090b8,
+	0x00008a2e, 0x00008a89, 0x00008b34, 0x00008bb6,
+	0x00008bbe, 0x00008bf9, 0x00008bff, 0x00008c91,
+	0x00008d29, 0x00008d55, 0x00008d80, 0x00008dce,
+	0x00008e3a, 0x00008ee1, 0x00008efc, 0x00008f06,
+	0x00008f0b, 0x00008f15, 0x00008f1d, 0x00008f23,
+	0x00008f2b, 0x00008f39, 0x00008f43, 0x00008f50,
+	0x00008f63, 0x00008f87, 0x00009007, 0x00009018,
+	0x00009020, 0x00009095, 0x000090e9, 0x00009131,
 	// Entry 320 - 33F
-	0x000090c4, 0x00009100, 0x0000913a, 0x00009148,
-	0x00009155, 0x00009163, 0x00009171, 0x0000917f,
-	0x000091b1, 0x000091e1, 0x0000923d, 0x0000924a,
-	0x0000926a, 0x00009275, 0x0000928f, 0x00009294,
-	0x000092a5, 0x0000932b, 0x00009350, 0x00009357,
-	0x00009360, 0x00009373, 0x0000937d, 0x00009387,
-	0x00009391, 0x000093a9, 0x000093bf, 0x000093cb,
-	0x000093ed, 0x0000941b, 0x00009422, 0x0000942f,
+	0x00009140, 0x00009153, 0x0000915f, 0x0000919b,
+	0x000091d5, 0x000091e3, 0x000091f0, 0x000091fe,
+	0x0000920c, 0x0000921a, 0x0000924c, 0x0000927c,
+	0x000092d8, 0x000092e5, 0x00009305, 0x00009310,
+	0x0000932a, 0x0000932f, 0x00009340, 0x000093c6,
+	0x000093eb, 0x000093f2, 0x000093fb, 0x0000940e,
+	0x00009418, 0x00009422, 0x0000942c, 0x00009444,
+	0x0000945a, 0x00009466, 0x00009488, 0x000094b6,
 	// Entry 340 - 35F
-	0x00009440, 0x00009467, 0x00009477, 0x00009496,
-	0x000094b6, 0x0000958e, 0x0000966f, 0x000096c3,
-	0x00009713, 0x00009773, 0x000097c6, 0x000097fe,
-	0x00009836, 0x00009867, 0x000098b7, 0x000098eb,
-	0x00009909, 0x00009928, 0x00009947, 0x00009967,
-} // Size: 3432 bytes
+	0x000094bd, 0x000094ca, 0x000094db, 0x00009502,
+	0x00009512, 0x00009531, 0x00009551, 0x00009629,
+	0x0000970a, 0x0000975e, 0x000097ae, 0x0000980e,
+	0x00009861, 0x00009899, 0x000098d1, 0x00009902,
+	0x00009952, 0x00009986, 0x000099a4, 0x000099c3,
+	0x000099e2, 0x00009a02,
+} // Size: 3440 bytes
 
-const enData string = "" + // Size: 39271 bytes
+const enData string = "" + // Size: 39426 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1144,835 +1147,838 @@ const enData string = "" + // Size: 39271 bytes
 	"tever the retention: write no customer data in it.\x02Reason (recorded i" +
 	"n the audit log)\x02Keep it running\x02Keep it held\x02Retry process ins" +
 	"tance %[1]s\x02Retry now? The occurrence at node %[1]s waits for its ret" +
-	"ry at %[2]s; it is offered now, its attempts left unchanged.\x02Workers " +
-	"may take it at once (a push occurrence calls its destination now). Its e" +
-	"arlier attempts and last error stay in its history. Nothing is completed" +
-	" on anyone’s behalf.\x02Retry now\x02Retry this instance? Its failed occ" +
-	"urrence at node %[1]s is offered again with a fresh budget of attempts." +
-	"\x02Workers may take it again (a push occurrence calls its destination a" +
-	"gain). Its earlier attempts and last error stay in its history. Nothing " +
-	"is completed on anyone’s behalf.\x02Retry the instance\x02Abandon proces" +
-	"s instance %[1]s\x02Abandon this instance? It fails with the error code " +
-	"abandoned.\x02Its failed occurrence stays as it is and nothing is comple" +
-	"ted on its behalf. An abandoned instance cannot be resumed.\x02Abandon t" +
-	"he instance\x02Stop process instance %[1]s\x02Stop this instance? Its op" +
-	"en occurrences are cancelled.\x02Workers that hold one of them are told " +
-	"at once on a stream, at their next lock extension or report when long po" +
-	"lling, and their results are refused; a push call in flight is aborted, " +
-	"though its destination may already have acted on the request (a card cha" +
-	"rged: check there). Nothing is completed on their behalf, and a stopped " +
-	"instance cannot be resumed.\x02Stop the instance\x02This instance cannot" +
-	" be retried: its occurrence at node %[1]s failed before any attempt (its" +
-	" inputs could not be built), so it would fail the same way. Abandon or s" +
-	"top it.\x02Its last call was answered as a success, with outputs the con" +
-	"tract refused: the destination most likely acted. Check at the destinati" +
-	"on before retrying, or it acts twice (a card charged twice).\x02Its last" +
-	" call may have been carried out all the same (its answer was lost, or ca" +
-	"me after the timeout): check at the destination that it did not act befo" +
-	"re retrying, or it acts twice (a card charged twice).\x02Nothing was don" +
-	"e.\x02Cannot act on this instance\x02Back to the instance\x02Someone act" +
-	"ed on this instance after this page was opened (%[1]s by %[2]s, %[3]s). " +
-	"Nothing was done: look at it again before deciding.\x02This instance has" +
-	" already ended (it is %[1]s now): someone acted on it after this page wa" +
-	"s opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is " +
-	"no longer held (it is %[1]s now): someone acted on it after this page wa" +
-	"s opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is " +
-	"%[1]s, not held: there is nothing to retry. A failure ends its instance " +
-	"unless the node’s on_error leads to hold (an incident waiting for an ope" +
-	"rator); start a new instance (with a new Idempotency-Key, or none) to re" +
-	"do the work.\x02This instance is %[1]s, not held: there is nothing to re" +
-	"try.\x02This instance is %[1]s, not held: there is nothing to abandon." +
-	"\x02This instance is %[1]s: there is nothing to stop.\x02Someone acted o" +
-	"n this instance after this page was opened. Nothing was done: look at it" +
-	" again before deciding.\x02None of its occurrences waits for a retry any" +
-	" more: it was offered, or taken by a worker, meanwhile. Nothing was done" +
-	".\x02This instance is no longer held (it is %[1]s now): someone may have" +
-	" acted on it first. Nothing was done.\x02This instance has already ended" +
-	"; there is nothing to stop.\x02Its occurrence failed before any attempt:" +
-	" its inputs could not be built, so a retry would fail the same way. Aban" +
-	"don or stop the instance instead. Nothing was done.\x02This instance was" +
-	" already stopped; nothing changed and nothing was recorded.\x02The reaso" +
-	"n you gave, not recorded:\x02This instance was already stopped, by %[1]s" +
-	" at %[2]s; nothing changed and nothing was recorded.\x02Retried now: the" +
-	" occurrence at node %[1]s is offered at once. Recorded in the audit log." +
-	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
-	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
-	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
-	" occurrences are cancelled. Recorded in the audit log.\x02Relais refused" +
-	" the action. Nothing was done.\x02Give a reason: it is recorded in the a" +
-	"udit log (at most %[1]d characters). Nothing was done.\x02The reason is " +
-	"too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was d" +
-	"one.\x02Unknown action.\x02Stopping applies to running or held instances" +
-	", not %[1]s ones.\x02Retrying and abandoning apply to held instances, no" +
-	"t %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every i" +
-	"nstance)\x02Back to the list\x02This takes about %[1]s. Keep this page o" +
-	"pen until it answers: if it stops waiting first, the action still runs t" +
-	"o its end.\x02Follow it in the audit log (new tab)\x02Retry every held i" +
-	"nstance this filter matches\x02Each one’s failed occurrence is offered a" +
-	"gain with a fresh budget of attempts. Nothing is completed on anyone’s b" +
-	"ehalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 " +
-	"\x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry" +
-	" %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held i" +
-	"nstance this filter matches\x02Each one fails with the error code abando" +
-	"ned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d " +
-	"instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance " +
-	"this filter matches\x02Stop every running instance this filter matches" +
-	"\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
-	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
-	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
-	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
-	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
-	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
-	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
-	"ion applies to matches the filter.\x02An error code is matched exactly, " +
-	"capitals included.\x02No process, business key, error code or creation d" +
-	"ate narrows this filter: it applies to the instances of every process." +
-	"\x02Process\x02Version\x02Status\x02Business key\x02Error code\x02Held a" +
-	"t a node of\x02Created from\x02Created to\x02Other criteria\x02none give" +
-	"n\x02By process and error code\x02Instances\x02The %[1]d largest groups;" +
-	" the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01\x02%[1]d of th" +
-	"em is calling a destination now: a stop aborts the call, but the destina" +
-	"tion may already have acted on the request (a card charged: check with i" +
-	"t).\x00\xa0\x01\x02%[1]d of them are calling a destination now: a stop a" +
-	"borts the call, but the destination may already have acted on the reques" +
-	"t (a card charged: check with it).\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[" +
-	"1]d of them is held at a push call that may have been carried out all th" +
-	"e same: it ended outcome_unknown or deadline_exceeded (its answer was lo" +
-	"st, or came after the timeout), or invalid_outputs (the destination answ" +
-	"ered a success whose outputs the contract refused). Check at the destina" +
-	"tion that it did not act before retrying, or it acts twice (a card charg" +
-	"ed twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may" +
-	" have been carried out all the same: it ended outcome_unknown or deadlin" +
-	"e_exceeded (its answer was lost, or came after the timeout), or invalid_" +
-	"outputs (the destination answered a success whose outputs the contract r" +
-	"efused). Check at the destination that it did not act before retrying, o" +
-	"r it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01" +
-	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
-	" not be built): it cannot be retried and is left out. Abandon or stop it" +
-	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
-	"eir inputs could not be built): they cannot be retried and are left out." +
-	" Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
-	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
-	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
-	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
-	"the one the node an instance is held at runs, not the node’s name.\x02De" +
-	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
-	" start again from the list.\x02The count changed since it was taken (it " +
-	"was %[1]d): instances were settled, retried or acted on meanwhile. Nothi" +
-	"ng was done; check the new count and confirm again.\x02This bulk action " +
-	"was already applied (the form was sent again): its records are in the au" +
-	"dit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appli" +
-	"ed to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14" +
-	"\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (sett" +
-	"led, or acted on by someone else).\x00T\x02%[1]d skipped: they changed a" +
-	"fter the count (settled, or acted on by someone else).\x02%[1]s (token #" +
-	"%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02" +
-	"Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every" +
-	" retry, abandon and stop an operator applied, and every erasure an admin" +
-	"istrator made, with its reason. Reveals of sensitive values have their o" +
-	"wn log, which administrators read on the Reveals page (GET /api/v1/audit" +
-	"/reveals).\x02Filters\x02a token’s name, exact\x02exact; instances delet" +
-	"ed since are not found\x02from\x02to\x02Apply filters\x02Clear filters" +
-	"\x02No operator action matches.\x02All actions\x02The process instance m" +
-	"ust be a whole instance id (a UUID): the lists show the end of each id; " +
-	"open the instance, or copy its link, for the whole id.\x02The bulk actio" +
-	"n must be its id (a UUID).\x02Operator actions, newest first\x02No bulk " +
-	"action has the id %[1]s: check the link, or open the action from the aud" +
-	"it log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk acti" +
-	"on %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
-	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
-	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
-	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
-	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
-	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
-	" how far it got.\x02No progress since %[1]s: the replica running it may " +
-	"have stopped. What it applied stays; act on the filter again for the res" +
-	"t.\x02Error: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to cont" +
-	"ent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find " +
-	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
-	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
-	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
-	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
-	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
-	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
-	"y: external tasks and process instances are for operators and administra" +
-	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
-	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
-	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
-	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
-	"dress, or it is not visible to you. An ended instance is deleted, with i" +
-	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
-	") has passed, or at once when an administrator erases it; the audit log " +
-	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
-	"UUID): the lists show the end of each id; open the row, or copy its link" +
-	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
-	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
-	"ere deleted with it; the audit log keeps the operator actions taken on i" +
-	"t.\x02Form refused\x02This form was not sent from this console session, " +
-	"or it has expired: nothing was done. Open the form again and send it ane" +
-	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
-	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
-	"orm not received\x02This form did not arrive in time: nothing was done. " +
-	"Send it again.\x02This form could not be read: nothing was done. Send it" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
-	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
-	"heir Working copy, immutable revisions and named releases.\x02Definition" +
-	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create and change destinations with re" +
-	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
-	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
-	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
-	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
-	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
-	"racters. It is kept after the erasure, whatever the retention: write the" +
-	" request’s reference, not the person’s name.\x02Erase process instance %" +
-	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
-	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
-	"siness key and the workers’ messages go with it; this cannot be undone. " +
-	"The audit records naming it stay (who did what, and why), and so do back" +
-	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
-	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
-	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
-	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
-	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
-	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
-	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
-	"ow, and what its workers finished in the last hour: occurrences that end" +
-	"ed completed or failed. An occurrence retried since counts where it ends" +
-	" next; a failed attempt with attempts left is not counted, its occurrenc" +
-	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
-	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
-	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
-	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
-	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
-	"%[2]s); recounted every few seconds, shown anew at each reload.\x02claim" +
-	"able since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02De" +
-	"finition %[1]s has no occurrence yet.\x02All definitions\x02Completions " +
-	"and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s," +
-	" %[2]s. The table after the chart gives each 5-minute slot.\x02Completed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended" +
-	" instances are kept forever, another replica’s RELAIS_RETENTION.\x02Rete" +
-	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
-	": ended instances are deleted with their occurrences %[1]s after they en" +
-	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
-	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
-	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
-	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
-	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
-	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
-	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
-	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
-	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
-	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
-	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
-	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
-	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
-	"ce has ended. As an administrator you may erase it now rather than wait " +
-	"for retention (a data subject’s request): it is deleted with its occurre" +
-	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
-	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
-	"attempt (its inputs could not be built), so it would fail the same way. " +
-	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02This instance is held at a failed node: an in" +
-	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
-	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
-	".\x02Its occurrence at node %[1]s waits for its retry at %[2]s: retry of" +
-	"fers it now, its attempts left unchanged. Stopping cancels the instance " +
-	"and its open occurrences. Neither completes anything; each asks for a re" +
-	"ason, recorded in the audit log.\x02Stopping cancels the instance and it" +
-	"s open occurrences. It does not complete anything.\x02Stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by" +
-	" %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed " +
-	"occurrence\x02Held for\x02never: retention keeps ended instances forever" +
-	" (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps e" +
-	"nded instances forever\x02Deleted by retention\x02ended instances are ke" +
-	"pt %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another r" +
-	"eplica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fai" +
-	"led at node\x02held, then stopped by an operator\x02held, then abandoned" +
-	" by an operator\x02The version must be a whole number from 1.\x02A versi" +
-	"on is a process’s: choose the process too.\x02Creation date\x02The page " +
-	"size must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, " +
-	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
-	"page counts them and asks for a reason before anything changes.\x02Proce" +
-	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
-	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
-	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
-	"e status of an instance, not of a task: the Instances page lists the ins" +
-	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
-	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
-	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
-	"ence was completed: no attempt succeeded in time.\x02The result did not " +
-	"match the revision's outputs contract.\x02The answer to the call was los" +
-	"t (the connection broke after the request was sent, or Relais stopped or" +
-	" could not reach its database before recording it): whether the destinat" +
-	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
-	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
-	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
-	"he last attempt ended without a result (its lock expired, or its worker’" +
-	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
-	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
-	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
-	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
-	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
-	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
-	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
-	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path, and is held a" +
-	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
-	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
-	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
-	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
-	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
-	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
-	"r held the task: its report is refused, but it may already have done the" +
-	" work.\x02The instance was stopped during the call, which was aborted: t" +
-	"he destination may already have acted on the request (check there).\x02T" +
-	"he instance was stopped while the task was deferred: a settlement by id " +
-	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
-	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
-	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
-	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
-	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
-	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
-	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
-	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
-	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
-	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
-	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
-	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
-	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
-	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
-	"e other filters\x02Totals of all definitions, not narrowed by the other " +
-	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
-	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
-	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des). Each box says how many of this version’s occurrences are at that n" +
-	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Latest\x02yes: a start that names no version runs this on" +
-	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
-	" →\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"ry, due %[2]s; it is offered now, its attempts left unchanged.\x02A work" +
+	"er may take it at once. Its earlier attempts and last error stay in its " +
+	"history. Nothing is completed on anyone’s behalf.\x02Retry now\x02Retry " +
+	"this instance? Its failed occurrence at node %[1]s is offered again with" +
+	" a fresh budget of attempts.\x02Workers may take it again (a push occurr" +
+	"ence calls its destination again). Its earlier attempts and last error s" +
+	"tay in its history. Nothing is completed on anyone’s behalf.\x02Retry th" +
+	"e instance\x02Abandon process instance %[1]s\x02Abandon this instance? I" +
+	"t fails with the error code abandoned.\x02Its failed occurrence stays as" +
+	" it is and nothing is completed on its behalf. An abandoned instance can" +
+	"not be resumed.\x02Abandon the instance\x02Stop process instance %[1]s" +
+	"\x02Stop this instance? Its open occurrences are cancelled.\x02Workers t" +
+	"hat hold one of them are told at once on a stream, at their next lock ex" +
+	"tension or report when long polling, and their results are refused; a pu" +
+	"sh call in flight is aborted, though its destination may already have ac" +
+	"ted on the request (a card charged: check there). Nothing is completed o" +
+	"n their behalf, and a stopped instance cannot be resumed.\x02Stop the in" +
+	"stance\x02This instance cannot be retried: its occurrence at node %[1]s " +
+	"failed before any attempt (its inputs could not be built), so it would f" +
+	"ail the same way. Abandon or stop it.\x02Its last call was answered as a" +
+	" success, with outputs the contract refused: the destination most likely" +
+	" acted. Check at the destination before retrying, or it acts twice (a ca" +
+	"rd charged twice).\x02Its last call may have been carried out all the sa" +
+	"me (its answer was lost, or came after the timeout): check at the destin" +
+	"ation that it did not act before retrying, or it acts twice (a card char" +
+	"ged twice).\x02Nothing was done.\x02Cannot act on this instance\x02Back " +
+	"to the instance\x02Someone acted on this instance after this page was op" +
+	"ened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it again before " +
+	"deciding.\x02This instance has already ended (it is %[1]s now): someone " +
+	"acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing " +
+	"was done.\x02This instance is no longer held (it is %[1]s now): someone " +
+	"acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing " +
+	"was done.\x02This instance is %[1]s, not held: there is nothing to retry" +
+	". A failure ends its instance unless the node’s on_error leads to hold (" +
+	"an incident waiting for an operator); start a new instance (with a new I" +
+	"dempotency-Key, or none) to redo the work.\x02This instance is running a" +
+	"nd none of its occurrences waits for a retry: there is nothing to retry." +
+	"\x02This instance is %[1]s, not held: there is nothing to retry.\x02This" +
+	" instance is %[1]s, not held: there is nothing to abandon.\x02This insta" +
+	"nce is %[1]s: there is nothing to stop.\x02Someone acted on this instanc" +
+	"e after this page was opened. Nothing was done: look at it again before " +
+	"deciding.\x02This instance is no longer held (it is %[1]s now): someone " +
+	"may have acted on it first. Nothing was done.\x02This instance has alrea" +
+	"dy ended; there is nothing to stop.\x02Its occurrence failed before any " +
+	"attempt: its inputs could not be built, so a retry would fail the same w" +
+	"ay. Abandon or stop the instance instead. Nothing was done.\x02This inst" +
+	"ance was already stopped; nothing changed and nothing was recorded.\x02T" +
+	"he reason you gave, not recorded:\x02This instance was already stopped, " +
+	"by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02Retried " +
+	"now: the occurrence at node %[1]s is offered at once. Recorded in the au" +
+	"dit log.\x02Retried: the occurrence at node %[1]s is offered again. Reco" +
+	"rded in the audit log.\x02Abandoned: the instance failed with the error " +
+	"code abandoned. Recorded in the audit log.\x02Stopped: the instance and " +
+	"its open occurrences are cancelled. Recorded in the audit log.\x02None o" +
+	"f its occurrences waits for a retry any more: it was offered, or taken b" +
+	"y a worker, meanwhile. Nothing was done.\x02This instance has ended (it " +
+	"is %[1]s now): nothing waits for a retry any more. Nothing was done.\x02" +
+	"Relais refused the action. Nothing was done.\x02Give a reason: it is rec" +
+	"orded in the audit log (at most %[1]d characters). Nothing was done.\x02" +
+	"The reason is too long: %[1]d characters, for at most %[2]d. Shorten it." +
+	" Nothing was done.\x02Unknown action.\x02Stopping applies to running or " +
+	"held instances, not %[1]s ones.\x02Retrying and abandoning apply to held" +
+	" instances, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit l" +
+	"og for every instance)\x02Back to the list\x02This takes about %[1]s. Ke" +
+	"ep this page open until it answers: if it stops waiting first, the actio" +
+	"n still runs to its end.\x02Follow it in the audit log (new tab)\x02Retr" +
+	"y every held instance this filter matches\x02Each one’s failed occurrenc" +
+	"e is offered again with a fresh budget of attempts. Nothing is completed" +
+	" on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance mat" +
+	"ches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00" +
+	"\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Aba" +
+	"ndon every held instance this filter matches\x02Each one fails with the " +
+	"error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop ev" +
+	"ery held instance this filter matches\x02Stop every running instance thi" +
+	"s filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matc" +
+	"hes now.\x00#\x02%[1]d running instances match now.\x02Stop every runnin" +
+	"g or held instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d" +
+	" running or held instance matches now.\x00+\x02%[1]d running or held ins" +
+	"tances match now.\x02Each one and its open occurrences are cancelled; a " +
+	"stopped instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop " +
+	"%[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no inst" +
+	"ance this action applies to matches the filter.\x02An error code is matc" +
+	"hed exactly, capitals included.\x02No process, business key, error code " +
+	"or creation date narrows this filter: it applies to the instances of eve" +
+	"ry process.\x02Process\x02Version\x02Status\x02Business key\x02Error cod" +
+	"e\x02Held at a node of\x02Created from\x02Created to\x02Other criteria" +
+	"\x02none given\x02By process and error code\x02Instances\x02The %[1]d la" +
+	"rgest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01" +
+	"\x02%[1]d of them is calling a destination now: a stop aborts the call, " +
+	"but the destination may already have acted on the request (a card charge" +
+	"d: check with it).\x00\xa0\x01\x02%[1]d of them are calling a destinatio" +
+	"n now: a stop aborts the call, but the destination may already have acte" +
+	"d on the request (a card charged: check with it).\x14\x01\x81\x01\x00" +
+	"\x02\xf5\x02\x02%[1]d of them is held at a push call that may have been " +
+	"carried out all the same: it ended outcome_unknown or deadline_exceeded " +
+	"(its answer was lost, or came after the timeout), or invalid_outputs (th" +
+	"e destination answered a success whose outputs the contract refused). Ch" +
+	"eck at the destination that it did not act before retrying, or it acts t" +
+	"wice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are held at a " +
+	"push call that may have been carried out all the same: it ended outcome_" +
+	"unknown or deadline_exceeded (its answer was lost, or came after the tim" +
+	"eout), or invalid_outputs (the destination answered a success whose outp" +
+	"uts the contract refused). Check at the destination that it did not act " +
+	"before retrying, or it acts twice (a card charged twice).\x14\x01\x81" +
+	"\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any attem" +
+	"pt (its inputs could not be built): it cannot be retried and is left out" +
+	". Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances failed be" +
+	"fore any attempt (their inputs could not be built): they cannot be retri" +
+	"ed and are left out. Abandon or stop them.\x02Cannot act on this filter" +
+	"\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%" +
+	"[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has the key " +
+	"“%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter takes th" +
+	"e key of a definition: the one the node an instance is held at runs, not" +
+	" the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The conf" +
+	"irmed count is missing: start again from the list.\x02The count changed " +
+	"since it was taken (it was %[1]d): instances were settled, retried or ac" +
+	"ted on meanwhile. Nothing was done; check the new count and confirm agai" +
+	"n.\x02This bulk action was already applied (the form was sent again): it" +
+	"s records are in the audit log. Nothing more was done.\x14\x02\x80\x01" +
+	"\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applie" +
+	"d to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chan" +
+	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
+	"d skipped: they changed after the count (settled, or acted on by someone" +
+	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
+	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02dele" +
+	"ted\x02Audit log\x02Every retry, abandon and stop an operator applied, a" +
+	"nd every erasure an administrator made, with its reason. Reveals of sens" +
+	"itive values have their own log, which administrators read on the Reveal" +
+	"s page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact" +
+	"\x02exact; instances deleted since are not found\x02from\x02to\x02Apply " +
+	"filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
+	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
+	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
+	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
+	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
+	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
+	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
+	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
+	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
+	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
+	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
+	"e replica running it may have stopped. What it applied stays; act on the" +
+	" filter again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console" +
+	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
+	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
+	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
+	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
+	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
+	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
+	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
+	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
+	"initions and processes only: external tasks and process instances are fo" +
+	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
+	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
+	"ry again.\x02Back to external tasks\x02Back to sign-in\x02Back to defini" +
+	"tions\x02Nothing exists at this address, or it is not visible to you." +
+	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
+	"d instance is deleted, with its occurrences and attempts, once the reten" +
+	"tion period (RELAIS_RETENTION) has passed, or at once when an administra" +
+	"tor erases it; the audit log keeps the operator actions taken on it.\x02" +
+	"“%[1]s” is not a whole id (a UUID): the lists show the end of each id;" +
+	" open the row, or copy its link, for the whole id.\x02Not found\x02This " +
+	"instance was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inp" +
+	"uts, occurrences and attempts were deleted with it; the audit log keeps " +
+	"the operator actions taken on it.\x02Form refused\x02This form was not s" +
+	"ent from this console session, or it has expired: nothing was done. Open" +
+	" the form again and send it anew.\x02Back to the form\x02Form too large" +
+	"\x02This form is larger than %[1]d KiB: nothing was done. Shorten what y" +
+	"ou typed and send it again.\x02Form not received\x02This form did not ar" +
+	"rive in time: nothing was done. Send it again.\x02This form could not be" +
+	" read: nothing was done. Send it again.\x02Temporarily unavailable\x02Th" +
+	"e database cannot be reached right now. Try again in a few seconds.\x02S" +
+	"omething went wrong\x02The console could not show this page. Try again; " +
+	"if it persists, give your administrator the request id %[1]s.\x02No cons" +
+	"umer yet.\x02No more consumers.\x02The external services that take tasks" +
+	", and the definitions each may take. Create consumers, change their gran" +
+	"ts and rotate their tokens through the API (/api/v1/consumers); tokens a" +
+	"re never shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Cr" +
+	"eated on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes no" +
+	"thing\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present" +
+	" and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counti" +
+	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
+	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
+	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
+	"\x02The only mutable part of a definition. Processes never use it direct" +
+	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers protect" +
+	"ion: %[1]s. Under the newer contract these fields’ values are less prote" +
+	"cted than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
+	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
+	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
+	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
+	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
+	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
+	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02not set" +
+	"\x02Pinned by\x02no process version\x02%[1]s version %[2]s\x02%[1]s vers" +
+	"ions %[2]s\x02Task contracts: their Working copy, immutable revisions an" +
+	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
+	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
+	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
+	"of the headers, and signing secrets, are sealed and never shown. Create " +
+	"and change destinations with relais apply (kind: Destination documents) " +
+	"or through the API (/api/v1/destinations), which also deletes them.\x02D" +
+	"estinations by name\x02masked value\x02URL\x02Headers sent\x02Longest ti" +
+	"meout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed" +
+	" (Relais-Signature)\x02Keep the instance\x02Say why, for whoever reads t" +
+	"he log later: at most %[1]d characters. It is kept after the erasure, wh" +
+	"atever the retention: write the request’s reference, not the person’s na" +
+	"me.\x02Erase process instance %[1]s\x02Erase this instance now? It is de" +
+	"leted with its occurrences and their attempts, as retention would delete" +
+	" it.\x02Its inputs, outputs, business key and the workers’ messages go w" +
+	"ith it; this cannot be undone. The audit records naming it stay (who did" +
+	" what, and why), and so do backups until they expire.\x02Erase the insta" +
+	"nce\x02This instance is %[1]s: only an ended instance can be erased. Sto" +
+	"p it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, at" +
+	"tempts: %[3]d). Recorded in the audit log.\x02This instance had already " +
+	"been erased, by %[1]s at %[2]s; nothing changed and nothing was recorded" +
+	".\x02on error\x02any other error\x02held for an operator\x02an incident:" +
+	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
+	" instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each def" +
+	"inition’s queue and incidents now, and what its workers finished in the " +
+	"last hour: occurrences that ended completed or failed. An occurrence ret" +
+	"ried since counts where it ends next; a failed attempt with attempts lef" +
+	"t is not counted, its occurrence’s page lists it.\x02A held instance’s f" +
+	"ailed occurrence counts in both Held instances and Failed.\x02Completion" +
+	"s and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, sho" +
+	"wn anew at each reload.\x02claimable since %[1]s\x02long wait\x02no work" +
+	"er\x02Show all definitions\x02Definition %[1]s has no occurrence yet." +
+	"\x02All definitions\x02Completions and failures per 5 minutes, last hour" +
+	": %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart giv" +
+	"es each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Completion" +
+	"s and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
+	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
+	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
+	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
+	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
+	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
+	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
+	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
+	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
+	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
+	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
+	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
+	"his instance…\x02This instance has ended. As an administrator you may er" +
+	"ase it now rather than wait for retention (a data subject’s request): it" +
+	" is deleted with its occurrences and attempts.\x02This instance is held " +
+	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
+	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
+	"it would fail the same way. Abandon fails the instance; stop cancels it." +
+	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
+	"held at a failed node: an incident. Retry offers the failed occurrence a" +
+	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02Its occurrence at node %[1]s waits for " +
+	"its retry, due %[2]s: retry offers it now, its attempts left unchanged. " +
+	"Stopping cancels the instance and its open occurrences. Neither complete" +
+	"s anything; each asks for a reason, recorded in the audit log.\x02Stoppi" +
+	"ng cancels the instance and its open occurrences. It does not complete a" +
+	"nything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02En" +
+	"ded\x02Held at node\x02Failed occurrence\x02Held for\x02never: retention" +
+	" keeps ended instances forever (RELAIS_RETENTION)\x02never: another repl" +
+	"ica’s RELAIS_RETENTION keeps ended instances forever\x02Deleted by reten" +
+	"tion\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended insta" +
+	"nces are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02The version must be a w" +
+	"hole number from 1.\x02A version is a process’s: choose the process too." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02any\x02exact, case-sensitive\x02Act on every instance th" +
+	"is filter matches\x02The next page counts them and asks for a reason bef" +
+	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
+	"End node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did you me" +
+	"an “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task: th" +
+	"e Instances page lists the instances with it.\x02Unknown status “%[1]s”." +
+	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
+	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
+	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
+	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
+	"ive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
+	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
+	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
+	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
+	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
+	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
+	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before the occurrence was completed: no attempt succeeded in time." +
+	"\x02The result did not match the revision's outputs contract.\x02The ans" +
+	"wer to the call was lost (the connection broke after the request was sen" +
+	"t, or Relais stopped or could not reach its database before recording it" +
+	"): whether the destination acted is unknown, so Relais does not call it " +
+	"again by itself (an operator’s retry does).\x02The call could not be pre" +
+	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
+	"wer was too large.\x02The last attempt ended without a result (its lock " +
+	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
+	"ts could not be built from the process’s bindings.\x02An operator abando" +
+	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
+	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
+	"get already spent): it is not run again.\x02The destination answered HTT" +
+	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
+	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
+	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
+	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
+	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
+	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
+	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
+	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
+	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
+	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
+	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
+	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
+	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
+	"[2]s): a worker of the same consumer, or a front end with a settle token" +
+	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
+	", waiting for an operator.\x02Its instance went on along the node’s erro" +
+	"r path, and is held at a later node.\x02Its instance went on along the n" +
+	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
+	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
+	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
+	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
+	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
+	"opped while the worker held the task: its report is refused, but it may " +
+	"already have done the work.\x02The instance was stopped during the call," +
+	" which was aborted: the destination may already have acted on the reques" +
+	"t (check there).\x02The instance was stopped while the task was deferred" +
+	": a settlement by id is refused, but the work it waited for may already " +
+	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
+	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
+	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
+	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
+	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
+	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
+	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
+	"essage from the worker (its own words, protected values masked)\x02Messa" +
+	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
+	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
+	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
+	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
+	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
+	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
+	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
+	"\x02All consumers\x02instance held here\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are recount" +
+	"ed every few seconds, shown anew at each reload.\x02revision %[1]d\x02Ea" +
+	"rlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in " +
+	"progress since\x02lock until\x02deferred since\x02Pages\x02Previous page" +
+	"\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a" +
+	" date is written 2026-12-01.\x02%[1]s: the first day comes after the las" +
+	"t.\x02This address holds a parameter that cannot be read (a percent sign" +
+	" not followed by two hexadecimal digits, or a semicolon): correct the ad" +
+	"dress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown " +
+	"parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give i" +
+	"t once.\x02The page cursor is invalid: go back to the first page.\x02The" +
+	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
+	"le runs no script, so it cannot read your computer’s time zone: choose a" +
+	" place, whose daylight saving time is followed, or a fixed offset from U" +
+	"TC.\x02Reload lists and detail pages\x02A reload empties what you typed " +
+	"but did not apply (filters, the search box) and moves the focus back to " +
+	"the top of the page: “Pause reloading”, on every page that reloads, stop" +
+	"s it until you resume. Pages where you type a reason (confirmations, and" +
+	" occurrences with a value to reveal) never reload on their own, nor does" +
+	" a revealed value.\x02Save settings\x02Back without saving\x02UTC (coord" +
+	"inated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, " +
+	"no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display sett" +
+	"ings saved.\x02Reloading resumed.\x02Reloading paused: this page stays a" +
+	"s it is until you resume.\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02older versions, from version %[1]d (e" +
+	"ach links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Col" +
+	"umns follow the longest path from the start node. Solid arrows are succe" +
+	"sses (labelled with their route), dashed ones failures (labelled with th" +
+	"eir error codes). Each box says how many of this version’s occurrences a" +
+	"re at that node now.\x02Nodes\x02Nodes of this version, with their occur" +
+	"rences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occur" +
+	"rences now\x02Inputs from\x02No inputs: an instance starts with an empty" +
+	" object.\x02Inputs an instance of this version is started with\x02Instan" +
+	"ces of this version\x02Latest\x02yes: a start that names no version runs" +
+	" this one\x02no: the latest is version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Columns follow the longest path from the start node. Solid" +
+	" arrows are successes (labelled with their route), dashed ones failures " +
+	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
+	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
+	" below lists every node with its routes and counts.\x02This version has " +
 	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
-	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
-	" default)\x02The call may last past the deadline, which cuts it short (d" +
-	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
-	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
-	" reveal this value: the reason is recorded with the reveal in the audit " +
-	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
-	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
-	" replica may reveal it; ask your administrator to start every replica wi" +
-	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
-	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
-	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
-	"ho, when, which field and why. The values themselves are never kept.\x02" +
-	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
-	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
-	"ept that request.\x02This form was sent from another site: the console t" +
-	"akes its forms from its own pages only. Open the console and send it fro" +
-	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
-	"s the title of its page shows it), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
-	"found only whole and exactly as given, capitals and accents included: a " +
-	"list shows a long one shortened, so copy it from its instance’s page. An" +
-	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
-	"has passed, or at once when an administrator erases it.\x02No instance o" +
-	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
-	"key. An ended instance is deleted, with its occurrences and attempts, on" +
-	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
-	"n administrator erases it; the audit log keeps the operator actions take" +
-	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
-	" whole id: the lists show the end of each id. Open the row, or copy its " +
-	"link, for the whole id.\x02A token in the address is not used: you are s" +
-	"igned in already. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02A token in the address is not used: paste it in" +
-	" the field below. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
-	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
-	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
-	"or a restart of the server), so your last action was not applied. Sign i" +
-	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
-	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
-	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
-	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
-	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
-	" your token in the field: it is empty.\x02This token is unknown, revoked" +
-	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
-	"token, for the API.\x02Only administrators see this page: tokens, consum" +
-	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
-	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
-	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
+	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
+	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
+	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
+	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
+	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
+	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
+	", priority %[1]d\x02deadline %[1]s\x02No retry can run: the deadline end" +
+	"s the occurrence before its retry delay passes.\x02timeout %[1]s\x02time" +
+	"out %[1]s (the default)\x02The call may last past the deadline, which cu" +
+	"ts it short (deadline_exceeded).\x02instances held\x02instances held: %[" +
+	"1]s\x02Counts as of %[1]s (%[2]s); recounted every few seconds, shown an" +
+	"ew at each reload.\x02Only administrators may reveal a sensitive value." +
+	"\x02Say why you reveal this value: the reason is recorded with the revea" +
+	"l in the audit log.\x02Cannot reveal it here\x02This replica lacks the d" +
+	"ata key the value was sealed with, so it cannot open it (nothing was rec" +
+	"orded). Another replica may reveal it; ask your administrator to start e" +
+	"very replica with the same data keys.\x02Back to the occurrence\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02On" +
+	"ly a value this page shows as hidden (sensitive) can be revealed.\x02Sec" +
+	"ret values can never be revealed.\x02Every sensitive value an administra" +
+	"tor revealed: who, when, which field and why. The values themselves are " +
+	"never kept.\x02Reveals, newest first\x02No value was revealed.\x02none (" +
+	"revealed before reasons were asked for)\x02Method not allowed\x02This pa" +
+	"ge does not accept that request.\x02This form was sent from another site" +
+	": the console takes its forms from its own pages only. Open the console " +
+	"and send it from there.\x02Search\x02Type an instance or occurrence id (" +
+	"a whole UUID, as the title of its page shows it), or a business key.\x02" +
+	"Nothing to find: the search box is empty.\x02That is too long to be an i" +
+	"d or a business key.\x02No instance has “%[1]s” as its business key. A b" +
+	"usiness key is found only whole and exactly as given, capitals and accen" +
+	"ts included: a list shows a long one shortened, so copy it from its inst" +
+	"ance’s page. An ended instance is deleted once the retention period (REL" +
+	"AIS_RETENTION) has passed, or at once when an administrator erases it." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key. An ended instance is deleted, with its occurrences" +
+	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
+	"or at once when an administrator erases it; the audit log keeps the oper" +
+	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
+	", and it is not a whole id: the lists show the end of each id. Open the " +
+	"row, or copy its link, for the whole id.\x02A token in the address is no" +
+	"t used: you are signed in already. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02A token in the address is not " +
+	"used: paste it in the field below. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02You are signed out.\x02The tok" +
+	"en you signed in with is revoked, and you are signed out: sign in with a" +
+	"nother one.\x02Your session had ended (inactivity, a sign-out elsewhere," +
+	" a revoked token or a restart of the server), so your last action was no" +
+	"t applied. Sign in again, then repeat it.\x02Your session has ended (ina" +
+	"ctivity, a sign-out elsewhere, a token revoked or expired, or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"d.\x00H\x02Too many failed sign-ins from your address. Try again in %[1]" +
+	"d seconds.\x02Paste your token in the field: it is empty.\x02This token " +
+	"is unknown, revoked or expired.\x02A %[1]s token cannot open the console" +
+	": it is a worker’s token, for the API.\x02Only administrators see this p" +
+	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
+	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
+	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
+	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
+	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02every revision its cons" +
+	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
+	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
+	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
+	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
+	"it, with their consumers granted it (a worker naming no revision takes t" +
+	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
+	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
+	"rs to them, with their consumers granted them (a worker naming no revisi" +
+	"on takes those its consumer is granted; a process version pins them)." +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
+	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
+	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
+	"take every revision their consumer is granted.\x02It takes revision %[1]" +
+	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
+	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 852 elements
+var frIndex = []uint32{ // 854 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
 	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
-	0x00000263, 0x0000028d, 0x00000338, 0x00000441,
-	0x00000456, 0x000004d8, 0x000005d3, 0x000005ea,
-	0x00000615, 0x0000066b, 0x000006f1, 0x00000709,
-	0x00000732, 0x00000777, 0x00000933, 0x00000949,
+	0x00000263, 0x0000028d, 0x00000343, 0x0000040a,
+	0x0000041f, 0x000004a1, 0x0000059c, 0x000005b3,
+	0x000005de, 0x00000634, 0x000006ba, 0x000006d2,
+	0x000006fb, 0x00000740, 0x000008fc, 0x00000912,
 	// Entry 20 - 3F
-	0x00000a35, 0x00000b35, 0x00000c40, 0x00000c57,
-	0x00000c7e, 0x00000c95, 0x00000d3b, 0x00000dee,
-	0x00000ea2, 0x00000fc7, 0x00001010, 0x0000105a,
-	0x00001094, 0x00001121, 0x000011bd, 0x00001242,
-	0x00001287, 0x0000135f, 0x000013bc, 0x000013ed,
-	0x0000145e, 0x000014d1, 0x0000153a, 0x000015b1,
-	0x0000161a, 0x0000164e, 0x000016c3, 0x0000172e,
-	0x0000173f, 0x000017a5, 0x00001810, 0x00001817,
+	0x000009fe, 0x00000afe, 0x00000c09, 0x00000c20,
+	0x00000c47, 0x00000c5e, 0x00000d04, 0x00000db7,
+	0x00000e6b, 0x00000f90, 0x0000100c, 0x00001055,
+	0x0000109f, 0x000010d9, 0x00001166, 0x000011eb,
+	0x00001230, 0x00001308, 0x00001365, 0x00001396,
+	0x00001407, 0x0000147a, 0x000014e3, 0x0000155a,
+	0x000015c3, 0x0000165f, 0x000016df, 0x00001713,
+	0x00001788, 0x000017f3, 0x00001804, 0x0000186a,
 	// Entry 40 - 5F
-	0x00001858, 0x0000186c, 0x0000190a, 0x0000193e,
-	0x0000197d, 0x00001a21, 0x00001aa1, 0x00001add,
-	0x00001b1d, 0x00001b76, 0x00001bb4, 0x00001bf2,
-	0x00001c2f, 0x00001cae, 0x00001cf8, 0x00001d90,
-	0x00001df9, 0x00001e33, 0x00001e94, 0x00001ed4,
-	0x00001f7d, 0x00001f87, 0x00001f8f, 0x00001f96,
-	0x00001fa3, 0x00001fb3, 0x00001fcb, 0x00001fde,
-	0x00001ff2, 0x00002003, 0x00002009, 0x0000202a,
+	0x000018d5, 0x000018dc, 0x0000191d, 0x00001931,
+	0x000019cf, 0x00001a03, 0x00001a42, 0x00001ae6,
+	0x00001b66, 0x00001ba2, 0x00001be2, 0x00001c3b,
+	0x00001c79, 0x00001cb7, 0x00001cf4, 0x00001d73,
+	0x00001dbd, 0x00001e55, 0x00001ebe, 0x00001ef8,
+	0x00001f59, 0x00001f99, 0x00002042, 0x0000204c,
+	0x00002054, 0x0000205b, 0x00002068, 0x00002078,
+	0x00002090, 0x000020a3, 0x000020b7, 0x000020c8,
 	// Entry 60 - 7F
-	0x00002034, 0x0000207c, 0x00002223, 0x000025d8,
-	0x00002784, 0x000027a6, 0x000027bc, 0x000027e2,
-	0x00002808, 0x00002837, 0x00002866, 0x00002898,
-	0x00002919, 0x0000294c, 0x00002981, 0x00002a5a,
-	0x00002b03, 0x00002b78, 0x00002c5b, 0x00002c7b,
-	0x00002c81, 0x00002c85, 0x00002c8c, 0x00002c92,
-	0x00002ca8, 0x00002cc8, 0x00002cd8, 0x00002ce3,
-	0x00002cf5, 0x00002e0b, 0x00002e13, 0x00002e2e,
+	0x000020ce, 0x000020ef, 0x000020f9, 0x00002141,
+	0x000022e8, 0x0000269d, 0x00002849, 0x0000286b,
+	0x00002881, 0x000028a7, 0x000028cd, 0x000028fc,
+	0x0000292b, 0x0000295d, 0x000029de, 0x00002a11,
+	0x00002a46, 0x00002b1f, 0x00002bc8, 0x00002c3d,
+	0x00002d20, 0x00002d40, 0x00002d46, 0x00002d4a,
+	0x00002d51, 0x00002d57, 0x00002d6d, 0x00002d8d,
+	0x00002d9d, 0x00002da8, 0x00002dba, 0x00002ed0,
 	// Entry 80 - 9F
-	0x00002e70, 0x00002e73, 0x00002e76, 0x00002e8c,
-	0x00002ea7, 0x00002ed3, 0x00002ee6, 0x00002fb9,
-	0x00003002, 0x00003038, 0x000030b4, 0x000031d5,
-	0x00003299, 0x00003394, 0x0000345a, 0x00003511,
-	0x0000352b, 0x0000353a, 0x00003541, 0x00003552,
-	0x00003568, 0x0000356e, 0x0000357f, 0x00003589,
-	0x000035b0, 0x000035cc, 0x000035d4, 0x000035e1,
-	0x000035ed, 0x000035fb, 0x00003608, 0x0000360f,
+	0x00002ed8, 0x00002ef3, 0x00002f35, 0x00002f38,
+	0x00002f3b, 0x00002f51, 0x00002f6c, 0x00002f98,
+	0x00002fab, 0x0000307e, 0x000030c7, 0x000030fd,
+	0x00003179, 0x0000329a, 0x0000335e, 0x00003459,
+	0x0000351f, 0x000035d6, 0x000035f0, 0x000035ff,
+	0x00003606, 0x00003617, 0x0000362d, 0x00003633,
+	0x00003644, 0x0000364e, 0x00003675, 0x00003691,
+	0x00003699, 0x000036a6, 0x000036b2, 0x000036c0,
 	// Entry A0 - BF
-	0x0000361d, 0x00003641, 0x00003651, 0x00003669,
-	0x0000368a, 0x000036bc, 0x000036f8, 0x00003732,
-	0x00003748, 0x00003762, 0x00003794, 0x000037ae,
-	0x000037bd, 0x00003871, 0x00003883, 0x00003903,
-	0x0000391f, 0x00003936, 0x0000394e, 0x00003991,
-	0x00003adf, 0x00003b98, 0x00003ba4, 0x00003c8f,
-	0x00003ca2, 0x00003d47, 0x00003d5c, 0x00003d77,
-	0x00003df3, 0x00003e08, 0x00003e65, 0x00003ebb,
+	0x000036cd, 0x000036d4, 0x000036e2, 0x00003706,
+	0x00003716, 0x0000372e, 0x0000374f, 0x00003781,
+	0x000037bd, 0x000037f7, 0x0000380d, 0x00003827,
+	0x00003859, 0x00003873, 0x00003882, 0x00003936,
+	0x00003948, 0x000039c8, 0x000039e4, 0x000039fb,
+	0x00003a13, 0x00003a56, 0x00003ba4, 0x00003c5d,
+	0x00003c69, 0x00003d54, 0x00003d67, 0x00003e0c,
+	0x00003e21, 0x00003e3c, 0x00003eb8, 0x00003ecd,
 	// Entry C0 - DF
-	0x00003ed7, 0x00003f2e, 0x00003f46, 0x00003fde,
-	0x00004003, 0x0000401d, 0x0000410e, 0x0000413c,
-	0x0000413f, 0x00004143, 0x0000414a, 0x00004154,
-	0x0000415a, 0x00004162, 0x00004168, 0x00004172,
-	0x00004193, 0x000041ac, 0x000041bf, 0x000041f7,
-	0x00004211, 0x0000422c, 0x00004292, 0x000042c4,
-	0x000042ca, 0x000042cf, 0x000042db, 0x000042ea,
-	0x000042f6, 0x00004302, 0x00004314, 0x00004325,
+	0x00003f2a, 0x00003f80, 0x00003f9c, 0x00003ff3,
+	0x0000400b, 0x000040a3, 0x000040c8, 0x000040e2,
+	0x000041d3, 0x00004201, 0x00004204, 0x00004208,
+	0x0000420f, 0x00004219, 0x0000421f, 0x00004227,
+	0x0000422d, 0x00004237, 0x00004258, 0x00004271,
+	0x00004284, 0x000042bc, 0x000042d6, 0x000042f1,
+	0x00004357, 0x00004389, 0x0000438f, 0x00004394,
+	0x000043a0, 0x000043af, 0x000043bb, 0x000043c7,
 	// Entry E0 - FF
-	0x000043a9, 0x000043bb, 0x000043d2, 0x000043dd,
-	0x00004432, 0x0000443f, 0x00004464, 0x00004470,
-	0x0000447a, 0x00004480, 0x0000448c, 0x000044a4,
-	0x000044f6, 0x00004506, 0x00004516, 0x0000451f,
-	0x0000452a, 0x00004532, 0x00004552, 0x00004574,
-	0x0000459c, 0x000045a5, 0x000045b5, 0x000045d5,
-	0x000045dd, 0x000045ec, 0x0000460b, 0x00004636,
-	0x0000465c, 0x0000466c, 0x00004676, 0x00004680,
+	0x000043d9, 0x000043ea, 0x0000446e, 0x00004480,
+	0x00004497, 0x000044a2, 0x000044f7, 0x00004504,
+	0x00004529, 0x00004535, 0x0000453f, 0x00004545,
+	0x00004551, 0x00004569, 0x000045bb, 0x000045cb,
+	0x000045db, 0x000045e4, 0x000045ef, 0x000045f7,
+	0x00004617, 0x00004639, 0x00004661, 0x0000466a,
+	0x0000467a, 0x0000469a, 0x000046a2, 0x000046b1,
+	0x000046d0, 0x000046fb, 0x00004721, 0x00004731,
 	// Entry 100 - 11F
-	0x0000469f, 0x000046bd, 0x00004795, 0x000047b3,
-	0x000047f7, 0x00004834, 0x00004867, 0x00004897,
-	0x00004920, 0x0000494c, 0x0000497c, 0x0000499e,
-	0x000049b9, 0x000049d4, 0x000049f0, 0x00004a0c,
-	0x00004a22, 0x00004a3c, 0x00004a73, 0x00004aa9,
-	0x00004ac9, 0x00004ae8, 0x00004aef, 0x00004af6,
-	0x00004b05, 0x00004b21, 0x00004b35, 0x00004b4a,
-	0x00004bb4, 0x00004bca, 0x00004bcf, 0x00004be3,
+	0x0000473b, 0x00004745, 0x00004764, 0x00004782,
+	0x0000485a, 0x00004878, 0x000048bc, 0x000048f9,
+	0x0000492c, 0x0000495c, 0x000049e5, 0x00004a11,
+	0x00004a41, 0x00004a63, 0x00004a7e, 0x00004a99,
+	0x00004ab5, 0x00004ad1, 0x00004ae7, 0x00004b01,
+	0x00004b38, 0x00004b6e, 0x00004b8e, 0x00004bad,
+	0x00004bb4, 0x00004bbb, 0x00004bca, 0x00004be6,
+	0x00004bfa, 0x00004c0f, 0x00004c79, 0x00004c8f,
 	// Entry 120 - 13F
-	0x00004bfb, 0x00004c20, 0x00004c4e, 0x00004c73,
-	0x00004c8d, 0x00004dd6, 0x00004deb, 0x00004dfb,
-	0x00004dff, 0x00004e12, 0x00004e21, 0x00004e38,
-	0x00004e47, 0x00004e4e, 0x00004e59, 0x00004e7b,
-	0x00004e8f, 0x00004f6d, 0x00004f95, 0x0000501e,
-	0x00005124, 0x00005139, 0x0000519f, 0x00005224,
-	0x00005299, 0x000052ab, 0x000052be, 0x000052da,
-	0x00005307, 0x00005324, 0x00005347, 0x00005352,
+	0x00004c94, 0x00004ca8, 0x00004cc0, 0x00004ce5,
+	0x00004d13, 0x00004d38, 0x00004d52, 0x00004e9b,
+	0x00004eb0, 0x00004ec0, 0x00004ec4, 0x00004ed7,
+	0x00004ee6, 0x00004efd, 0x00004f0c, 0x00004f13,
+	0x00004f1e, 0x00004f40, 0x00004f54, 0x00005032,
+	0x0000505a, 0x000050e3, 0x000051e9, 0x000051fe,
+	0x00005264, 0x000052e9, 0x0000535e, 0x00005370,
+	0x00005383, 0x0000539f, 0x000053cc, 0x000053e9,
 	// Entry 140 - 15F
-	0x0000535d, 0x00005374, 0x000054db, 0x0000554c,
-	0x00005573, 0x000055b1, 0x000055bd, 0x000055c6,
-	0x000055da, 0x000055e4, 0x0000560b, 0x00005627,
-	0x00005642, 0x00005672, 0x000056e2, 0x000056fd,
-	0x0000570c, 0x0000571d, 0x0000573e, 0x00005774,
-	0x0000578c, 0x000057d3, 0x0000583e, 0x00005849,
-	0x00005863, 0x000058ad, 0x000058b5, 0x000058c3,
-	0x000058d3, 0x000058fd, 0x00005926, 0x0000599f,
+	0x0000540c, 0x00005417, 0x00005422, 0x00005439,
+	0x000055a0, 0x00005611, 0x00005638, 0x00005676,
+	0x00005682, 0x0000568b, 0x0000569f, 0x000056a9,
+	0x000056d0, 0x000056ec, 0x00005707, 0x00005737,
+	0x000057a7, 0x000057c2, 0x000057d1, 0x000057e2,
+	0x00005803, 0x00005839, 0x00005851, 0x00005898,
+	0x00005903, 0x0000590e, 0x00005928, 0x00005972,
+	0x0000597a, 0x00005988, 0x00005998, 0x000059c2,
 	// Entry 160 - 17F
-	0x000059f8, 0x00005a96, 0x00005b10, 0x00005b20,
-	0x00005b3f, 0x00005b4b, 0x00005b64, 0x00005b6f,
-	0x00005b7c, 0x00005b8b, 0x00005b93, 0x00005b9d,
-	0x00005ba5, 0x00005bad, 0x00005bb3, 0x00005bba,
-	0x00005bbf, 0x00005bc4, 0x00005bc8, 0x00005bcd,
-	0x00005bd3, 0x00005bd9, 0x00005bdf, 0x00005be4,
-	0x00005be9, 0x00005bef, 0x00005bf9, 0x00005c19,
-	0x00005c3b, 0x00005c5f, 0x00005c85, 0x00005c8e,
+	0x000059eb, 0x00005a64, 0x00005abd, 0x00005b5b,
+	0x00005bd5, 0x00005be5, 0x00005c04, 0x00005c10,
+	0x00005c29, 0x00005c34, 0x00005c41, 0x00005c50,
+	0x00005c58, 0x00005c62, 0x00005c6a, 0x00005c72,
+	0x00005c78, 0x00005c7f, 0x00005c84, 0x00005c89,
+	0x00005c8d, 0x00005c92, 0x00005c98, 0x00005c9e,
+	0x00005ca4, 0x00005ca9, 0x00005cae, 0x00005cb4,
+	0x00005cbe, 0x00005cde, 0x00005d00, 0x00005d24,
 	// Entry 180 - 19F
-	0x00005caa, 0x00005cb3, 0x00005ccb, 0x00005cd4,
-	0x00005d28, 0x00005d48, 0x00005d4e, 0x00005d59,
-	0x00005d5f, 0x00005d6d, 0x00005d78, 0x00005d86,
-	0x00005db9, 0x00005ddd, 0x00005e0c, 0x00005e55,
-	0x00005e5c, 0x00005e72, 0x00005ee5, 0x00005f0b,
-	0x00005f25, 0x0000600d, 0x0000619c, 0x000062a3,
-	0x000063df, 0x0000642f, 0x00006460, 0x00006493,
-	0x000064c2, 0x000064cd, 0x000064d1, 0x000064e3,
+	0x00005d4a, 0x00005d53, 0x00005d6f, 0x00005d78,
+	0x00005d90, 0x00005d99, 0x00005ded, 0x00005e0d,
+	0x00005e13, 0x00005e1e, 0x00005e24, 0x00005e32,
+	0x00005e3d, 0x00005e4b, 0x00005e7e, 0x00005ea2,
+	0x00005ed1, 0x00005f1a, 0x00005f21, 0x00005f37,
+	0x00005faa, 0x00005fd0, 0x00005fea, 0x000060d2,
+	0x00006261, 0x00006368, 0x000064af, 0x000064ff,
+	0x00006530, 0x00006563, 0x00006592, 0x0000659d,
 	// Entry 1A0 - 1BF
-	0x000064f8, 0x00006506, 0x00006560, 0x000065c5,
-	0x000065e2, 0x00006625, 0x0000668c, 0x00006699,
-	0x000066ae, 0x000066c1, 0x000066ec, 0x00006719,
-	0x00006750, 0x0000679a, 0x000067ac, 0x000067e4,
-	0x000067fb, 0x00006807, 0x0000681e, 0x00006852,
-	0x0000689c, 0x000068d1, 0x000068da, 0x000068f1,
-	0x0000691f, 0x00006932, 0x00006944, 0x00006955,
-	0x000069a1, 0x00006a1b, 0x00006a3f, 0x00006a4a,
+	0x000065a1, 0x000065b3, 0x000065c8, 0x000065d6,
+	0x00006630, 0x00006695, 0x000066b2, 0x000066f5,
+	0x0000675c, 0x00006769, 0x0000677e, 0x00006791,
+	0x000067bc, 0x000067e9, 0x00006820, 0x0000686a,
+	0x0000687c, 0x000068b4, 0x000068cb, 0x000068d7,
+	0x000068ee, 0x00006922, 0x0000696c, 0x000069a1,
+	0x000069aa, 0x000069c1, 0x000069ef, 0x00006a02,
+	0x00006a14, 0x00006a25, 0x00006a71, 0x00006aeb,
 	// Entry 1C0 - 1DF
-	0x00006a55, 0x00006a60, 0x00006a6a, 0x00006a74,
-	0x00006a7d, 0x00006a86, 0x00006a8f, 0x00006a98,
-	0x00006aa1, 0x00006aa8, 0x00006ab6, 0x00006abc,
-	0x00006ac3, 0x00006aca, 0x00006ad3, 0x00006ad8,
-	0x00006ae6, 0x00006aec, 0x00006af2, 0x00006af8,
-	0x00006b00, 0x00006b09, 0x00006b12, 0x00006b25,
-	0x00006b36, 0x00006b59, 0x00006b7a, 0x00006b89,
-	0x00006b94, 0x00006b9f, 0x00006bac, 0x00006bb0,
+	0x00006b0f, 0x00006b1a, 0x00006b25, 0x00006b30,
+	0x00006b3a, 0x00006b44, 0x00006b4d, 0x00006b56,
+	0x00006b5f, 0x00006b68, 0x00006b71, 0x00006b78,
+	0x00006b86, 0x00006b8c, 0x00006b93, 0x00006b9a,
+	0x00006ba3, 0x00006ba8, 0x00006bb6, 0x00006bbc,
+	0x00006bc2, 0x00006bc8, 0x00006bd0, 0x00006bd9,
+	0x00006be2, 0x00006bf5, 0x00006c06, 0x00006c29,
+	0x00006c4a, 0x00006c59, 0x00006c64, 0x00006c6f,
 	// Entry 1E0 - 1FF
-	0x00006bb4, 0x00006bc2, 0x00006bd0, 0x00006bde,
-	0x00006bfe, 0x00006c11, 0x00006c2a, 0x00006c3f,
-	0x00006c50, 0x00006c62, 0x00006c74, 0x00006c7a,
-	0x00006c81, 0x00006c89, 0x00006c91, 0x00006caf,
-	0x00006ccd, 0x00006ce4, 0x00006cf9, 0x00006d0a,
-	0x00006d10, 0x00006d29, 0x00006d34, 0x00006d68,
-	0x00006d75, 0x00006d93, 0x00006da1, 0x00006daa,
-	0x00006db1, 0x00006dcc, 0x00006dd6, 0x00006de9,
+	0x00006c7c, 0x00006c80, 0x00006c84, 0x00006c92,
+	0x00006ca0, 0x00006cae, 0x00006cce, 0x00006ce1,
+	0x00006cfa, 0x00006d0f, 0x00006d20, 0x00006d32,
+	0x00006d44, 0x00006d4a, 0x00006d51, 0x00006d59,
+	0x00006d61, 0x00006d7f, 0x00006d9d, 0x00006db4,
+	0x00006dc9, 0x00006dda, 0x00006de0, 0x00006df9,
+	0x00006e04, 0x00006e38, 0x00006e45, 0x00006e63,
+	0x00006e71, 0x00006e7a, 0x00006e81, 0x00006e9c,
 	// Entry 200 - 21F
-	0x00006e23, 0x00006e2c, 0x00006e3b, 0x00006e9f,
-	0x00006eab, 0x00006eb5, 0x00006ee5, 0x00006f40,
-	0x00007027, 0x00007032, 0x00007065, 0x000070a3,
-	0x0000711c, 0x00007141, 0x00007146, 0x00007166,
-	0x00007183, 0x000071a3, 0x000071b8, 0x000071f9,
-	0x00007204, 0x0000720e, 0x00007237, 0x000072ac,
-	0x000072bd, 0x000072fa, 0x0000732e, 0x0000738f,
-	0x000073d9, 0x000073e7, 0x00007423, 0x0000744d,
+	0x00006ea6, 0x00006eb9, 0x00006ef3, 0x00006efc,
+	0x00006f0b, 0x00006f6f, 0x00006f7b, 0x00006f85,
+	0x00006fb5, 0x00007010, 0x000070f7, 0x00007102,
+	0x00007135, 0x00007173, 0x000071ec, 0x00007211,
+	0x00007216, 0x00007236, 0x00007253, 0x00007273,
+	0x00007288, 0x000072c9, 0x000072d4, 0x000072de,
+	0x00007307, 0x0000737c, 0x0000738d, 0x000073ca,
+	0x000073fe, 0x0000745f, 0x000074a9, 0x000074b7,
 	// Entry 220 - 23F
-	0x00007492, 0x000074ba, 0x000074f9, 0x0000751a,
-	0x00007558, 0x00007598, 0x000075b8, 0x000075f9,
-	0x00007623, 0x0000764a, 0x000076cd, 0x000076e5,
-	0x000076f9, 0x00007710, 0x0000771e, 0x00007729,
-	0x0000774c, 0x0000778a, 0x000077a9, 0x000077c5,
-	0x00007833, 0x00007905, 0x00007964, 0x000079e9,
-	0x00007a66, 0x00007b7a, 0x00007c7d, 0x00007cc4,
-	0x00007d51, 0x00007dc0, 0x00007e06, 0x00007f53,
+	0x000074f3, 0x0000751d, 0x00007562, 0x0000758a,
+	0x000075c9, 0x000075ea, 0x00007628, 0x00007668,
+	0x00007688, 0x000076c9, 0x000076f3, 0x0000771a,
+	0x0000779d, 0x000077b5, 0x000077c9, 0x000077e0,
+	0x000077ee, 0x000077f9, 0x0000781c, 0x0000785a,
+	0x00007879, 0x00007895, 0x00007903, 0x000079d5,
+	0x00007a34, 0x00007ab9, 0x00007b36, 0x00007c4a,
+	0x00007d4d, 0x00007d94, 0x00007e21, 0x00007e90,
 	// Entry 240 - 25F
-	0x00007f7b, 0x00007f9e, 0x00007fd5, 0x00008066,
-	0x000080b9, 0x000080e2, 0x000081c4, 0x000081ea,
-	0x00008231, 0x000082b5, 0x00008330, 0x000083ad,
-	0x000083d5, 0x000083fd, 0x00008444, 0x0000848e,
-	0x000084c1, 0x000084d4, 0x000085dc, 0x0000860a,
-	0x00008646, 0x0000865c, 0x000086f0, 0x00008703,
-	0x00008740, 0x00008799, 0x000087d5, 0x000087e8,
-	0x0000883c, 0x00008871, 0x00008883, 0x0000889a,
+	0x00007ed6, 0x00008023, 0x0000804b, 0x0000806e,
+	0x000080a5, 0x00008136, 0x00008189, 0x000081b2,
+	0x00008294, 0x000082ba, 0x00008301, 0x00008385,
+	0x00008400, 0x0000847d, 0x000084a5, 0x000084cd,
+	0x00008514, 0x0000855e, 0x00008591, 0x000085a4,
+	0x000086ac, 0x000086da, 0x00008716, 0x0000872c,
+	0x000087c0, 0x000087d3, 0x00008810, 0x00008869,
+	0x000088a5, 0x000088b8, 0x0000890c, 0x00008941,
 	// Entry 260 - 27F
-	0x000088d9, 0x0000892b, 0x00008957, 0x000089f4,
-	0x00008a9a, 0x00008b47, 0x00008b57, 0x00008bb7,
-	0x00008c28, 0x00008cad, 0x00008d42, 0x00008d4d,
-	0x00008d6a, 0x00008d89, 0x00008d9a, 0x00008db4,
-	0x00008dbd, 0x00008dc7, 0x00008e15, 0x00008e5a,
-	0x00008e79, 0x00008eae, 0x00008eff, 0x00008f10,
-	0x00008f5a, 0x00008f70, 0x00008f84, 0x00008f9d,
-	0x00008fb3, 0x00008fdd, 0x00008fe5, 0x00008ff8,
+	0x00008953, 0x0000896a, 0x000089a9, 0x000089fb,
+	0x00008a27, 0x00008ac4, 0x00008b6a, 0x00008c17,
+	0x00008c27, 0x00008c87, 0x00008cf8, 0x00008d7d,
+	0x00008e12, 0x00008e1d, 0x00008e3a, 0x00008e59,
+	0x00008e6a, 0x00008e84, 0x00008e8d, 0x00008e97,
+	0x00008ee5, 0x00008f2a, 0x00008f49, 0x00008f7e,
+	0x00008fcf, 0x00008fe0, 0x0000902a, 0x00009040,
+	0x00009054, 0x0000906d, 0x00009083, 0x000090ad,
 	// Entry 280 - 29F
-	0x00008fff, 0x0000901a, 0x0000903a, 0x0000906a,
-	0x00009081, 0x00009097, 0x000090cf, 0x0000910a,
-	0x00009136, 0x000091b9, 0x000091ca, 0x000091e4,
-	0x000091ef, 0x00009203, 0x00009215, 0x0000922b,
-	0x0000923d, 0x0000924f, 0x00009255, 0x00009267,
-	0x00009275, 0x00009284, 0x00009290, 0x000092a6,
-	0x000092d0, 0x00009303, 0x000093ab, 0x000093fb,
-	0x00009423, 0x00009475, 0x000094b7, 0x000094f3,
+	0x000090b5, 0x000090c8, 0x000090cf, 0x000090ea,
+	0x0000910a, 0x0000913a, 0x00009151, 0x00009167,
+	0x0000919f, 0x000091da, 0x00009206, 0x00009289,
+	0x0000929a, 0x000092b4, 0x000092bf, 0x000092d3,
+	0x000092e5, 0x000092fb, 0x0000930d, 0x0000931f,
+	0x00009325, 0x00009337, 0x00009345, 0x00009354,
+	0x00009360, 0x00009376, 0x000093a0, 0x000093d3,
+	0x0000947b, 0x000094cb, 0x000094f3, 0x00009545,
 	// Entry 2A0 - 2BF
-	0x0000950a, 0x000095d4, 0x00009601, 0x000097bb,
-	0x000097d5, 0x000097ee, 0x0000980f, 0x00009826,
-	0x00009853, 0x0000985a, 0x00009874, 0x0000989a,
-	0x000098af, 0x00009909, 0x0000999e, 0x00009a01,
-	0x00009a14, 0x00009a3b, 0x00009a63, 0x00009a71,
-	0x00009ac5, 0x00009ad5, 0x00009ae6, 0x00009aed,
-	0x00009c23, 0x00009c2a, 0x00009c64, 0x00009c69,
-	0x00009c7e, 0x00009c92, 0x00009ca4, 0x00009cba,
+	0x00009587, 0x000095c3, 0x000095da, 0x000096a4,
+	0x000096d1, 0x0000988b, 0x000098a5, 0x000098be,
+	0x000098df, 0x000098f6, 0x00009923, 0x0000992a,
+	0x00009944, 0x0000996a, 0x0000997f, 0x000099d9,
+	0x00009a6e, 0x00009ad1, 0x00009ae4, 0x00009b0b,
+	0x00009b33, 0x00009b41, 0x00009b95, 0x00009ba5,
+	0x00009bb6, 0x00009bbd, 0x00009cf3, 0x00009cfa,
+	0x00009d34, 0x00009d39, 0x00009d4e, 0x00009d62,
 	// Entry 2C0 - 2DF
-	0x00009cca, 0x00009d07, 0x00009d47, 0x00009d62,
-	0x00009d73, 0x00009db7, 0x00009dd8, 0x00009dea,
-	0x00009dfc, 0x00009ed1, 0x00009ee9, 0x00009f8a,
-	0x0000a019, 0x0000a029, 0x0000a103, 0x0000a1c5,
-	0x0000a1ca, 0x0000a1da, 0x0000a1e8, 0x0000a1f8,
-	0x0000a208, 0x0000a216, 0x0000a226, 0x0000a230,
-	0x0000a259, 0x0000a273, 0x0000a28e, 0x0000a31c,
-	0x0000a35a, 0x0000a36b, 0x0000a402, 0x0000a40f,
+	0x00009d74, 0x00009d8a, 0x00009d9a, 0x00009dd7,
+	0x00009e17, 0x00009e32, 0x00009e43, 0x00009e87,
+	0x00009ea8, 0x00009eba, 0x00009ecc, 0x00009fa1,
+	0x00009fb9, 0x0000a05a, 0x0000a0e9, 0x0000a0f9,
+	0x0000a1d3, 0x0000a295, 0x0000a29a, 0x0000a2aa,
+	0x0000a2b8, 0x0000a2c8, 0x0000a2d8, 0x0000a2e6,
+	0x0000a2f6, 0x0000a300, 0x0000a329, 0x0000a343,
+	0x0000a35e, 0x0000a3ec, 0x0000a42a, 0x0000a43b,
 	// Entry 2E0 - 2FF
-	0x0000a42a, 0x0000a483, 0x0000a497, 0x0000a4b5,
-	0x0000a52f, 0x0000a570, 0x0000a5e6, 0x0000a605,
-	0x0000a71b, 0x0000a734, 0x0000a77a, 0x0000a792,
-	0x0000a7e5, 0x0000a820, 0x0000a8b8, 0x0000a8e4,
-	0x0000a90a, 0x0000a93e, 0x0000a956, 0x0000a981,
-	0x0000aa2a, 0x0000aa34, 0x0000aabc, 0x0000aaf1,
-	0x0000ab32, 0x0000acae, 0x0000ae2d, 0x0000af06,
-	0x0000b01b, 0x0000b137, 0x0000b150, 0x0000b1cc,
+	0x0000a4d2, 0x0000a4df, 0x0000a4fa, 0x0000a553,
+	0x0000a567, 0x0000a585, 0x0000a5ff, 0x0000a640,
+	0x0000a6b6, 0x0000a6d5, 0x0000a7eb, 0x0000a804,
+	0x0000a84a, 0x0000a862, 0x0000a8b5, 0x0000a8f0,
+	0x0000a988, 0x0000a9b4, 0x0000a9da, 0x0000aa0e,
+	0x0000aa26, 0x0000aa51, 0x0000aafa, 0x0000ab04,
+	0x0000ab8c, 0x0000abc1, 0x0000ac02, 0x0000ad7e,
+	0x0000aefd, 0x0000afd6, 0x0000b0eb, 0x0000b207,
 	// Entry 300 - 31F
-	0x0000b295, 0x0000b31e, 0x0000b32b, 0x0000b37d,
-	0x0000b383, 0x0000b437, 0x0000b4e7, 0x0000b519,
-	0x0000b545, 0x0000b5ae, 0x0000b655, 0x0000b717,
-	0x0000b747, 0x0000b754, 0x0000b75a, 0x0000b770,
-	0x0000b77b, 0x0000b782, 0x0000b78d, 0x0000b79b,
-	0x0000b7a8, 0x0000b7b6, 0x0000b7cf, 0x0000b7fc,
-	0x0000b8a5, 0x0000b8b8, 0x0000b8c2, 0x0000b951,
-	0x0000b9b2, 0x0000ba0e, 0x0000ba20, 0x0000ba3a,
+	0x0000b220, 0x0000b29c, 0x0000b365, 0x0000b3ee,
+	0x0000b3fb, 0x0000b44d, 0x0000b453, 0x0000b507,
+	0x0000b5b7, 0x0000b5e9, 0x0000b615, 0x0000b67e,
+	0x0000b725, 0x0000b7e7, 0x0000b817, 0x0000b824,
+	0x0000b82a, 0x0000b840, 0x0000b84b, 0x0000b852,
+	0x0000b85d, 0x0000b86b, 0x0000b878, 0x0000b886,
+	0x0000b89f, 0x0000b8cc, 0x0000b975, 0x0000b988,
+	0x0000b992, 0x0000ba21, 0x0000ba82, 0x0000bade,
 	// Entry 320 - 33F
-	0x0000ba4d, 0x0000ba8b, 0x0000bac7, 0x0000bae4,
-	0x0000baf1, 0x0000baff, 0x0000bb0d, 0x0000bb1d,
-	0x0000bb59, 0x0000bb93, 0x0000bc10, 0x0000bc1b,
-	0x0000bc45, 0x0000bc52, 0x0000bc6e, 0x0000bc72,
-	0x0000bc84, 0x0000bd46, 0x0000bd79, 0x0000bd84,
-	0x0000bd8e, 0x0000bda3, 0x0000bdac, 0x0000bdb6,
-	0x0000bdcb, 0x0000bdef, 0x0000be09, 0x0000be1e,
-	0x0000be4a, 0x0000be89, 0x0000be8e, 0x0000bea3,
+	0x0000baf0, 0x0000bb0a, 0x0000bb1d, 0x0000bb5b,
+	0x0000bb97, 0x0000bbb4, 0x0000bbc1, 0x0000bbcf,
+	0x0000bbdd, 0x0000bbed, 0x0000bc29, 0x0000bc63,
+	0x0000bce0, 0x0000bceb, 0x0000bd15, 0x0000bd22,
+	0x0000bd3e, 0x0000bd42, 0x0000bd54, 0x0000be16,
+	0x0000be49, 0x0000be54, 0x0000be5e, 0x0000be73,
+	0x0000be7c, 0x0000be86, 0x0000be9b, 0x0000bebf,
+	0x0000bed9, 0x0000beee, 0x0000bf1a, 0x0000bf59,
 	// Entry 340 - 35F
-	0x0000beb5, 0x0000beea, 0x0000befb, 0x0000bf28,
-	0x0000bf57, 0x0000c079, 0x0000c19b, 0x0000c211,
-	0x0000c29c, 0x0000c32b, 0x0000c392, 0x0000c3d4,
-	0x0000c426, 0x0000c46e, 0x0000c4e1, 0x0000c529,
-	0x0000c557, 0x0000c585, 0x0000c5b8, 0x0000c5eb,
-} // Size: 3432 bytes
+	0x0000bf5e, 0x0000bf73, 0x0000bf85, 0x0000bfba,
+	0x0000bfcb, 0x0000bff8, 0x0000c027, 0x0000c149,
+	0x0000c26b, 0x0000c2e1, 0x0000c36c, 0x0000c3fb,
+	0x0000c462, 0x0000c4a4, 0x0000c4f6, 0x0000c53e,
+	0x0000c5b1, 0x0000c5f9, 0x0000c627, 0x0000c655,
+	0x0000c688, 0x0000c6bb,
+} // Size: 3440 bytes
 
-const frData string = "" + // Size: 50667 bytes
+const frData string = "" + // Size: 50875 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1983,62 +1989,61 @@ const frData string = "" + // Size: 50667 bytes
 	"n’y écrivez aucune donnée de client.\x02Motif (consigné dans le journal " +
 	"d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre l’in" +
 	"stance de processus %[1]s\x02Reprendre maintenant\u202f? L’occurrence du" +
-	" nœud %[1]s attend sa nouvelle tentative à %[2]s\u202f; elle est proposé" +
-	"e dès maintenant, ses tentatives restantes inchangées.\x02Les exécutants" +
-	" peuvent la prendre en charge aussitôt (une occurrence push appelle sa d" +
-	"estination dès maintenant). Ses tentatives précédentes et sa dernière er" +
-	"reur restent dans son historique. Aucune occurrence n’est terminée à la " +
-	"place d’un exécutant.\x02Reprendre maintenant\x02Reprendre cette instanc" +
-	"e\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, " +
-	"avec un budget de tentatives neuf.\x02Les exécutants peuvent de nouveau " +
-	"la prendre en charge (une occurrence push rappelle sa destination). Ses " +
-	"tentatives précédentes et sa dernière erreur restent dans son historique" +
-	". Aucune occurrence n’est terminée à la place d’un exécutant.\x02Reprend" +
-	"re l’instance\x02Abandonner l’instance de processus %[1]s\x02Abandonner " +
-	"cette instance\u202f? Elle passe en échec avec le code d’erreur abandone" +
-	"d.\x02Son occurrence en échec reste telle quelle et rien n’est terminé à" +
-	" sa place. Une instance abandonnée ne peut pas être reprise.\x02Abandonn" +
-	"er l’instance\x02Arrêter l’instance de processus %[1]s\x02Arrêter cette " +
-	"instance\u202f? Ses occurrences ouvertes sont annulées.\x02Les exécutant" +
-	"s qui en détiennent une en sont avertis aussitôt par un flux, à leur pro" +
-	"chaine prolongation de verrou ou à leur prochain retour en interrogation" +
-	" longue, et leurs résultats sont refusés\u202f; un appel push en cours e" +
-	"st interrompu, mais sa destination a peut-être déjà traité la requête (u" +
-	"ne carte débitée\u202f: vérifiez-le chez elle). Rien n’est terminé à leu" +
-	"r place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’ins" +
-	"tance\x02Cette instance ne peut pas être reprise\u202f: son occurrence a" +
-	"u nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
-	"re construites), une reprise échouerait donc de la même façon. Abandonne" +
-	"z-la ou arrêtez-la.\x02Son dernier appel a reçu une réponse de succès, a" +
-	"vec des sorties que le contrat a refusées\u202f: la destination a très p" +
-	"robablement agi. Vérifiez auprès de la destination avant de reprendre, s" +
-	"inon elle agira deux fois (une carte débitée deux fois).\x02Son dernier " +
-	"appel a peut-être été exécuté malgré tout (sa réponse a été perdue, ou e" +
-	"st arrivée après le délai)\u202f: vérifiez auprès de la destination qu’e" +
-	"lle n’a pas agi avant de reprendre, sinon elle agira deux fois (une cart" +
-	"e débitée deux fois).\x02Rien n’a été fait.\x02Impossible d’agir sur cet" +
-	"te instance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance" +
-	" après l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été " +
-	"fait\u202f: regardez-la de nouveau avant de décider.\x02Cette instance e" +
-	"st déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur e" +
-	"lle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a é" +
-	"té fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	" nœud %[1]s attend sa nouvelle tentative (prévue\u202f: %[2]s)\u202f; el" +
+	"le est proposée dès maintenant, ses tentatives restantes inchangées.\x02" +
+	"Un exécutant peut la prendre en charge aussitôt. Ses tentatives précéden" +
+	"tes et sa dernière erreur restent dans son historique. Aucune occurrence" +
+	" n’est terminée à la place d’un exécutant.\x02Reprendre maintenant\x02Re" +
+	"prendre cette instance\u202f? Son occurrence en échec au nœud %[1]s est " +
+	"proposée de nouveau, avec un budget de tentatives neuf.\x02Les exécutant" +
+	"s peuvent de nouveau la prendre en charge (une occurrence push rappelle " +
+	"sa destination). Ses tentatives précédentes et sa dernière erreur resten" +
+	"t dans son historique. Aucune occurrence n’est terminée à la place d’un " +
+	"exécutant.\x02Reprendre l’instance\x02Abandonner l’instance de processus" +
+	" %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le c" +
+	"ode d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et" +
+	" rien n’est terminé à sa place. Une instance abandonnée ne peut pas être" +
+	" reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[" +
+	"1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annul" +
+	"ées.\x02Les exécutants qui en détiennent une en sont avertis aussitôt p" +
+	"ar un flux, à leur prochaine prolongation de verrou ou à leur prochain r" +
+	"etour en interrogation longue, et leurs résultats sont refusés\u202f; un" +
+	" appel push en cours est interrompu, mais sa destination a peut-être déj" +
+	"à traité la requête (une carte débitée\u202f: vérifiez-le chez elle). R" +
+	"ien n’est terminé à leur place, et une instance arrêtée ne peut pas repr" +
+	"endre.\x02Arrêter l’instance\x02Cette instance ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel a reçu " +
+	"une réponse de succès, avec des sorties que le contrat a refusées\u202f:" +
+	" la destination a très probablement agi. Vérifiez auprès de la destinati" +
+	"on avant de reprendre, sinon elle agira deux fois (une carte débitée deu" +
+	"x fois).\x02Son dernier appel a peut-être été exécuté malgré tout (sa ré" +
+	"ponse a été perdue, ou est arrivée après le délai)\u202f: vérifiez auprè" +
+	"s de la destination qu’elle n’a pas agi avant de reprendre, sinon elle a" +
+	"gira deux fois (une carte débitée deux fois).\x02Rien n’a été fait.\x02I" +
+	"mpossible d’agir sur cette instance\x02Retour à l’instance\x02Quelqu’un " +
+	"a agi sur cette instance après l’ouverture de cette page (%[1]s par %[2]" +
+	"s, %[3]s). Rien n’a été fait\u202f: regardez-la de nouveau avant de déci" +
+	"der.\x02Cette instance est déjà terminée (elle est %[1]s désormais)" +
 	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
-	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
-	"loquée\u202f: il n’y a rien à reprendre. Un échec termine son instance, " +
-	"sauf si le on_error du nœud mène à hold (un incident qui attend un opéra" +
-	"teur)\u202f; démarrez une nouvelle instance (avec une nouvelle Idempoten" +
-	"cy-Key, ou sans) pour refaire le travail.\x02Cette instance est %[1]s, p" +
-	"as bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s" +
-	", pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %" +
-	"[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instan" +
-	"ce après l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la" +
-	" de nouveau avant de décider.\x02Aucune de ses occurrences n’attend plus" +
-	" de nouvelle tentative\u202f: elle a été proposée, ou prise par un exécu" +
-	"tant, entre-temps. Rien n’a été fait.\x02Cette instance n’est plus bloqu" +
-	"ée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
-	"ous. Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il n’" +
-	"y a rien à arrêter.\x02Son occurrence a échoué avant toute tentative" +
+	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance n’est plus bloqu" +
+	"ée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’o" +
+	"uverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02C" +
+	"ette instance est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. U" +
+	"n échec termine son instance, sauf si le on_error du nœud mène à hold (u" +
+	"n incident qui attend un opérateur)\u202f; démarrez une nouvelle instanc" +
+	"e (avec une nouvelle Idempotency-Key, ou sans) pour refaire le travail." +
+	"\x02Cette instance est en cours et aucune de ses occurrences n’attend de" +
+	" nouvelle tentative\u202f: il n’y a rien à reprendre.\x02Cette instance " +
+	"est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instan" +
+	"ce est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette in" +
+	"stance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur " +
+	"cette instance après l’ouverture de cette page. Rien n’a été fait\u202f:" +
+	" regardez-la de nouveau avant de décider.\x02Cette instance n’est plus b" +
+	"loquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avan" +
+	"t vous. Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il" +
+	" n’y a rien à arrêter.\x02Son occurrence a échoué avant toute tentative" +
 	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
 	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
 	"’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a chan" +
@@ -2050,128 +2055,132 @@ const frData string = "" + // Size: 50667 bytes
 	" nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance" +
 	" est passée en échec avec le code d’erreur abandoned. Consigné dans le j" +
 	"ournal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes s" +
-	"ont annulées. Consigné dans le journal d’audit.\x02Relais a refusé l’act" +
-	"ion. Rien n’a été fait.\x02Indiquez un motif\u202f: il est consigné dans" +
-	" le journal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le" +
-	" motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccou" +
-	"rcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique" +
-	" aux instances en cours ou bloquées, pas à celles au statut «\u202f%[1]s" +
-	"\u202f».\x02La reprise et l’abandon s’appliquent aux instances bloquées," +
-	" pas à celles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consign" +
-	"é dans le journal d’audit pour chaque instance)\x02Revenir à la liste" +
-	"\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à sa répon" +
-	"se\u202f: si elle cesse d’attendre avant, l’action va tout de même jusqu" +
-	"’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)\x02Repr" +
-	"endre toutes les instances bloquées que ce filtre retient\x02L’occurrenc" +
-	"e en échec de chacune est proposée de nouveau, avec un budget de tentati" +
-	"ves neuf. Aucune occurrence n’est terminée à la place d’un exécutant." +
-	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre" +
-	" maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtre ma" +
-	"intenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00" +
-	"\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances blo" +
-	"quées que ce filtre retient\x02Chacune passe en échec avec le code d’err" +
-	"eur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02A" +
-	"rrêter toutes les instances bloquées que ce filtre retient\x02Arrêter to" +
-	"utes les instances en cours que ce filtre retient\x14\x01\x81\x01\x00" +
-	"\x029\x02%[1]d instance en cours correspond au filtre maintenant.\x00=" +
-	"\x02%[1]d instances en cours correspondent au filtre maintenant.\x02Arrê" +
-	"ter toutes les instances en cours ou bloquées que ce filtre retient\x14" +
-	"\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée correspond a" +
-	"u filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées corres" +
-	"pondent au filtre maintenant.\x02Chacune est annulée avec ses occurrence" +
-	"s ouvertes\u202f; une instance arrêtée ne peut pas être reprise.\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
-	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
-	" s’applique ne correspond au filtre.\x02Un code d’erreur est comparé tel" +
-	" quel, majuscules comprises.\x02Aucun processus, aucune clé métier, aucu" +
-	"n code d’erreur ni date de création ne restreint ce filtre\u202f: l’acti" +
-	"on s’applique aux instances de tous les processus.\x02Processus\x02Versi" +
-	"on\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02C" +
-	"réées depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par pr" +
-	"ocessus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nomb" +
-	"reux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd" +
-	"\x01\x02%[1]d d’entre elles appelle une destination en ce moment\u202f: " +
-	"un arrêt interrompt l’appel, mais la destination a peut-être déjà traité" +
-	" la requête (une carte débitée\u202f: vérifiez-le chez elle).\x00\xcf" +
-	"\x01\x02%[1]d d’entre elles appellent une destination en ce moment\u202f" +
-	": un arrêt interrompt l’appel, mais la destination a peut-être déjà trai" +
-	"té la requête (une carte débitée\u202f: vérifiez-le chez elle).\x14\x01" +
-	"\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel p" +
-	"ush qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par " +
-	"outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou est ar" +
-	"rivée après le délai), ou par invalid_outputs (la destination a répondu " +
-	"un succès dont le contrat a refusé les sorties). Vérifiez auprès de la d" +
-	"estination qu’elle n’a pas agi avant de reprendre, sinon elle agira deux" +
-	" fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles " +
-	"sont bloquées à un appel push qui a peut-être été exécuté malgré tout" +
-	"\u202f: il s’est terminé par outcome_unknown ou deadline_exceeded (sa ré" +
-	"ponse a été perdue, ou est arrivée après le délai), ou par invalid_outpu" +
-	"ts (la destination a répondu un succès dont le contrat a refusé les sort" +
-	"ies). Vérifiez auprès de la destination qu’elle n’a pas agi avant de rep" +
-	"rendre, sinon elle agira deux fois (une carte débitée deux fois).\x14" +
-	"\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué av" +
-	"ant toute tentative (ses entrées n’ont pas pu être construites)\u202f: e" +
-	"lle ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrê" +
-	"tez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant " +
-	"toute tentative (leurs entrées n’ont pas pu être construites)\u202f: ell" +
-	"es ne peuvent pas être reprises et ne sont pas comptées. Abandonnez-les " +
-	"ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur incon" +
-	"nu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «" +
-	"\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d" +
-	".\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définitio" +
-	"n n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une défini" +
-	"tion\u202f: celle qu’exécute le nœud où une instance est bloquée, pas le" +
-	" nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le no" +
-	"mbre confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé " +
-	"depuis le décompte (il était de %[1]d)\u202f: entre-temps, des instances" +
-	" ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérif" +
-	"iez le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a" +
-	" déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses t" +
-	"races sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
-	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
-	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôtu" +
-	"rée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: el" +
-	"les ont changé après le comptage (clôturées, ou traitées par quelqu’un d" +
-	"’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Acti" +
-	"on\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
-	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
-	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
-	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
-	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
-	"act\x02exacte\u202f; les instances supprimées depuis ne sont pas trouvée" +
-	"s\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02A" +
-	"ucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’insta" +
-	"nce de processus doit être un identifiant d’instance complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"’instance, ou copiez son lien, pour l’identifiant complet.\x02L’action" +
-	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
-	"opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’ide" +
-	"ntifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le jou" +
-	"rnal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’" +
-	"action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recharge" +
-	"ment montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que" +
-	" l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
-	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
-	"mencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d" +
-	", ignorées car changées après le compte\u202f: %[6]d. Elle s’est terminé" +
-	"e le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arr" +
-	"êtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f: " +
-	"%[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f" +
-	"; agissez de nouveau sur le filtre pour le reste.\x02Action groupée (%[1" +
-	"]s) par %[2]s, commencée le %[3]s, en cours — instances comptées\u202f: " +
-	"%[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque re" +
-	"chargement montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: l" +
-	"e réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué re" +
-	"ste appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02E" +
-	"rreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au conte" +
-	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
-	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
-	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
-	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
-	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
+	"ont annulées. Consigné dans le journal d’audit.\x02Aucune de ses occurre" +
+	"nces n’attend plus de nouvelle tentative\u202f: elle a été proposée, ou " +
+	"prise par un exécutant, entre-temps. Rien n’a été fait.\x02Cette instanc" +
+	"e est terminée (elle est %[1]s désormais)\u202f: plus rien n’attend de n" +
+	"ouvelle tentative. Rien n’a été fait.\x02Relais a refusé l’action. Rien " +
+	"n’a été fait.\x02Indiquez un motif\u202f: il est consigné dans le journa" +
+	"l d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est" +
+	" trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le" +
+	". Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux insta" +
+	"nces en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
+	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
+	"elles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans l" +
+	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
+	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
+	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
+	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
+	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
+	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. A" +
+	"ucune occurrence n’est terminée à la place d’un exécutant.\x14\x01\x81" +
+	"\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre maintenant." +
+	"\x00>\x02%[1]d instances bloquées correspondent au filtre maintenant." +
+	"\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Repr" +
+	"endre %[1]d instances\x02Abandonner toutes les instances bloquées que ce" +
+	" filtre retient\x02Chacune passe en échec avec le code d’erreur abandone" +
+	"d et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonne" +
+	"r %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes" +
+	" les instances bloquées que ce filtre retient\x02Arrêter toutes les inst" +
+	"ances en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d i" +
+	"nstance en cours correspond au filtre maintenant.\x00=\x02%[1]d instance" +
+	"s en cours correspondent au filtre maintenant.\x02Arrêter toutes les ins" +
+	"tances en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00" +
+	"\x02E\x02%[1]d instance en cours ou bloquée correspond au filtre mainten" +
+	"ant.\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtr" +
+	"e maintenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f" +
+	"; une instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
+	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
+	"orrespond au filtre.\x02Un code d’erreur est comparé tel quel, majuscule" +
+	"s comprises.\x02Aucun processus, aucune clé métier, aucun code d’erreur " +
+	"ni date de création ne restreint ce filtre\u202f: l’action s’applique au" +
+	"x instances de tous les processus.\x02Processus\x02Version\x02Statut\x02" +
+	"Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le" +
+	"\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processus et code" +
+	" d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le " +
+	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’en" +
+	"tre elles appelle une destination en ce moment\u202f: un arrêt interromp" +
+	"t l’appel, mais la destination a peut-être déjà traité la requête (une c" +
+	"arte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre" +
+	" elles appellent une destination en ce moment\u202f: un arrêt interrompt" +
+	" l’appel, mais la destination a peut-être déjà traité la requête (une ca" +
+	"rte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4" +
+	"\x03\x02%[1]d d’entre elles est bloquée à un appel push qui a peut-être " +
+	"été exécuté malgré tout\u202f: il s’est terminé par outcome_unknown ou " +
+	"deadline_exceeded (sa réponse a été perdue, ou est arrivée après le déla" +
+	"i), ou par invalid_outputs (la destination a répondu un succès dont le c" +
+	"ontrat a refusé les sorties). Vérifiez auprès de la destination qu’elle " +
+	"n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte dé" +
+	"bitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un " +
+	"appel push qui a peut-être été exécuté malgré tout\u202f: il s’est termi" +
+	"né par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou" +
+	" est arrivée après le délai), ou par invalid_outputs (la destination a r" +
+	"épondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
+	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
+	"ira deux fois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9" +
+	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
+	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
+	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
+	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
+	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
+	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
+	"\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»" +
+	"\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun process" +
+	"us n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «" +
+	"\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f: ce" +
+	"lle qu’exécute le nœud où une instance est bloquée, pas le nom du nœud." +
+	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
+	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis le déc" +
+	"ompte (il était de %[1]d)\u202f: entre-temps, des instances ont été clôt" +
+	"urées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouvea" +
+	"u nombre et confirmez de nouveau.\x02Cette action groupée a déjà été app" +
+	"liquée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont da" +
+	"ns le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%" +
+	"[1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traité" +
+	"e par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé" +
+	" après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[" +
+	"1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02I" +
+	"nstance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, et chaque effacement fait par un administrateur," +
+	" avec son motif. Les révélations de valeurs sensibles ont leur propre jo" +
+	"urnal, que les administrateurs lisent sur la page Révélations (GET /api/" +
+	"v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02exacte" +
+	"\u202f; les instances supprimées depuis ne sont pas trouvées\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune action " +
+	"d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proces" +
+	"sus doit être un identifiant d’instance complet (un UUID)\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou c" +
+	"opiez son lien, pour l’identifiant complet.\x02L’action groupée doit êtr" +
+	"e désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les p" +
+	"lus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[1]s" +
+	"\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audit." +
+	"\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action groupé" +
+	"e %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre o" +
+	"ù elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action gr" +
+	"oupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mon" +
+	"tre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[" +
+	"3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées c" +
+	"ar changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par un" +
+	"e erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignor" +
+	"ées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
+	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
+	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
+	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
+	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
+	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
+	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur" +
+	"\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu" +
+	"\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02Tro" +
+	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
+	"ver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jet" +
+	"ons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnect" +
+	"er\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
 	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
 	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
 	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
@@ -2340,153 +2349,153 @@ const frData string = "" + // Size: 50667 bytes
 	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
 	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
 	" journal d’audit.\x02Son occurrence au nœud %[1]s attend sa nouvelle ten" +
-	"tative à %[2]s\u202f: la reprise la propose dès maintenant, ses tentativ" +
-	"es restantes inchangées. L’arrêt annule l’instance et ses occurrences ou" +
-	"vertes. Ni l’une ni l’autre ne termine rien\u202f; chacune demande un mo" +
-	"tif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et s" +
-	"es occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2" +
-	"]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
-	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
-	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
-	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
-	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02ex" +
-	"acte, casse comprise\x02Agir sur toutes les instances que ce filtre reti" +
-	"ent\x02La page suivante les compte et demande un motif avant que rien ne" +
-	" change.\x02Instances de processus, les plus récentes d’abord\x02Instanc" +
-	"e\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtre" +
-	"s.\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02Stat" +
-	"ut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pa" +
-	"s d’une tâche\u202f: la page Instances liste les instances qui l’ont." +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
-	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
-	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
-	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
-	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
-	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
-	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
-	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
-	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
-	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
-	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
-	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant que l’occurr" +
-	"ence soit terminée\u202f: aucune tentative n’a abouti à temps.\x02Le rés" +
-	"ultat ne respectait pas le contrat de sorties de la révision.\x02La répo" +
-	"nse à l’appel a été perdue (la connexion s’est rompue après l’envoi de l" +
-	"a requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donné" +
-	"es avant de l’enregistrer)\u202f: on ignore si la destination a agi, don" +
-	"c Relais ne l’appelle pas de nouveau de lui-même (la reprise par un opér" +
-	"ateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destination ét" +
-	"ait injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
-	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
-	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
-	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
-	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
-	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
-	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
-	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
-	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
-	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative" +
-	"\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou " +
-	"expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de" +
-	" l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente " +
-	"d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de" +
-	" l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœ" +
-	"ud, et est bloquée à un nœud suivant.\x02Son instance a continué par le " +
-	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
-	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
-	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
-	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
-	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
-	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
-	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
-	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"tative (prévue\u202f: %[2]s)\u202f: la reprise la propose dès maintenant" +
+	", ses tentatives restantes inchangées. L’arrêt annule l’instance et ses " +
+	"occurrences ouvertes. Ni l’une ni l’autre ne termine rien\u202f; chacune" +
+	" demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule l" +
+	"’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02" +
+	"Bloquée pour\x02jamais\u202f: la rétention conserve les instances termin" +
+	"ées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION" +
+	" d’une autre réplique conserve les instances terminées sans limite\x02Su" +
+	"pprimée par la rétention\x02les instances terminées sont conservées %[1]" +
+	"s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s, l" +
+	"e RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02Aban" +
+	"donnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opéra" +
+	"teur\x02bloquée, puis abandonnée par un opérateur\x02La version doit êtr" +
+	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
+	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
+	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
+	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
+	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
+	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
+	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
+	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
+	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
+	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
+	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
+	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
+	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
+	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
+	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
+	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
 	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
 	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
 	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
@@ -2707,4 +2716,4 @@ const frData string = "" + // Size: 50667 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 96802 bytes (94KiB); checksum: E2D2EE46
+	// Total table size 97181 bytes (94KiB); checksum: 4FA35299

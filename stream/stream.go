@@ -181,6 +181,9 @@ func unknownProcedure() http.Handler {
 		name := strings.TrimPrefix(r.URL.Path, "/"+workerv1connect.WorkerServiceName+"/")
 		err := connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s has no procedure %q: its procedures are Subscribe, Heartbeat, Drain, Complete, Fail, Extend, Defer and Release",
 			workerv1connect.WorkerServiceName, name))
+		// Its access line names the code, whatever the protocol's status
+		// (gRPC answers 200 with grpc-status 12).
+		httpjson.NoteProblem(r.Context(), "unimplemented")
 		if !ew.IsSupported(r) {
 			http.Error(w, err.Message(), http.StatusNotFound)
 			return

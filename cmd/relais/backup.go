@@ -229,7 +229,7 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	fmt.Fprintf(stdout, "%s restored: schema version %d", file, restored)
 	switch known := engine.LatestSchemaVersion(); {
 	case restored < known:
-		fmt.Fprintf(stdout, " (serve, or relais migrate, applies the %d migrations up to this binary's %d)", known-restored, known)
+		fmt.Fprintf(stdout, " (serve, or relais migrate, applies the %s up to this binary's %d)", migrationsText(known-restored), known)
 	case restored > known:
 		// Going back with a newer backup (lifecycle QA: said nothing).
 		fmt.Fprintf(stdout, " (newer than this binary's %d: a newer relais made it; serve it with that one, as this one would run on a schema it does not know)", known)

@@ -146,7 +146,9 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 				// stopping for a deploy, a key rotation under way): the
 				// cause is logged once where it is found, not per request.
 				level = slog.LevelWarn
-			case status == http.StatusHTTPVersionNotSupported:
+			case status == http.StatusHTTPVersionNotSupported, status == http.StatusNotImplemented:
+				// 501: a worker-protocol procedure the service lacks (a
+				// client's typo, a Zeebe client's ActivateJobs).
 				// The client's doing (a gRPC stream over HTTP/1.1, which
 				// any caller without a token can send): an ERROR line
 				// would page whoever alerts on them (security QA).
