@@ -635,6 +635,16 @@ func TestUnknownProcedure(t *testing.T) {
 			t.Errorf("%s: %v (%s), want unimplemented naming the procedures", kind, err, code)
 		}
 	}
+	// A client's mistake: logged with its code, never at ERROR (verifier
+	// QA: Connect's 501 paged as a server error, gRPC's logged no code).
+	relaistest.WaitFor(t, 5*time.Second, "the calls' access lines", func() (bool, string) {
+		return strings.Count(f.env.Logs.String(), "code=unimplemented") >= 3, f.env.Logs.String()
+	})
+	for _, line := range strings.Split(f.env.Logs.String(), "\n") {
+		if strings.Contains(line, "ActivateJobs") && strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged at ERROR: %s", line)
+		}
+	}
 	// The token first, as for every call.
 	req, _ := newRawRequest(f.env.URL+procedure, "", `{}`)
 	req.Header.Del("Authorization")
