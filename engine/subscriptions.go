@@ -244,6 +244,13 @@ func (g grantSet) hint(asked string) string {
 	// Nothing close: what it is granted, its own, so that a key that
 	// does not exist at all does not read as a grant to ask for (Go SDK
 	// QA: qa.nope was only "not granted").
+	return g.granted()
+}
+
+// granted says what the consumer is granted, its first few keys and
+// patterns: ", which is granted crm.add_company, loans.*".
+func (g grantSet) granted() string {
+	keys := g.keys()
 	const shown = 5
 	switch {
 	case len(keys) == 0:
@@ -310,7 +317,9 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 				continue
 			}
 			if !grants.overlaps(s.Definition) {
-				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
+				// Named with what it is granted, as a key is (verifier
+				// QA: a pattern's refusal said only "not granted").
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.granted()})
 				continue
 			}
 			rows, err := e.revisionsWithPrefix(ctx, patternPrefix(s.Definition))
@@ -327,7 +336,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			if !ok {
 				// A misspelt key is named with the granted key it meant:
 				// the consumer's own grants, nothing learnt of the rest.
-				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.hint(s.Definition)})
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.granted()})
 				continue
 			}
 			revs := s.Revisions

@@ -932,3 +932,17 @@ func TestARetryAnswerNamesTheDeadline(t *testing.T) {
 		t.Errorf("a retry without a deadline answered deadline_at %v; want none", res["deadline_at"])
 	}
 }
+
+// A pattern not granted is named with what the consumer is granted, as a
+// key is (verifier QA: it said only "not granted").
+func TestAPatternNotGrantedNamesTheGrants(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	token := env.Consumer("c", "crm.add_company")
+	p := wantProblem(t, "a pattern not granted", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "pay.*"})), 403, "not_granted")
+	if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["message"] != "not granted to this consumer, which is granted crm.add_company" {
+		t.Errorf("errors %v, want the pattern refused naming crm.add_company", p["errors"])
+	}
+}
