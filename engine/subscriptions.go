@@ -336,7 +336,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			if !ok {
 				// A misspelt key is named with the granted key it meant:
 				// the consumer's own grants, nothing learnt of the rest.
-				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.granted()})
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.hint(s.Definition)})
 				continue
 			}
 			revs := s.Revisions
