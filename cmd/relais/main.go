@@ -80,7 +80,7 @@ commands:
   token list     list the staff tokens (id, name, role, created, last used, expires)
   token revoke   revoke a staff token at once: relais token revoke ID
   apply          apply definitions, releases, processes and destinations: relais apply -f PATH [-f PATH...] [--dry-run]
-  consumer       create, list, rotate and revoke consumers (workers' identities): relais consumer create --name NAME --grant KEY
+  consumer       create, list, grant, ungrant, rotate and revoke consumers (workers' identities): relais consumer create --name NAME --grant KEY
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   backup         write the database to a file (pg_dump), while serve runs or not: relais backup FILE
   restore        restore such a file into an empty database, in one transaction, and check the data keys open it: relais restore FILE

@@ -228,7 +228,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
 	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait, and of a read's wait for an instance to end (GET /api/v1/instances/{id}?wait=) (at most PT1H)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxWait = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows (at most P30D)", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows (at least the default retry_delay PT10S, at most P30D)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once, and, apart, as many reads waiting for an instance to end (at most 100000); past either 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
