@@ -165,6 +165,18 @@ func (p Pairs) byKey() json.RawMessage {
 	return b
 }
 
+// governedElsewhere reports whether a subscription of subs more specific
+// than pattern matches key: that one alone says what of key the worker
+// takes.
+func governedElsewhere(subs []Subscription, pattern, key string) bool {
+	for _, o := range subs {
+		if specificity(o.Definition) > specificity(pattern) && keyMatches(o.Definition, key) {
+			return true
+		}
+	}
+	return false
+}
+
 // add adds (key, revision) with the fields a subscription of that
 // specificity declared. A pair already added keeps the fields of the more
 // specific subscription; of two as specific (one key listed twice, which
@@ -327,6 +339,15 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 				return Pairs{}, err
 			}
 			for _, r := range rows {
+				if governedElsewhere(subs, s.Definition, r.DefinitionKey) {
+					// A more specific subscription says which of its
+					// revisions the worker takes and with what fields:
+					// one it leaves out (lacking a declared field, say)
+					// is not taken through this pattern with every input
+					// (security QA: the secret of a revision the key's
+					// declared fields left out came whole).
+					continue
+				}
 				if revs, ok := grants.revisions(r.DefinitionKey); ok && (revs == nil || slices.Contains(revs, int(r.Revision))) {
 					resolved = append(resolved, revisionKey{key: r.DefinitionKey, rev: int(r.Revision)})
 				}

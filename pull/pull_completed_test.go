@@ -946,3 +946,40 @@ func TestAPatternNotGrantedNamesTheGrants(t *testing.T) {
 		t.Errorf("errors %v, want the pattern refused naming crm.add_company", p["errors"])
 	}
 }
+
+// The most specific subscription governs its key whole: a revision its
+// declared fields leave out (it lacks one) is not taken through a pattern
+// with every input (security QA: revision 2's secret came whole through
+// crm.*).
+func TestAKeysDeclaredFieldsAreNotBypassedByAPattern(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	env.Must(200, "PUT", "/api/v1/definitions/crm.add_company/working", env.Designer, map[string]any{
+		"name": "crm.add_company",
+		"inputs": map[string]any{"fields": []any{
+			map[string]any{"name": "company", "type": "text", "required": true},
+			map[string]any{"name": "card", "type": "text", "classification": "secret"},
+		}},
+		"outputs": map[string]any{"fields": []any{map[string]any{"name": "ok", "type": "boolean", "required": true}}},
+	})
+	env.Must(201, "POST", "/api/v1/definitions/crm.add_company/revisions", env.Designer, nil)
+	second := nsProcess("crm.add_company")
+	node := second["nodes"].(map[string]any)["task"].(map[string]any)
+	node["revision"] = 2
+	delete(node["inputs"].(map[string]any), "address")
+	env.Process("pp2", second)
+	token := env.Consumer("c", "crm.*")
+	startNS(t, env, "pp2")
+	got := fetch(t, env, token, subscribe("w1", map[string]any{"definition": "crm.*"},
+		map[string]any{"definition": "crm.add_company", "fields": []string{"/address/city"}}))
+	for _, o := range got {
+		raw, _ := json.Marshal(o["inputs"])
+		if strings.Contains(string(raw), "4111") {
+			t.Errorf("revision %v delivered %s: the key's declared fields leave revision 2 out, and the pattern must not bring it whole", o["revision"], raw)
+		}
+	}
+	if len(got) != 0 {
+		t.Errorf("fetched %d occurrences of revision 2, which the key's declared fields leave out", len(got))
+	}
+}
