@@ -440,6 +440,11 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		case "not_held", "instance_ended":
 			if retryNow {
 				v.Error = retryNowRefused(ctx, now.Status)
+				if last := c.actedSince(ctx, id, lastSeen); last != nil {
+					// A colleague's retry offered it meanwhile: named, as
+					// any action recorded since is (on-call QA).
+					v.Error = actedMeanwhile(ctx, last)
+				}
 				break
 			}
 			// The engine compares what the form saw only while the action

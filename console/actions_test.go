@@ -1573,7 +1573,7 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 	b := signedIn(t, env.URL, "en", env.Operator)
 	inst := "/console/instances/" + id
 	page := b.mustGet(inst, 200)
-	if got := text(page, "actions-intro"); !strings.Contains(got, "waits for its retry, due ") || !strings.Contains(got, "retry offers it now") {
+	if got := text(page, "actions-intro"); !strings.Contains(got, "failed (SCORER_SLOW) and waits for its retry, due ") || !strings.Contains(got, "retry offers it now") {
 		t.Errorf("actions intro %q, want it to say the retry waits and can be brought forward", got)
 	}
 	href, ok := page.doc.Find(`[data-testid=retry-instance]`).Attr("href")

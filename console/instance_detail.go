@@ -159,8 +159,15 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
 	case retryNow:
-		v.ActionsIntro = T(ctx, "Its occurrence at node %s waits for its retry, due %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.",
-			waiting.Node, clockTime(ctx, waiting.AvailableAt))
+		// What failed, and when the retry comes, as the occurrence's page
+		// says it (on-call QA: only the time, and no error).
+		due := formatTime(ctx, waiting.AvailableAt)
+		code := ""
+		if waiting.ErrorCode != nil {
+			code = *waiting.ErrorCode
+		}
+		v.ActionsIntro = T(ctx, "Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.",
+			waiting.Node, code, clockTime(ctx, waiting.AvailableAt), due.Rel)
 	case inst.Status == engine.InstanceRunning:
 		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
 	}

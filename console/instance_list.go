@@ -165,6 +165,12 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.ErrorCode != "" {
 		v.Empty += " " + T(ctx, "An error code is matched exactly, capitals included.")
+		if f.Status == "" || f.Status == engine.InstanceRunning {
+			// An outage's failures wait out their retries on running
+			// instances, which carry no error code yet (on-call QA: the
+			// right code read as a typo).
+			v.Empty += " " + T(ctx, "A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.")
+		}
 	}
 	menus, _, err := c.menus.Get(ctx)
 	if err != nil {

@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 359,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          357,
 	"%[1]s; %[2]s":                             356,
-	"%d (0 lowest, 9 highest)":                 535,
-	"%d attempts":                              544,
-	"%d attempts, retry after %s, priority %d": 732,
+	"%d (0 lowest, 9 highest)":                 536,
+	"%d attempts":                              545,
+	"%d attempts, retry after %s, priority %d": 733,
 	"%d breaking":                              267,
 	"%d changes":                               266,
 	"%d completed":                             350,
@@ -55,16 +55,16 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     365,
 	"%d held instances match now.":             71,
 	"%d hours":                                 381,
-	"%d items":                                 813,
-	"%d left":                                  546,
+	"%d items":                                 814,
+	"%d left":                                  547,
 	"%d min":                                   364,
 	"%d minutes":                               382,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 101,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              811,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              812,
 	"%d ms": 384,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         720,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 719,
-	"%d occurrences": 649,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         721,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 720,
+	"%d occurrences": 650,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       99,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 100,
 	"%d releases":                             291,
@@ -73,48 +73,49 @@ var messageKeyToIndex = map[string]int{
 	"%d s":       363,
 	"%d seconds": 383,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 115,
-	"%s (a fixed offset, no daylight saving time)":                                     681,
-	"%s (deferred; settled by %s)":                                                     611,
-	"%s (deferred; settled with its settle token)":                                     609,
-	"%s (deferred; settled with its settle token, as %s)":                              610,
+	"%s (a fixed offset, no daylight saving time)":                                     682,
+	"%s (deferred; settled by %s)":                                                     612,
+	"%s (deferred; settled with its settle token)":                                     610,
+	"%s (deferred; settled with its settle token, as %s)":                              611,
 	"%s (token #%d, %s)":                                                               116,
-	"%s = %s":                                                                          726,
+	"%s = %s":                                                                          727,
 	"%s ago":                                                                           361,
-	"%s at %s":                                                                         615,
-	"%s so far":                                                                        607,
+	"%s at %s":                                                                         616,
+	"%s so far":                                                                        608,
 	"%s version %s":                                                                    283,
 	"%s versions %s":                                                                   284,
-	"%s ← %s":                                                                          725,
-	"%s → %s":                                                                          727,
+	"%s ← %s":                                                                          726,
+	"%s → %s":                                                                          728,
 	"%s, %s: %s":                                                                       322,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         539,
-	"%s, cut to %s by the destination’s max_timeout":                       538,
-	"%s, multiplied by %s after each failure, up to %s":                    541,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 540,
-	"%s, revision %s":                         498,
-	"%s, version %s":                          499,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         540,
+	"%s, cut to %s by the destination’s max_timeout":                       539,
+	"%s, multiplied by %s after each failure, up to %s":                    542,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 541,
+	"%s, revision %s":                         499,
+	"%s, version %s":                          500,
 	"%s: %s":                                  349,
 	"%s: %s → %s":                             274,
-	"%s: a date is written 2026-12-01.":       665,
+	"%s: a date is written 2026-12-01.":       666,
 	"%s: every revision, present and future":  212,
 	"%s: revision %s":                         213,
 	"%s: revisions %s":                        214,
-	"%s: the first day comes after the last.": 666,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 536,
+	"%s: the first day comes after the last.": 667,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 537,
 	"%s–%s":                         348,
-	"(%d characters in all)":        815,
-	"(%d handed back, not counted)": 545,
-	"(each item)":                   801,
-	"(in %s)":                       814,
-	"(worker %s)":                   594,
+	"(%d characters in all)":        816,
+	"(%d handed back, not counted)": 546,
+	"(each item)":                   802,
+	"(in %s)":                       815,
+	"(worker %s)":                   595,
 	"0 seconds":                     379,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            778,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 583,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            779,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 584,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       324,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 676,
-	"A revision is a definition’s: choose the definition too.": 631,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 766,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   765,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 677,
+	"A revision is a definition’s: choose the definition too.": 632,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           442,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 767,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   766,
 	"A version is a process’s: choose the process too.":                                                                               430,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
 	"Abandon %d instances":                                           75,
@@ -130,30 +131,30 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 436,
 	"Action":          119,
 	"All actions":     135,
-	"All consumers":   645,
+	"All consumers":   646,
 	"All definitions": 341,
 	"All its tasks":   211,
-	"All processes":   442,
-	"All statuses":    444,
-	"All workers":     828,
+	"All processes":   443,
+	"All statuses":    445,
+	"All workers":     829,
 	"An error code is matched exactly, capitals included.": 84,
-	"An operator abandoned the instance.":                  582,
-	"Any definition":                                       443,
+	"An operator abandoned the instance.":                  583,
+	"Any definition":                                       444,
 	"Apply filters":                                        132,
 	"Apr":                                                  370,
 	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 335,
-	"Attempts":                         503,
+	"Attempts":                         504,
 	"Audit log":                        125,
 	"Aug":                              374,
-	"Available from":                   556,
+	"Available from":                   557,
 	"Back to definitions":              179,
 	"Back to external tasks":           177,
 	"Back to sign-in":                  178,
 	"Back to the form":                 187,
 	"Back to the instance":             36,
 	"Back to the list":                 66,
-	"Back to the occurrence":           746,
-	"Back without saving":              678,
+	"Back to the occurrence":           747,
+	"Back without saving":              679,
 	"Breaks processes":                 243,
 	"Breaks workers":                   244,
 	"Bulk %s applied to %d instances.": 114,
@@ -163,78 +164,78 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     123,
 	"Business key":                    89,
 	"By process and error code":       96,
-	"Call timeout":                    537,
+	"Call timeout":                    538,
 	"Calls":                           302,
 	"Calls signed (Relais-Signature)": 304,
-	"Camunda 7 facade":                833,
-	"Cancelled: the instance was stopped (%s).":               606,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 605,
+	"Camunda 7 facade":                834,
+	"Cancelled: the instance was stopped (%s).":               607,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 606,
 	"Cannot act on this filter":                               102,
 	"Cannot act on this instance":                             35,
-	"Cannot reveal":                                           748,
-	"Cannot reveal it here":                                   744,
+	"Cannot reveal":                                           749,
+	"Cannot reveal it here":                                   745,
 	"Change":                                                  241,
 	"Changes between the two revisions":                       253,
 	"Changes of the Working copy since revision %d":           262,
 	"Choose two existing revisions to compare.":               263,
 	"Classification":                                          220,
 	"Clear filters":                                           133,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            714,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 697,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            715,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 698,
 	"Compare":              240,
 	"Compare revisions":    236,
 	"Completed":            344,
-	"Completed (%s).":      600,
+	"Completed (%s).":      601,
 	"Completed, last hour": 332,
 	"Completions and failures per 5 minutes, last hour: %s":    342,
 	"Completions and failures per 5-minute slot, oldest first": 346,
 	"Completions and failures, last hour":                      325,
-	"Connected":                                                824,
+	"Connected":                                                825,
 	"Constraints":                                              221,
-	"Consumer":                                                 505,
-	"Consumer and worker":                                      642,
+	"Consumer":                                                 506,
+	"Consumer and worker":                                      643,
 	"Consumers":                                                158,
 	"Consumers, oldest first":                                  200,
 	"Counting the occurrences; the counts appear when you reload the page.":         215,
 	"Counts are unavailable right now.":                                             216,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 741,
-	"Counts by status": 637,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 742,
+	"Counts by status": 638,
 	"Created":          395,
 	"Created from":     92,
 	"Created on":       204,
 	"Created to":       93,
 	"Creation date":    431,
-	"Dates":            501,
-	"Deadline":         533,
+	"Dates":            502,
+	"Deadline":         534,
 	"Dec":              378,
-	"Deferred":         560,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 599,
+	"Deferred":         561,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 600,
 	"Definition":                                 327,
 	"Definition %s":                              223,
 	"Definition %s has no occurrence yet.":       340,
 	"Definition %s has no revision %d.":          110,
 	"Definitions":                                156,
 	"Definitions by key":                         286,
-	"Definitions served":                         822,
+	"Definitions served":                         823,
 	"Definitions, those needing attention first": 326,
 	"Deleted by retention":                       421,
 	"Description":                                222,
-	"Destination":                                517,
+	"Destination":                                518,
 	"Destinations":                               159,
 	"Destinations by name":                       295,
-	"Destination’s answer":                       510,
+	"Destination’s answer":                       511,
 	"Detail":                                     242,
 	"Did you mean “%s”?":                         105,
 	"Digest":                                     256,
 	"Display settings":                           164,
-	"Display settings saved.":                    684,
+	"Display settings saved.":                    685,
 	"Display settings: ":                         165,
-	"Duration":                                   509,
+	"Duration":                                   510,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 323,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  81,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     74,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 70,
-	"Earlier attempt:":          652,
+	"Earlier attempt:":          653,
 	"End node":                  424,
 	"End node or error":         440,
 	"Ended":                     415,
@@ -243,22 +244,22 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 308,
 	"Erase this instance…": 405,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 312,
-	"Error":                      641,
-	"Error (before any attempt)": 563,
-	"Error (the deadline passed after attempt %d)": 562,
+	"Error":                      642,
+	"Error (before any attempt)": 564,
+	"Error (the deadline passed after attempt %d)": 563,
 	"Error code":       90,
-	"Error message":    512,
+	"Error message":    513,
 	"Error: %s · %s":   145,
-	"Every %d seconds": 683,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 555,
-	"Every attempt, oldest first": 504,
+	"Every %d seconds": 684,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 556,
+	"Every attempt, oldest first": 505,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 126,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  751,
-	"Expired token":                        788,
-	"Expires":                              785,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  752,
+	"Expired token":                        789,
+	"Expires":                              786,
 	"External tasks":                       151,
 	"Failed":                               330,
-	"Failed (%s).":                         604,
+	"Failed (%s).":                         605,
 	"Failed at node":                       426,
 	"Failed occurrence":                    417,
 	"Failed, last hour":                    333,
@@ -268,8 +269,8 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              127,
 	"Find":                                 155,
 	"Find an instance or occurrence":       153,
-	"Finished":                             508,
-	"First page":                           662,
+	"Finished":                             509,
+	"First page":                           663,
 	"Follow it in the audit log (new tab)": 68,
 	"Form not received":                    190,
 	"Form refused":                         185,
@@ -278,9 +279,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     264,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 59,
 	"Grants":                  203,
-	"Graph":                   696,
-	"Graph of %s":             718,
-	"HTTP 2xx, unusable body": 621,
+	"Graph":                   697,
+	"Graph of %s":             719,
+	"HTTP 2xx, unusable body": 622,
 	"Headers sent":            298,
 	"Health":                  150,
 	"Held at a node of":       91,
@@ -288,75 +289,75 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                418,
 	"Held instances":          329,
 	"ID":                      201,
-	"In flight":               823,
+	"In flight":               824,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 343,
 	"Inputs": 246,
-	"Inputs an instance of this version is started with": 707,
-	"Inputs from":                705,
+	"Inputs an instance of this version is started with": 708,
+	"Inputs from":                706,
 	"Inputs of revision %d":      257,
 	"Inputs of the working copy": 248,
 	"Inputs the instance was started with, labelled by process version %d's contract": 403,
-	"Inputs, labelled by revision %d's contract":                                      547,
+	"Inputs, labelled by revision %d's contract":                                      548,
 	"Instance":                  439,
 	"Instances":                 97,
-	"Instances of this version": 708,
+	"Instances of this version": 709,
 	"Invalid request":           175,
-	"It takes every revision its consumer is granted.":     846,
-	"It takes every revision its consumer is granted: %s.": 845,
-	"It takes revision %d only.":                           849,
-	"It takes revisions %s only.":                          851,
+	"It takes every revision its consumer is granted.":     847,
+	"It takes every revision its consumer is granted: %s.": 846,
+	"It takes revision %d only.":                           850,
+	"It takes revisions %s only.":                          852,
 	"Its calls":                                            303,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         25,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 309,
-	"Its instance is held here, waiting for an operator.":                            601,
-	"Its instance went on along the node’s error path, and is held at a later node.": 602,
-	"Its instance went on along the node’s error path.":                              603,
-	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                   33,
-	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                               32,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                 793,
-	"Its occurrence at node %s waits for its retry, due %s: retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 409,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                            48,
+	"Its instance is held here, waiting for an operator.":                            602,
+	"Its instance went on along the node’s error path, and is held at a later node.": 603,
+	"Its instance went on along the node’s error path.":                              604,
+	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        33,
+	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    32,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      794,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 409,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 48,
 	"Jan":                     367,
 	"Jul":                     373,
 	"Jun":                     372,
-	"Keep it":                 795,
+	"Keep it":                 796,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       305,
 	"Key":                     287,
-	"Kind":                    700,
+	"Kind":                    701,
 	"Language":                147,
 	"Last changed":            300,
-	"Last error (attempt %d)": 561,
-	"Last reserved":           558,
+	"Last error (attempt %d)": 562,
+	"Last reserved":           559,
 	"Last saved":              227,
-	"Last seen":               825,
-	"Last used":               784,
-	"Latest":                  709,
+	"Last seen":               826,
+	"Last used":               785,
+	"Latest":                  710,
 	"Latest revision":         288,
 	"Lists every change from one revision to another, and whom it may break.": 237,
-	"Local time in %s": 680,
-	"Lock expired %s — waiting to be offered again.": 591,
-	"Lock expires":    559,
+	"Local time in %s": 681,
+	"Lock expired %s — waiting to be offered again.": 592,
+	"Lock expires":    560,
 	"Longest timeout": 299,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 265,
 	"Main navigation":     149,
 	"Mar":                 369,
-	"Maximum attempts":    529,
+	"Maximum attempts":    530,
 	"May":                 371,
-	"Message":             639,
-	"Message from Relais": 629,
-	"Message from Relais, quoting the destination’s answer":            628,
-	"Message from the worker (its own words, protected values masked)": 627,
-	"Method not allowed": 755,
-	"Mode":               527,
-	"More filters: instance, revision, consumer, destination, dates": 633,
+	"Message":             640,
+	"Message from Relais": 630,
+	"Message from Relais, quoting the destination’s answer":            629,
+	"Message from the worker (its own words, protected values masked)": 628,
+	"Method not allowed": 756,
+	"Mode":               528,
+	"More filters: instance, revision, consumer, destination, dates": 634,
 	"Name":                    202,
-	"Never":                   682,
-	"Next attempt":            557,
-	"Next attempt or settled": 643,
+	"Never":                   683,
+	"Next attempt":            558,
+	"Next attempt or settled": 644,
 	"Next node":               394,
-	"Next page":               661,
+	"Next page":               662,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 139,
 	"No consumer yet.":                                    197,
 	"No definition has occurrences yet.":                  334,
@@ -364,44 +365,44 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                  290,
 	"No destination yet.":                                 292,
 	"No inputs.":                                          247,
-	"No inputs: an instance starts with an empty object.": 706,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    764,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 762,
+	"No inputs: an instance starts with an empty object.": 707,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    765,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 763,
 	"No instance matches these filters.": 441,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 763,
-	"No live worker takes %s now (Workers page).":                                               585,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 586,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           587,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          588,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 764,
+	"No live worker takes %s now (Workers page).":                                               586,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 587,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           588,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          589,
 	"No more consumers.":                                   198,
 	"No more destinations.":                                293,
-	"No occurrence matches these filters.":                 644,
+	"No occurrence matches these filters.":                 645,
 	"No operator action matches.":                          134,
 	"No operator has acted on this instance.":              399,
-	"No outputs yet: the occurrence has not completed.":    550,
+	"No outputs yet: the occurrence has not completed.":    551,
 	"No outputs.":                                          250,
-	"No outputs: the occurrence ended without completing.": 552,
+	"No outputs: the occurrence ended without completing.": 553,
 	"No process has the key “%s”.":                         107,
-	"No process is published yet.":                         691,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             842,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             841,
+	"No process is published yet.":                         692,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             843,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             842,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    85,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 144,
 	"No release yet.": 231,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 735,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 736,
 	"No revision yet: the Working copy has never been snapshotted.":                     229,
-	"No token.":              782,
-	"No value was revealed.": 753,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              516,
-	"No worker has reserved this occurrence yet.":                                        513,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 843,
-	"No worker is connected.":           826,
-	"No worker serves this definition.": 829,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 840,
+	"No token.":              783,
+	"No value was revealed.": 754,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              517,
+	"No worker has reserved this occurrence yet.":                                        514,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 844,
+	"No worker is connected.":           827,
+	"No worker serves this definition.": 830,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 841,
 	"Node":                  391,
-	"Nodes":                 698,
-	"Nodes of this version": 715,
-	"Nodes of this version, with their occurrences now": 699,
+	"Nodes":                 699,
+	"Nodes of this version": 716,
+	"Nodes of this version, with their occurrences now": 700,
 	"Nodes reached, in order":                           390,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 56,
 	"Not allowed": 173,
@@ -410,87 +411,87 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 180,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 181,
 	"Nothing to do: no instance this action applies to matches the filter.": 83,
-	"Nothing to find: the search box is empty.":                             760,
+	"Nothing to find: the search box is empty.":                             761,
 	"Nothing was done.":        34,
 	"Nov":                      377,
-	"Now":                      522,
+	"Now":                      523,
 	"Occurrence":               392,
-	"Occurrence %s":            500,
+	"Occurrence %s":            501,
 	"Occurrence offered again": 122,
-	"Occurrences now":          704,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          838,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 839,
-	"Occurrences, newest first": 638,
+	"Occurrences now":          705,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          839,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 840,
+	"Occurrences, newest first": 639,
 	"Oct":                       376,
-	"Offered from %s — %s.":     590,
+	"Offered from %s — %s.":     591,
 	"Oldest claimable waits":    331,
-	"On error":                  703,
-	"On success":                702,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         749,
-	"Only administrators may reveal a sensitive value.":                                                           742,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 779,
+	"On error":                  704,
+	"On success":                703,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         750,
+	"Only administrators may reveal a sensitive value.":                                                           743,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 780,
 	"Open":             328,
 	"Operator actions": 387,
 	"Operator actions on this instance, newest first": 400,
 	"Operator actions, newest first":                  138,
 	"Other criteria":                                  94,
-	"Outcome":                                         511,
+	"Outcome":                                         512,
 	"Outputs":                                         249,
 	"Outputs of revision %d":                          258,
 	"Outputs of the working copy":                     251,
-	"Outputs, labelled by revision %d's contract":     549,
-	"Pages": 659,
-	"Paste your token in the field: it is empty.": 776,
+	"Outputs, labelled by revision %d's contract":     550,
+	"Pages": 660,
+	"Paste your token in the field: it is empty.": 777,
 	"Path":                            388,
 	"Pause reloading":                 172,
 	"Pinned by":                       281,
-	"Pinned revision":                 701,
-	"Policy":                          502,
-	"Previous page":                   660,
-	"Priority":                        534,
+	"Pinned revision":                 702,
+	"Policy":                          503,
+	"Previous page":                   661,
+	"Priority":                        535,
 	"Process":                         86,
-	"Process %s":                      694,
+	"Process %s":                      695,
 	"Process %s has no version %d.":   106,
-	"Process and node":                640,
+	"Process and node":                641,
 	"Process inputs":                  402,
 	"Process instance":                121,
 	"Process instance %s":             385,
 	"Process instances":               433,
 	"Process instances, newest first": 438,
 	"Processes":                       152,
-	"Processes by key":                689,
-	"Protocol":                        821,
+	"Processes by key":                690,
+	"Protocol":                        822,
 	"Published":                       235,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 687,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       688,
-	"Push destination": 634,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 688,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       689,
+	"Push destination": 635,
 	"Reason":           120,
 	"Reason (recorded in the audit log for every instance)": 65,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            528,
+	"Reason given by the worker":                            529,
 	"Recorded operator actions":                             398,
 	"Relais console":                                        146,
-	"Relais has not called the destination yet.":            519,
-	"Relais is calling the destination (since %s).":         596,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 521,
-	"Relais never called the destination: the occurrence ended before any call.":                                    520,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        617,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 619,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     616,
+	"Relais has not called the destination yet.":            520,
+	"Relais is calling the destination (since %s).":         597,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 522,
+	"Relais never called the destination: the occurrence ended before any call.":                                    521,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        618,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 620,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     617,
 	"Relais refused the action. Nothing was done.":                                                                  58,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           618,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           619,
 	"Release":                       232,
 	"Releases":                      230,
 	"Releases, oldest first":        252,
-	"Reload lists and detail pages": 675,
+	"Reload lists and detail pages": 676,
 	"Reloading paused":              169,
-	"Reloading paused: this page stays as it is until you resume.": 686,
-	"Reloading resumed.":                  685,
-	"Replica":                             518,
+	"Reloading paused: this page stays as it is until you resume.": 687,
+	"Reloading resumed.":                  686,
+	"Replica":                             519,
 	"Required":                            219,
-	"Reserved":                            507,
-	"Reserved by %s.":                     598,
-	"Reserved by %s; lock until %s — %s.": 597,
+	"Reserved":                            508,
+	"Reserved by %s.":                     599,
+	"Reserved by %s; lock until %s — %s.": 598,
 	"Reserved now":                        210,
 	"Resume":                              170,
 	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         355,
@@ -500,53 +501,53 @@ var messageKeyToIndex = map[string]int{
 	"Retried by %s at %s — “%s”": 413,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 52,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       53,
-	"Retries":            531,
+	"Retries":            532,
 	"Retry %d instances": 72,
-	"Retry at %s — %s.":  589,
-	"Retry delay":        530,
+	"Retry at %s — %s.":  590,
+	"Retry delay":        531,
 	"Retry every held instance this filter matches": 69,
 	"Retry every held instance…":                    7,
 	"Retry now":                                     19,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 17,
-	"Retry or abandon it from its instance": 523,
+	"Retry or abandon it from its instance": 524,
 	"Retry process instance %s":             16,
 	"Retry the instance":                    22,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 20,
-	"Retryable": 564,
+	"Retryable": 565,
 	"Retrying and abandoning apply to held instances, not %s ones.": 63,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 553,
-	"Revealed by %s at %s; recorded in the audit log.": 747,
+	"Reveal — this is recorded": 554,
+	"Revealed by %s at %s; recorded in the audit log.": 748,
 	"Reveals":               161,
-	"Reveals, newest first": 752,
+	"Reveals, newest first": 753,
 	"Revision":              233,
 	"Revision %d":           254,
 	"Revisions":             228,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 847,
-	"Revoke the %s token “%s”?": 792,
-	"Revoke the token":          794,
-	"Revoke token %d":           791,
-	"Revoke…":                   789,
-	"Role":                      783,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 848,
+	"Revoke the %s token “%s”?": 793,
+	"Revoke the token":          795,
+	"Revoke token %d":           792,
+	"Revoke…":                   790,
+	"Role":                      784,
 	"Route":                     393,
 	"Routing output":            226,
-	"Row %s":                    663,
-	"Rows %s–%s":                664,
-	"Save settings":             677,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      743,
+	"Row %s":                    664,
+	"Rows %s–%s":                665,
+	"Save settings":             678,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      744,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 306,
-	"Search":                               758,
-	"Secret values can never be revealed.": 750,
+	"Search":                               759,
+	"Secret values can never be revealed.": 751,
 	"Sep":                                  375,
-	"Served by %d workers":                 844,
+	"Served by %d workers":                 845,
 	"Settled":                              396,
-	"Settlement date":                      632,
+	"Settlement date":                      633,
 	"Show all definitions":                 339,
-	"Show times in":                        673,
+	"Show times in":                        674,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 140,
-	"Sign in": 771,
-	"Sign in with an operator, designer or administrator token.": 772,
+	"Sign in": 772,
+	"Sign in with an operator, designer or administrator token.": 773,
 	"Sign out":             163,
 	"Signed in as %s (%s)": 162,
 	"Since revision %d:":   260,
@@ -556,9 +557,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 37,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                45,
 	"Something went wrong": 195,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 780,
-	"Staff tokens, oldest first": 781,
-	"Start node":                 695,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 781,
+	"Staff tokens, oldest first": 782,
+	"Start node":                 696,
 	"Started":                    414,
 	"State":                      205,
 	"Status":                     88,
@@ -581,72 +582,72 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 285,
 	"Tasks":                   206,
 	"Temporarily unavailable": 193,
-	"That is too long to be an id or a business key.":                                           761,
+	"That is too long to be an id or a business key.":                                           762,
 	"The %d largest groups; the filter matches more.":                                           98,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 525,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 526,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 294,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    259,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            576,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            577,
 	"The bulk action must be its id (a UUID).":                                      137,
-	"The call could not be prepared.":                                               577,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 738,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 595,
+	"The call could not be prepared.":                                               578,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 739,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 596,
 	"The chart’s numbers": 345,
 	"The confirmed count is missing: start again from the list.":                                                                                                        111,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       196,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      674,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      675,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 112,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             194,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            574,
-	"The destination answered HTTP %s.":     584,
-	"The destination could not be reached.": 578,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    568,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         569,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   567,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 566,
-	"The destination’s answer was too large.": 579,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            575,
+	"The destination answered HTTP %s.":     585,
+	"The destination could not be reached.": 579,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    569,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         570,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   568,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 567,
+	"The destination’s answer was too large.": 580,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      199,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          176,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                581,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         613,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      614,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    612,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            580,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               571,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 570,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     572,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             573,
-	"The latest %d attempts, oldest first":                                                         524,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                582,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         614,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      615,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    613,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            581,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               572,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 571,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     573,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             574,
+	"The latest %d attempts, oldest first":                                                         525,
 	"The next page counts them and asks for a reason before anything changes.":                     437,
 	"The nodes this instance reached, in order, each with its occurrence.":                         389,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 225,
-	"The page cursor is invalid: go back to the first page.":                                       671,
+	"The page cursor is invalid: go back to the first page.":                                       672,
 	"The page size must be between 1 and %d.":                                                      432,
-	"The parameter “%s” is given %d times: give it once.":                                          670,
+	"The parameter “%s” is given %d times: give it once.":                                          671,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 136,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 60,
 	"The reason you gave, not recorded:":                        50,
-	"The result did not match the revision's outputs contract.": 575,
-	"The revision must be a whole number, 1 or more.":           630,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 774,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        768,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     798,
+	"The result did not match the revision's outputs contract.": 576,
+	"The revision must be a whole number, 1 or more.":           631,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 775,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        769,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     799,
 	"The version must be a whole number from 1.":                                                                                                        429,
 	"These revisions have the same contracts.":                                                                                                          245,
-	"These settings are kept in this browser only.":                                                                                                     672,
-	"They take every revision their consumer is granted.":                                                                                               848,
-	"They take revision %d only.":                                                                                                                       850,
-	"They take revisions %s only.":                                                                                                                      852,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 667,
+	"These settings are kept in this browser only.":                                                                                                     673,
+	"They take every revision their consumer is granted.":                                                                                               849,
+	"They take revision %d only.":                                                                                                                       851,
+	"They take revisions %s only.":                                                                                                                      853,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 668,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         113,
-	"This contract has no inputs.":  548,
-	"This contract has no outputs.": 551,
+	"This contract has no inputs.":  549,
+	"This contract has no outputs.": 552,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 109,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 192,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            191,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  189,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  186,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           757,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           758,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      31,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 313,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              38,
@@ -667,234 +668,234 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      51,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   49,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  184,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            797,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           796,
-	"This page does not accept that request.": 756,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            798,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           797,
+	"This page does not accept that request.": 757,
 	"This page reloads every %d seconds.":     171,
 	"This process takes no inputs.":           404,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 745,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 746,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       67,
-	"This token is unknown, revoked or expired.": 777,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 716,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            717,
+	"This token is unknown, revoked or expired.": 778,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 717,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            718,
 	"Times in %s · no auto-reload":    168,
 	"Times in %s · reload every %d s": 167,
 	"Times in %s · reloading paused":  166,
 	"To revision":                     239,
-	"Token":                           773,
+	"Token":                           774,
 	"Tokens":                          160,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 775,
-	"Totals of all definitions, not narrowed by the other filters":         648,
-	"Totals of definition %s, not narrowed by the other filters":           647,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 776,
+	"Totals of all definitions, not narrowed by the other filters":         649,
+	"Totals of definition %s, not narrowed by the other filters":           648,
 	"Type": 218,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 759,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 760,
 	"URL":                              297,
-	"UTC (coordinated universal time)": 679,
+	"UTC (coordinated universal time)": 680,
 	"Unknown action.":                  61,
 	"Unknown consumer.":                103,
 	"Unknown destination “%s”.":        104,
-	"Unknown parameter “%s” (did you mean “%s”?).": 668,
-	"Unknown parameter “%s”.":                      669,
-	"Unknown status “%s” (did you mean “%s”?).":    445,
-	"Unknown status “%s”.":                         447,
+	"Unknown parameter “%s” (did you mean “%s”?).": 669,
+	"Unknown parameter “%s”.":                      670,
+	"Unknown status “%s” (did you mean “%s”?).":    446,
+	"Unknown status “%s”.":                         448,
 	"Value":                                        401,
 	"Version":                                      87,
-	"Versions, newest first":                       690,
-	"Waiting for Relais to call the destination since %s (%s).": 592,
-	"Waiting for a worker since %s (%s).":                       593,
+	"Versions, newest first":                       691,
+	"Waiting for Relais to call the destination since %s (%s).": 593,
+	"Waiting for a worker since %s (%s).":                       594,
 	"When":                                                      117,
 	"Who":                                                       118,
-	"Whole message":                                             515,
-	"Why (recorded with the reveal)":                            554,
-	"Worker":                                                    820,
-	"Worker id":                                                 506,
+	"Whole message":                                             516,
+	"Why (recorded with the reveal)":                            555,
+	"Worker":                                                    821,
+	"Worker id":                                                 507,
 	"Workers":                                                   157,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        818,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        819,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 21,
-	"Workers seen within three heartbeats": 819,
-	"Workers serving %s":                   827,
+	"Workers seen within three heartbeats": 820,
+	"Workers serving %s":                   828,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 29,
 	"Working copy":        224,
-	"You are signed out.": 767,
+	"You are signed out.": 768,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              174,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 769,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          770,
-	"[redacted]":                          626,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 770,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          771,
+	"[redacted]":                          627,
 	"a token’s name, exact":               128,
 	"abandon":                             4,
 	"active":                              207,
-	"administrator":                       476,
-	"after %s’s retry at %s":              526,
+	"administrator":                       477,
+	"after %s’s retry at %s":              527,
 	"an incident: retry, abandon or stop": 317,
-	"answer too large":                    624,
+	"answer too large":                    625,
 	"any":                                 434,
-	"any other code → %s":                 730,
+	"any other code → %s":                 731,
 	"any other error":                     315,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 650,
-	"at least %d characters":                   802,
-	"at least %d items":                        809,
-	"at most %d":                               542,
-	"at most %d characters":                    803,
-	"at most %d items":                         810,
-	"at most %d since the last operator retry": 543,
-	"available":                                448,
-	"boolean":                                  463,
-	"call in progress since":                   656,
-	"cancelled":                                453,
-	"choice":                                   466,
-	"claimable since":                          655,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 651,
+	"at least %d characters":                   803,
+	"at least %d items":                        810,
+	"at most %d":                               543,
+	"at most %d characters":                    804,
+	"at most %d items":                         811,
+	"at most %d since the last operator retry": 544,
+	"available":                                449,
+	"boolean":                                  464,
+	"call in progress since":                   657,
+	"cancelled":                                454,
+	"choice":                                   467,
+	"claimable since":                          656,
 	"claimable since %s":                       336,
-	"classification changed":                   487,
-	"completed":                                451,
-	"constraint changed":                       488,
-	"consumer":                                 479,
-	"consumer #%s":                             608,
-	"date":                                     464,
-	"date and time":                            465,
-	"deadline %s":                              734,
-	"deferred":                                 450,
-	"deferred since":                           658,
+	"classification changed":                   488,
+	"completed":                                452,
+	"constraint changed":                       489,
+	"consumer":                                 480,
+	"consumer #%s":                             609,
+	"date":                                     465,
+	"date and time":                            466,
+	"deadline %s":                              735,
+	"deferred":                                 451,
+	"deferred since":                           659,
 	"deleted":                                  124,
-	"designer":                                 478,
-	"disconnected":                             459,
-	"each item of %s":                          800,
-	"end (completes)":                          723,
-	"end (fails)":                              724,
+	"designer":                                 479,
+	"disconnected":                             460,
+	"each item of %s":                          801,
+	"end (completes)":                          724,
+	"end (fails)":                              725,
 	"end: completes the instance":              318,
 	"end: fails the instance":                  319,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         422,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 423,
 	"erase":                                  6,
-	"every revision its consumer is granted": 834,
-	"every revision its consumer is granted: %s":   830,
+	"every revision its consumer is granted": 835,
+	"every revision its consumer is granted: %s":   831,
 	"exact, case-sensitive":                        435,
 	"exact; instances deleted since are not found": 129,
-	"expired":                             456,
-	"failed":                              452,
-	"fails the instance":                  731,
-	"field added":                         482,
-	"field removed":                       483,
-	"format":                              493,
-	"format %s":                           805,
+	"expired":                             457,
+	"failed":                              453,
+	"fails the instance":                  732,
+	"field added":                         483,
+	"field removed":                       484,
+	"format":                              494,
+	"format %s":                           806,
 	"from":                                130,
-	"held":                                455,
+	"held":                                456,
 	"held for an operator":                316,
 	"held, then abandoned by an operator": 428,
 	"held, then stopped by an operator":   427,
-	"hidden (secret)":                     473,
-	"hidden (sensitive)":                  472,
-	"hold (an incident for an operator)":  729,
+	"hidden (secret)":                     474,
+	"hidden (sensitive)":                  473,
+	"hold (an incident for an operator)":  730,
 	"id or business key":                  154,
 	"in %s":                               360,
-	"in progress":                         514,
-	"instance held here":                  646,
-	"instance id":                         636,
-	"instances held":                      739,
-	"instances held: %s":                  740,
-	"integer":                             461,
-	"its name, exactly":                   635,
+	"in progress":                         515,
+	"instance held here":                  647,
+	"instance id":                         637,
+	"instances held":                      740,
+	"instances held: %s":                  741,
+	"integer":                             462,
+	"its name, exactly":                   636,
 	"just now":                            362,
-	"list":                                468,
-	"lock until":                          657,
-	"long polling":                        832,
+	"list":                                469,
+	"lock until":                          658,
+	"long polling":                        833,
 	"long wait":                           337,
 	"masked value":                        296,
-	"maximum":                             495,
-	"maximum %s":                          807,
-	"maximum items":                       497,
-	"maximum length":                      491,
-	"minimum":                             494,
-	"minimum %s":                          806,
-	"minimum items":                       496,
-	"minimum length":                      490,
-	"never":                               786,
+	"maximum":                             496,
+	"maximum %s":                          808,
+	"maximum items":                       498,
+	"maximum length":                      492,
+	"minimum":                             495,
+	"minimum %s":                          807,
+	"minimum items":                       497,
+	"minimum length":                      491,
+	"never":                               787,
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 420,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       419,
-	"next attempt":                 654,
-	"no":                           481,
-	"no answer within the timeout": 622,
-	"no connection":                623,
+	"next attempt":                 655,
+	"no":                           482,
+	"no answer within the timeout": 623,
+	"no connection":                624,
 	"no grant: it takes nothing":   209,
 	"no header":                    301,
 	"no process version":           282,
 	"no worker":                    338,
-	"no worker takes revision %d":  836,
-	"no worker takes revisions %s": 837,
-	"no: the latest is version %d": 711,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 565,
+	"no worker takes revision %d":  837,
+	"no worker takes revisions %s": 838,
+	"no: the latest is version %d": 712,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 566,
 	"none": 279,
-	"none (revealed before reasons were asked for)": 754,
+	"none (revealed before reasons were asked for)": 755,
 	"none given": 95,
 	"none yet":   289,
-	"none: a failed call takes the node’s error path": 532,
-	"normal":       469,
-	"not provided": 812,
+	"none: a failed call takes the node’s error path": 533,
+	"normal":       470,
+	"not provided": 813,
 	"not set":      280,
-	"not yet":      787,
-	"null":         816,
-	"number":       462,
-	"object":       467,
-	"older versions, from version %d (each links the one before)": 693,
+	"not yet":      788,
+	"null":         817,
+	"number":       463,
+	"object":       468,
+	"older versions, from version %d (each links the one before)": 694,
 	"on error":                           314,
-	"one attempt, no retry, priority %d": 733,
-	"one of: %s":                         808,
-	"operator":                           477,
+	"one attempt, no retry, priority %d": 734,
+	"one of: %s":                         809,
+	"operator":                           478,
 	"optional %s field of type %s":       276,
 	"optional field of type %s":          278,
 	"optional → required":                269,
-	"pattern":                            492,
-	"pattern %s":                         804,
-	"pull":                               721,
+	"pattern":                            493,
+	"pattern %s":                         805,
+	"pull":                               722,
 	"pull %s":                            321,
-	"pull (a worker fetches it)":         474,
+	"pull (a worker fetches it)":         475,
 	"push %s":                            320,
-	"push (Relais calls the service)":    475,
-	"push to %s":                         722,
-	"rejected":                           457,
-	"released":                           458,
+	"push (Relais calls the service)":    476,
+	"push to %s":                         723,
+	"rejected":                           458,
+	"released":                           459,
 	"required %s field of type %s":       275,
-	"required changed":                   485,
+	"required changed":                   486,
 	"required field of type %s":          277,
 	"required → optional":                270,
-	"reserved":                           449,
+	"reserved":                           450,
 	"retry":                              3,
-	"revision %d":                        651,
-	"revisions %s":                       835,
+	"revision %d":                        652,
+	"revisions %s":                       836,
 	"revoked":                            208,
-	"routing changed":                    489,
-	"routing output":                     799,
+	"routing changed":                    490,
+	"routing output":                     800,
 	"routing output %s → %s":             268,
-	"running":                            454,
-	"secret":                             471,
-	"sensitive":                          470,
-	"settled":                            653,
+	"running":                            455,
+	"secret":                             472,
+	"sensitive":                          471,
+	"settled":                            654,
 	"stop":                               5,
-	"stream":                             831,
-	"text":                               460,
+	"stream":                             832,
+	"text":                               461,
 	"the contracts are the same (the name or a description changed).": 261,
-	"this session":             790,
-	"timeout %s":               736,
-	"timeout %s (the default)": 737,
+	"this session":             791,
+	"timeout %s":               737,
+	"timeout %s (the default)": 738,
 	"to":                       131,
-	"type changed":             484,
-	"unexpected value":         817,
-	"unknown":                  625,
+	"type changed":             485,
+	"unexpected value":         818,
+	"unknown":                  626,
 	"values added: %s":         271,
-	"values changed":           486,
+	"values changed":           487,
 	"values removed: %s":       272,
 	"values reordered":         273,
-	"version %d":               692,
-	"version %d →":             713,
-	"waiting":                  620,
-	"yes":                      480,
-	"yes: a start that names no version runs this one":                                                                      710,
+	"version %d":               693,
+	"version %d →":             714,
+	"waiting":                  621,
+	"yes":                      481,
+	"yes: a start that names no version runs this one":                                                                      711,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 182,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     446,
-	"← version %d": 712,
-	"→ %s":         728,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     447,
+	"← version %d": 713,
+	"→ %s":         729,
 }
 
-var enIndex = []uint32{ // 854 elements
+var enIndex = []uint32{ // 855 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1010,135 +1011,135 @@ var enIndex = []uint32{ // 854 elements
 	0x0000487a, 0x00004882, 0x000048ac, 0x000048c6,
 	0x000048ee, 0x0000491e, 0x00004924, 0x00004933,
 	0x00004986, 0x000049a4, 0x000049bb, 0x00004a6b,
-	0x00004b8d, 0x00004c4c, 0x00004d42, 0x00004d99,
-	0x00004dc3, 0x00004def, 0x00004e19, 0x00004e21,
+	0x00004b8d, 0x00004c4c, 0x00004d5d, 0x00004db4,
+	0x00004dde, 0x00004e0a, 0x00004e34, 0x00004e3c,
 	// Entry 1A0 - 1BF
-	0x00004e27, 0x00004e34, 0x00004e46, 0x00004e4f,
-	0x00004e91, 0x00004edb, 0x00004ef0, 0x00004f22,
-	0x00004f6e, 0x00004f77, 0x00004f89, 0x00004f98,
-	0x00004fba, 0x00004fde, 0x00005009, 0x0000503d,
-	0x0000504b, 0x00005076, 0x00005088, 0x0000508c,
-	0x000050a2, 0x000050cc, 0x00005115, 0x00005135,
-	0x0000513e, 0x00005150, 0x00005173, 0x00005181,
-	0x00005190, 0x0000519d, 0x000051d5, 0x0000523e,
+	0x00004e42, 0x00004e4f, 0x00004e61, 0x00004e6a,
+	0x00004eac, 0x00004ef6, 0x00004f0b, 0x00004f3d,
+	0x00004f89, 0x00004f92, 0x00004fa4, 0x00004fb3,
+	0x00004fd5, 0x00004ff9, 0x00005024, 0x00005058,
+	0x00005066, 0x00005091, 0x000050a3, 0x000050a7,
+	0x000050bd, 0x000050e7, 0x00005130, 0x00005150,
+	0x00005159, 0x0000516b, 0x0000518e, 0x00005229,
+	0x00005237, 0x00005246, 0x00005253, 0x0000528b,
 	// Entry 1C0 - 1DF
-	0x0000525a, 0x00005264, 0x0000526d, 0x00005276,
-	0x00005280, 0x00005287, 0x00005291, 0x00005299,
-	0x0000529e, 0x000052a6, 0x000052af, 0x000052b8,
-	0x000052c5, 0x000052ca, 0x000052d2, 0x000052d9,
-	0x000052e1, 0x000052e6, 0x000052f4, 0x000052fb,
-	0x00005302, 0x00005307, 0x0000530e, 0x00005318,
-	0x0000531f, 0x00005332, 0x00005342, 0x0000535d,
-	0x0000537d, 0x0000538b, 0x00005394, 0x0000539d,
+	0x000052f4, 0x00005310, 0x0000531a, 0x00005323,
+	0x0000532c, 0x00005336, 0x0000533d, 0x00005347,
+	0x0000534f, 0x00005354, 0x0000535c, 0x00005365,
+	0x0000536e, 0x0000537b, 0x00005380, 0x00005388,
+	0x0000538f, 0x00005397, 0x0000539c, 0x000053aa,
+	0x000053b1, 0x000053b8, 0x000053bd, 0x000053c4,
+	0x000053ce, 0x000053d5, 0x000053e8, 0x000053f8,
+	0x00005413, 0x00005433, 0x00005441, 0x0000544a,
 	// Entry 1E0 - 1FF
-	0x000053a6, 0x000053aa, 0x000053ad, 0x000053b9,
-	0x000053c7, 0x000053d4, 0x000053e5, 0x000053f4,
-	0x0000540b, 0x0000541e, 0x0000542e, 0x0000543d,
-	0x0000544c, 0x00005454, 0x0000545b, 0x00005463,
-	0x0000546b, 0x00005479, 0x00005487, 0x0000549d,
-	0x000054b2, 0x000054c3, 0x000054c9, 0x000054d0,
-	0x000054d9, 0x000054f5, 0x000054fe, 0x00005508,
-	0x00005511, 0x0000551a, 0x00005523, 0x0000553a,
+	0x00005453, 0x0000545c, 0x00005460, 0x00005463,
+	0x0000546f, 0x0000547d, 0x0000548a, 0x0000549b,
+	0x000054aa, 0x000054c1, 0x000054d4, 0x000054e4,
+	0x000054f3, 0x00005502, 0x0000550a, 0x00005511,
+	0x00005519, 0x00005521, 0x0000552f, 0x0000553d,
+	0x00005553, 0x00005568, 0x00005579, 0x0000557f,
+	0x00005586, 0x0000558f, 0x000055ab, 0x000055b4,
+	0x000055be, 0x000055c7, 0x000055d0, 0x000055d9,
 	// Entry 200 - 21F
-	0x00005542, 0x00005550, 0x0000557c, 0x00005588,
-	0x00005596, 0x000055dc, 0x000055e8, 0x000055f0,
-	0x0000561b, 0x00005666, 0x00005728, 0x0000572c,
-	0x00005752, 0x0000577a, 0x000057dd, 0x000057fc,
-	0x00005801, 0x0000581c, 0x0000582d, 0x00005839,
-	0x00005841, 0x00005873, 0x0000587c, 0x00005885,
-	0x000058a1, 0x00005902, 0x0000590f, 0x00005946,
-	0x00005975, 0x000059c5, 0x00005a00, 0x00005a0e,
+	0x000055f0, 0x000055f8, 0x00005606, 0x00005632,
+	0x0000563e, 0x0000564c, 0x00005692, 0x0000569e,
+	0x000056a6, 0x000056d1, 0x0000571c, 0x000057de,
+	0x000057e2, 0x00005808, 0x00005830, 0x00005893,
+	0x000058b2, 0x000058b7, 0x000058d2, 0x000058e3,
+	0x000058ef, 0x000058f7, 0x00005929, 0x00005932,
+	0x0000593b, 0x00005957, 0x000059b8, 0x000059c5,
+	0x000059fc, 0x00005a2b, 0x00005a7b, 0x00005ab6,
 	// Entry 220 - 23F
-	0x00005a3a, 0x00005a60, 0x00005a81, 0x00005a8c,
-	0x00005aba, 0x00005ad7, 0x00005b06, 0x00005b38,
-	0x00005b56, 0x00005b8b, 0x00005ba7, 0x00005bc6,
-	0x00005c21, 0x00005c30, 0x00005c3d, 0x00005c4b,
-	0x00005c58, 0x00005c61, 0x00005c7c, 0x00005cac,
-	0x00005cc7, 0x00005cd1, 0x00005d23, 0x00005de3,
-	0x00005e3f, 0x00005ebd, 0x00005f33, 0x00006006,
-	0x000060c9, 0x00006101, 0x00006161, 0x000061b8,
+	0x00005ac4, 0x00005af0, 0x00005b16, 0x00005b37,
+	0x00005b42, 0x00005b70, 0x00005b8d, 0x00005bbc,
+	0x00005bee, 0x00005c0c, 0x00005c41, 0x00005c5d,
+	0x00005c7c, 0x00005cd7, 0x00005ce6, 0x00005cf3,
+	0x00005d01, 0x00005d0e, 0x00005d17, 0x00005d32,
+	0x00005d62, 0x00005d7d, 0x00005d87, 0x00005dd9,
+	0x00005e99, 0x00005ef5, 0x00005f73, 0x00005fe9,
+	0x000060bc, 0x0000617f, 0x000061b7, 0x00006217,
 	// Entry 240 - 25F
-	0x000061f2, 0x000062ff, 0x0000631f, 0x00006345,
-	0x0000636f, 0x000063e0, 0x0000641d, 0x00006441,
-	0x000064e5, 0x0000650a, 0x00006539, 0x00006599,
-	0x000065f2, 0x0000664c, 0x00006666, 0x00006684,
-	0x000066b8, 0x000066f8, 0x00006722, 0x00006731,
-	0x000067fc, 0x0000682d, 0x0000685c, 0x0000686f,
-	0x000068e4, 0x000068f7, 0x0000692b, 0x0000697c,
-	0x000069b0, 0x000069c0, 0x00006a07, 0x00006a34,
+	0x0000626e, 0x000062a8, 0x000063b5, 0x000063d5,
+	0x000063fb, 0x00006425, 0x00006496, 0x000064d3,
+	0x000064f7, 0x0000659b, 0x000065c0, 0x000065ef,
+	0x0000664f, 0x000066a8, 0x00006702, 0x0000671c,
+	0x0000673a, 0x0000676e, 0x000067ae, 0x000067d8,
+	0x000067e7, 0x000068b2, 0x000068e3, 0x00006912,
+	0x00006925, 0x0000699a, 0x000069ad, 0x000069e1,
+	0x00006a32, 0x00006a66, 0x00006a76, 0x00006abd,
 	// Entry 260 - 27F
-	0x00006a41, 0x00006a51, 0x00006a81, 0x00006abb,
-	0x00006ade, 0x00006b55, 0x00006bd7, 0x00006c5c,
-	0x00006c6b, 0x00006cbb, 0x00006d1b, 0x00006d87,
-	0x00006dfe, 0x00006e06, 0x00006e1e, 0x00006e3b,
-	0x00006e49, 0x00006e5a, 0x00006e62, 0x00006e6d,
-	0x00006eae, 0x00006ee6, 0x00006efa, 0x00006f2a,
-	0x00006f65, 0x00006f75, 0x00006fb4, 0x00006fc5,
-	0x00006fd7, 0x00006fe3, 0x00006ff4, 0x0000700e,
+	0x00006aea, 0x00006af7, 0x00006b07, 0x00006b37,
+	0x00006b71, 0x00006b94, 0x00006c0b, 0x00006c8d,
+	0x00006d12, 0x00006d21, 0x00006d71, 0x00006dd1,
+	0x00006e3d, 0x00006eb4, 0x00006ebc, 0x00006ed4,
+	0x00006ef1, 0x00006eff, 0x00006f10, 0x00006f18,
+	0x00006f23, 0x00006f64, 0x00006f9c, 0x00006fb0,
+	0x00006fe0, 0x0000701b, 0x0000702b, 0x0000706a,
+	0x0000707b, 0x0000708d, 0x00007099, 0x000070aa,
 	// Entry 280 - 29F
-	0x00007016, 0x00007027, 0x0000702d, 0x00007041,
-	0x00007059, 0x0000707e, 0x0000708c, 0x0000709f,
-	0x000070dd, 0x0000711a, 0x00007146, 0x0000719e,
-	0x000071ad, 0x000071be, 0x000071c6, 0x000071d3,
-	0x000071e3, 0x000071fa, 0x00007205, 0x00007214,
-	0x0000721a, 0x00007228, 0x00007232, 0x0000723d,
-	0x00007247, 0x0000725a, 0x0000727f, 0x000072aa,
-	0x0000733b, 0x00007376, 0x00007395, 0x000073d3,
+	0x000070c4, 0x000070cc, 0x000070dd, 0x000070e3,
+	0x000070f7, 0x0000710f, 0x00007134, 0x00007142,
+	0x00007155, 0x00007193, 0x000071d0, 0x000071fc,
+	0x00007254, 0x00007263, 0x00007274, 0x0000727c,
+	0x00007289, 0x00007299, 0x000072b0, 0x000072bb,
+	0x000072ca, 0x000072d0, 0x000072de, 0x000072e8,
+	0x000072f3, 0x000072fd, 0x00007310, 0x00007335,
+	0x00007360, 0x000073f1, 0x0000742c, 0x0000744b,
 	// Entry 2A0 - 2BF
-	0x0000740a, 0x00007438, 0x00007446, 0x000074e5,
-	0x00007503, 0x0000765a, 0x00007668, 0x0000767c,
-	0x0000769d, 0x000076b1, 0x000076e1, 0x000076e7,
-	0x000076fb, 0x00007713, 0x00007726, 0x00007763,
-	0x000077d6, 0x00007823, 0x00007834, 0x0000784b,
-	0x00007868, 0x00007876, 0x000078b5, 0x000078c3,
-	0x000078ce, 0x000078d4, 0x000079c6, 0x000079cc,
-	0x000079fe, 0x00007a03, 0x00007a13, 0x00007a1e,
+	0x00007489, 0x000074c0, 0x000074ee, 0x000074fc,
+	0x0000759b, 0x000075b9, 0x00007710, 0x0000771e,
+	0x00007732, 0x00007753, 0x00007767, 0x00007797,
+	0x0000779d, 0x000077b1, 0x000077c9, 0x000077dc,
+	0x00007819, 0x0000788c, 0x000078d9, 0x000078ea,
+	0x00007901, 0x0000791e, 0x0000792c, 0x0000796b,
+	0x00007979, 0x00007984, 0x0000798a, 0x00007a7c,
+	0x00007a82, 0x00007ab4, 0x00007ab9, 0x00007ac9,
 	// Entry 2C0 - 2DF
-	0x00007a27, 0x00007a37, 0x00007a43, 0x00007a77,
-	0x00007aaa, 0x00007ac4, 0x00007acb, 0x00007afc,
-	0x00007b1c, 0x00007b2e, 0x00007b40, 0x00007be5,
-	0x00007bfb, 0x00007c80, 0x00007cfa, 0x00007d09,
-	0x00007dc3, 0x00007e14, 0x00007e19, 0x00007e27,
-	0x00007e37, 0x00007e43, 0x00007e53, 0x00007e61,
-	0x00007e71, 0x00007e7b, 0x00007e9e, 0x00007eb7,
-	0x00007eca, 0x00007f36, 0x00007f5c, 0x00007f6b,
+	0x00007ad4, 0x00007add, 0x00007aed, 0x00007af9,
+	0x00007b2d, 0x00007b60, 0x00007b7a, 0x00007b81,
+	0x00007bb2, 0x00007bd2, 0x00007be4, 0x00007bf6,
+	0x00007c9b, 0x00007cb1, 0x00007d36, 0x00007db0,
+	0x00007dbf, 0x00007e79, 0x00007eca, 0x00007ecf,
+	0x00007edd, 0x00007eed, 0x00007ef9, 0x00007f09,
+	0x00007f17, 0x00007f27, 0x00007f31, 0x00007f54,
+	0x00007f6d, 0x00007f80, 0x00007fec, 0x00008012,
 	// Entry 2E0 - 2FF
-	0x00007fbd, 0x00007fcb, 0x00007fe7, 0x00008035,
-	0x00008044, 0x0000805a, 0x000080ae, 0x000080e0,
-	0x00008138, 0x0000814e, 0x0000821c, 0x00008233,
-	0x0000826a, 0x00008278, 0x000082bc, 0x000082e1,
-	0x00008358, 0x0000836e, 0x00008385, 0x000083b3,
-	0x000083c6, 0x000083ee, 0x00008472, 0x00008479,
-	0x000084e1, 0x0000850b, 0x0000853b, 0x00008690,
-	0x000087ca, 0x0000886a, 0x00008941, 0x00008a1a,
+	0x00008021, 0x00008073, 0x00008081, 0x0000809d,
+	0x000080eb, 0x000080fa, 0x00008110, 0x00008164,
+	0x00008196, 0x000081ee, 0x00008204, 0x000082d2,
+	0x000082e9, 0x00008320, 0x0000832e, 0x00008372,
+	0x00008397, 0x0000840e, 0x00008424, 0x0000843b,
+	0x00008469, 0x0000847c, 0x000084a4, 0x00008528,
+	0x0000852f, 0x00008597, 0x000085c1, 0x000085f1,
+	0x00008746, 0x00008880, 0x00008920, 0x000089f7,
 	// Entry 300 - 31F
-	0x00008a2e, 0x00008a89, 0x00008b34, 0x00008bb6,
-	0x00008bbe, 0x00008bf9, 0x00008bff, 0x00008c91,
-	0x00008d29, 0x00008d55, 0x00008d80, 0x00008dce,
-	0x00008e3a, 0x00008ee1, 0x00008efc, 0x00008f06,
-	0x00008f0b, 0x00008f15, 0x00008f1d, 0x00008f23,
-	0x00008f2b, 0x00008f39, 0x00008f43, 0x00008f50,
-	0x00008f63, 0x00008f87, 0x00009007, 0x00009018,
-	0x00009020, 0x00009095, 0x000090e9, 0x00009131,
+	0x00008ad0, 0x00008ae4, 0x00008b3f, 0x00008bea,
+	0x00008c6c, 0x00008c74, 0x00008caf, 0x00008cb5,
+	0x00008d47, 0x00008ddf, 0x00008e0b, 0x00008e36,
+	0x00008e84, 0x00008ef0, 0x00008f97, 0x00008fb2,
+	0x00008fbc, 0x00008fc1, 0x00008fcb, 0x00008fd3,
+	0x00008fd9, 0x00008fe1, 0x00008fef, 0x00008ff9,
+	0x00009006, 0x00009019, 0x0000903d, 0x000090bd,
+	0x000090ce, 0x000090d6, 0x0000914b, 0x0000919f,
 	// Entry 320 - 33F
-	0x00009140, 0x00009153, 0x0000915f, 0x0000919b,
-	0x000091d5, 0x000091e3, 0x000091f0, 0x000091fe,
-	0x0000920c, 0x0000921a, 0x0000924c, 0x0000927c,
-	0x000092d8, 0x000092e5, 0x00009305, 0x00009310,
-	0x0000932a, 0x0000932f, 0x00009340, 0x000093c6,
-	0x000093eb, 0x000093f2, 0x000093fb, 0x0000940e,
-	0x00009418, 0x00009422, 0x0000942c, 0x00009444,
-	0x0000945a, 0x00009466, 0x00009488, 0x000094b6,
+	0x000091e7, 0x000091f6, 0x00009209, 0x00009215,
+	0x00009251, 0x0000928b, 0x00009299, 0x000092a6,
+	0x000092b4, 0x000092c2, 0x000092d0, 0x00009302,
+	0x00009332, 0x0000938e, 0x0000939b, 0x000093bb,
+	0x000093c6, 0x000093e0, 0x000093e5, 0x000093f6,
+	0x0000947c, 0x000094a1, 0x000094a8, 0x000094b1,
+	0x000094c4, 0x000094ce, 0x000094d8, 0x000094e2,
+	0x000094fa, 0x00009510, 0x0000951c, 0x0000953e,
 	// Entry 340 - 35F
-	0x000094bd, 0x000094ca, 0x000094db, 0x00009502,
-	0x00009512, 0x00009531, 0x00009551, 0x00009629,
-	0x0000970a, 0x0000975e, 0x000097ae, 0x0000980e,
-	0x00009861, 0x00009899, 0x000098d1, 0x00009902,
-	0x00009952, 0x00009986, 0x000099a4, 0x000099c3,
-	0x000099e2, 0x00009a02,
-} // Size: 3440 bytes
+	0x0000956c, 0x00009573, 0x00009580, 0x00009591,
+	0x000095b8, 0x000095c8, 0x000095e7, 0x00009607,
+	0x000096df, 0x000097c0, 0x00009814, 0x00009864,
+	0x000098c4, 0x00009917, 0x0000994f, 0x00009987,
+	0x000099b8, 0x00009a08, 0x00009a3c, 0x00009a5a,
+	0x00009a79, 0x00009a98, 0x00009ab8,
+} // Size: 3444 bytes
 
-const enData string = "" + // Size: 39426 bytes
+const enData string = "" + // Size: 39608 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1435,306 +1436,309 @@ const enData string = "" + // Size: 39426 bytes
 	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
 	"held at a failed node: an incident. Retry offers the failed occurrence a" +
 	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02Its occurrence at node %[1]s waits for " +
-	"its retry, due %[2]s: retry offers it now, its attempts left unchanged. " +
-	"Stopping cancels the instance and its open occurrences. Neither complete" +
-	"s anything; each asks for a reason, recorded in the audit log.\x02Stoppi" +
-	"ng cancels the instance and its open occurrences. It does not complete a" +
-	"nything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02En" +
-	"ded\x02Held at node\x02Failed occurrence\x02Held for\x02never: retention" +
-	" keeps ended instances forever (RELAIS_RETENTION)\x02never: another repl" +
-	"ica’s RELAIS_RETENTION keeps ended instances forever\x02Deleted by reten" +
-	"tion\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended insta" +
-	"nces are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End no" +
-	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
-	"erator\x02held, then abandoned by an operator\x02The version must be a w" +
-	"hole number from 1.\x02A version is a process’s: choose the process too." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02any\x02exact, case-sensitive\x02Act on every instance th" +
-	"is filter matches\x02The next page counts them and asks for a reason bef" +
-	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
-	"End node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did you me" +
-	"an “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task: th" +
-	"e Instances page lists the instances with it.\x02Unknown status “%[1]s”." +
-	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
-	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
-	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
-	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
-	"ive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
-	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
-	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
-	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
-	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
-	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
-	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before the occurrence was completed: no attempt succeeded in time." +
-	"\x02The result did not match the revision's outputs contract.\x02The ans" +
-	"wer to the call was lost (the connection broke after the request was sen" +
-	"t, or Relais stopped or could not reach its database before recording it" +
-	"): whether the destination acted is unknown, so Relais does not call it " +
-	"again by itself (an operator’s retry does).\x02The call could not be pre" +
-	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
-	"wer was too large.\x02The last attempt ended without a result (its lock " +
-	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
-	"ts could not be built from the process’s bindings.\x02An operator abando" +
-	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
-	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
-	"get already spent): it is not run again.\x02The destination answered HTT" +
-	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
-	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
-	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
-	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
-	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
-	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
-	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
-	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
-	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
-	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
-	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
-	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
-	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
-	"[2]s): a worker of the same consumer, or a front end with a settle token" +
-	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
-	", waiting for an operator.\x02Its instance went on along the node’s erro" +
-	"r path, and is held at a later node.\x02Its instance went on along the n" +
-	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
-	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
-	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
-	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
-	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
-	"opped while the worker held the task: its report is refused, but it may " +
-	"already have done the work.\x02The instance was stopped during the call," +
-	" which was aborted: the destination may already have acted on the reques" +
-	"t (check there).\x02The instance was stopped while the task was deferred" +
-	": a settlement by id is refused, but the work it waited for may already " +
-	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
-	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
-	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
-	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
-	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
-	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
-	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
-	"essage from the worker (its own words, protected values masked)\x02Messa" +
-	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
-	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
-	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
-	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
-	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
-	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
-	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
-	"\x02All consumers\x02instance held here\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are recount" +
-	"ed every few seconds, shown anew at each reload.\x02revision %[1]d\x02Ea" +
-	"rlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in " +
-	"progress since\x02lock until\x02deferred since\x02Pages\x02Previous page" +
-	"\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a" +
-	" date is written 2026-12-01.\x02%[1]s: the first day comes after the las" +
-	"t.\x02This address holds a parameter that cannot be read (a percent sign" +
-	" not followed by two hexadecimal digits, or a semicolon): correct the ad" +
-	"dress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown " +
-	"parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give i" +
-	"t once.\x02The page cursor is invalid: go back to the first page.\x02The" +
-	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
-	"le runs no script, so it cannot read your computer’s time zone: choose a" +
-	" place, whose daylight saving time is followed, or a fixed offset from U" +
-	"TC.\x02Reload lists and detail pages\x02A reload empties what you typed " +
-	"but did not apply (filters, the search box) and moves the focus back to " +
-	"the top of the page: “Pause reloading”, on every page that reloads, stop" +
-	"s it until you resume. Pages where you type a reason (confirmations, and" +
-	" occurrences with a value to reveal) never reload on their own, nor does" +
-	" a revealed value.\x02Save settings\x02Back without saving\x02UTC (coord" +
-	"inated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, " +
-	"no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display sett" +
-	"ings saved.\x02Reloading resumed.\x02Reloading paused: this page stays a" +
-	"s it is until you resume.\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02older versions, from version %[1]d (e" +
-	"ach links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Col" +
-	"umns follow the longest path from the start node. Solid arrows are succe" +
-	"sses (labelled with their route), dashed ones failures (labelled with th" +
-	"eir error codes). Each box says how many of this version’s occurrences a" +
-	"re at that node now.\x02Nodes\x02Nodes of this version, with their occur" +
-	"rences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occur" +
-	"rences now\x02Inputs from\x02No inputs: an instance starts with an empty" +
-	" object.\x02Inputs an instance of this version is started with\x02Instan" +
-	"ces of this version\x02Latest\x02yes: a start that names no version runs" +
-	" this one\x02no: the latest is version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Columns follow the longest path from the start node. Solid" +
-	" arrows are successes (labelled with their route), dashed ones failures " +
-	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
-	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
-	" below lists every node with its routes and counts.\x02This version has " +
+	"n, recorded in the audit log.\x02Its occurrence at node %[1]s failed (%[" +
+	"2]s) and waits for its retry, due %[3]s (%[4]s): retry offers it now, it" +
+	"s attempts left unchanged. Stopping cancels the instance and its open oc" +
+	"currences. Neither completes anything; each asks for a reason, recorded " +
+	"in the audit log.\x02Stopping cancels the instance and its open occurren" +
+	"ces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]" +
+	"s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s" +
+	" — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02H" +
+	"eld for\x02never: retention keeps ended instances forever (RELAIS_RETENT" +
+	"ION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances " +
+	"forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELAI" +
+	"S_RETENTION)\x02ended instances are kept %[1]s, another replica’s longer" +
+	" RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02" +
+	"held, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
+	"e\x02Act on every instance this filter matches\x02The next page counts t" +
+	"hem and asks for a reason before anything changes.\x02Process instances," +
+	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
+	"ese filters.\x02A running instance has no error code yet: occurrences th" +
+	"at failed with it and wait for their retry are listed under External tas" +
+	"ks, filtered by that code.\x02All processes\x02Any definition\x02All sta" +
+	"tuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is t" +
+	"he status of an instance, not of a task: the Instances page lists the in" +
+	"stances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02" +
+	"deferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expir" +
+	"ed\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
+	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
+	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
+	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
+	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
+	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
+	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
+	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
+	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des). Each box says how many of this version’s occurrences are at that n" +
+	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Latest\x02yes: a start that names no version runs this on" +
+	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
+	" →\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
 	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
-	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
-	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
-	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
-	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
-	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
-	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
-	", priority %[1]d\x02deadline %[1]s\x02No retry can run: the deadline end" +
-	"s the occurrence before its retry delay passes.\x02timeout %[1]s\x02time" +
-	"out %[1]s (the default)\x02The call may last past the deadline, which cu" +
-	"ts it short (deadline_exceeded).\x02instances held\x02instances held: %[" +
-	"1]s\x02Counts as of %[1]s (%[2]s); recounted every few seconds, shown an" +
-	"ew at each reload.\x02Only administrators may reveal a sensitive value." +
-	"\x02Say why you reveal this value: the reason is recorded with the revea" +
-	"l in the audit log.\x02Cannot reveal it here\x02This replica lacks the d" +
-	"ata key the value was sealed with, so it cannot open it (nothing was rec" +
-	"orded). Another replica may reveal it; ask your administrator to start e" +
-	"very replica with the same data keys.\x02Back to the occurrence\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02On" +
-	"ly a value this page shows as hidden (sensitive) can be revealed.\x02Sec" +
-	"ret values can never be revealed.\x02Every sensitive value an administra" +
-	"tor revealed: who, when, which field and why. The values themselves are " +
-	"never kept.\x02Reveals, newest first\x02No value was revealed.\x02none (" +
-	"revealed before reasons were asked for)\x02Method not allowed\x02This pa" +
-	"ge does not accept that request.\x02This form was sent from another site" +
-	": the console takes its forms from its own pages only. Open the console " +
-	"and send it from there.\x02Search\x02Type an instance or occurrence id (" +
-	"a whole UUID, as the title of its page shows it), or a business key.\x02" +
-	"Nothing to find: the search box is empty.\x02That is too long to be an i" +
-	"d or a business key.\x02No instance has “%[1]s” as its business key. A b" +
-	"usiness key is found only whole and exactly as given, capitals and accen" +
-	"ts included: a list shows a long one shortened, so copy it from its inst" +
-	"ance’s page. An ended instance is deleted once the retention period (REL" +
-	"AIS_RETENTION) has passed, or at once when an administrator erases it." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key. An ended instance is deleted, with its occurrences" +
-	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
-	"or at once when an administrator erases it; the audit log keeps the oper" +
-	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
-	", and it is not a whole id: the lists show the end of each id. Open the " +
-	"row, or copy its link, for the whole id.\x02A token in the address is no" +
-	"t used: you are signed in already. The address has put it in your browse" +
-	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
-	"e the token revoked and use a new one.\x02A token in the address is not " +
-	"used: paste it in the field below. The address has put it in your browse" +
-	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
-	"e the token revoked and use a new one.\x02You are signed out.\x02The tok" +
-	"en you signed in with is revoked, and you are signed out: sign in with a" +
-	"nother one.\x02Your session had ended (inactivity, a sign-out elsewhere," +
-	" a revoked token or a restart of the server), so your last action was no" +
-	"t applied. Sign in again, then repeat it.\x02Your session has ended (ina" +
-	"ctivity, a sign-out elsewhere, a token revoked or expired, or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"d.\x00H\x02Too many failed sign-ins from your address. Try again in %[1]" +
-	"d seconds.\x02Paste your token in the field: it is empty.\x02This token " +
-	"is unknown, revoked or expired.\x02A %[1]s token cannot open the console" +
-	": it is a worker’s token, for the API.\x02Only administrators see this p" +
-	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
-	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
-	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
-	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
-	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02every revision its cons" +
-	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
-	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
-	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
-	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
-	"it, with their consumers granted it (a worker naming no revision takes t" +
-	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
-	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
-	"rs to them, with their consumers granted them (a worker naming no revisi" +
-	"on takes those its consumer is granted; a process version pins them)." +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
-	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
-	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
-	"take every revision their consumer is granted.\x02It takes revision %[1]" +
-	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
-	"ly.\x02They take revisions %[1]s only."
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
+	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
+	" default)\x02The call may last past the deadline, which cuts it short (d" +
+	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
+	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
+	" reveal this value: the reason is recorded with the reveal in the audit " +
+	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
+	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
+	" replica may reveal it; ask your administrator to start every replica wi" +
+	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
+	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
+	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
+	"ho, when, which field and why. The values themselves are never kept.\x02" +
+	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
+	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
+	"ept that request.\x02This form was sent from another site: the console t" +
+	"akes its forms from its own pages only. Open the console and send it fro" +
+	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
+	"s the title of its page shows it), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
+	"found only whole and exactly as given, capitals and accents included: a " +
+	"list shows a long one shortened, so copy it from its instance’s page. An" +
+	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
+	"has passed, or at once when an administrator erases it.\x02No instance o" +
+	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
+	"key. An ended instance is deleted, with its occurrences and attempts, on" +
+	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
+	"n administrator erases it; the audit log keeps the operator actions take" +
+	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
+	" whole id: the lists show the end of each id. Open the row, or copy its " +
+	"link, for the whole id.\x02A token in the address is not used: you are s" +
+	"igned in already. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02A token in the address is not used: paste it in" +
+	" the field below. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
+	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
+	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
+	"or a restart of the server), so your last action was not applied. Sign i" +
+	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
+	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
+	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
+	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
+	" your token in the field: it is empty.\x02This token is unknown, revoked" +
+	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
+	"token, for the API.\x02Only administrators see this page: tokens, consum" +
+	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
+	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
+	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
+	"next request is refused, and console sessions opened with it end. This c" +
+	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 854 elements
+var frIndex = []uint32{ // 855 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1850,135 +1854,135 @@ var frIndex = []uint32{ // 854 elements
 	0x00005e3d, 0x00005e4b, 0x00005e7e, 0x00005ea2,
 	0x00005ed1, 0x00005f1a, 0x00005f21, 0x00005f37,
 	0x00005faa, 0x00005fd0, 0x00005fea, 0x000060d2,
-	0x00006261, 0x00006368, 0x000064af, 0x000064ff,
-	0x00006530, 0x00006563, 0x00006592, 0x0000659d,
+	0x00006261, 0x00006368, 0x000064cc, 0x0000651c,
+	0x0000654d, 0x00006580, 0x000065af, 0x000065ba,
 	// Entry 1A0 - 1BF
-	0x000065a1, 0x000065b3, 0x000065c8, 0x000065d6,
-	0x00006630, 0x00006695, 0x000066b2, 0x000066f5,
-	0x0000675c, 0x00006769, 0x0000677e, 0x00006791,
-	0x000067bc, 0x000067e9, 0x00006820, 0x0000686a,
-	0x0000687c, 0x000068b4, 0x000068cb, 0x000068d7,
-	0x000068ee, 0x00006922, 0x0000696c, 0x000069a1,
-	0x000069aa, 0x000069c1, 0x000069ef, 0x00006a02,
-	0x00006a14, 0x00006a25, 0x00006a71, 0x00006aeb,
+	0x000065be, 0x000065d0, 0x000065e5, 0x000065f3,
+	0x0000664d, 0x000066b2, 0x000066cf, 0x00006712,
+	0x00006779, 0x00006786, 0x0000679b, 0x000067ae,
+	0x000067d9, 0x00006806, 0x0000683d, 0x00006887,
+	0x00006899, 0x000068d1, 0x000068e8, 0x000068f4,
+	0x0000690b, 0x0000693f, 0x00006989, 0x000069be,
+	0x000069c7, 0x000069de, 0x00006a0c, 0x00006ad7,
+	0x00006aea, 0x00006afc, 0x00006b0d, 0x00006b59,
 	// Entry 1C0 - 1DF
-	0x00006b0f, 0x00006b1a, 0x00006b25, 0x00006b30,
-	0x00006b3a, 0x00006b44, 0x00006b4d, 0x00006b56,
-	0x00006b5f, 0x00006b68, 0x00006b71, 0x00006b78,
-	0x00006b86, 0x00006b8c, 0x00006b93, 0x00006b9a,
-	0x00006ba3, 0x00006ba8, 0x00006bb6, 0x00006bbc,
-	0x00006bc2, 0x00006bc8, 0x00006bd0, 0x00006bd9,
-	0x00006be2, 0x00006bf5, 0x00006c06, 0x00006c29,
-	0x00006c4a, 0x00006c59, 0x00006c64, 0x00006c6f,
+	0x00006bd3, 0x00006bf7, 0x00006c02, 0x00006c0d,
+	0x00006c18, 0x00006c22, 0x00006c2c, 0x00006c35,
+	0x00006c3e, 0x00006c47, 0x00006c50, 0x00006c59,
+	0x00006c60, 0x00006c6e, 0x00006c74, 0x00006c7b,
+	0x00006c82, 0x00006c8b, 0x00006c90, 0x00006c9e,
+	0x00006ca4, 0x00006caa, 0x00006cb0, 0x00006cb8,
+	0x00006cc1, 0x00006cca, 0x00006cdd, 0x00006cee,
+	0x00006d11, 0x00006d32, 0x00006d41, 0x00006d4c,
 	// Entry 1E0 - 1FF
-	0x00006c7c, 0x00006c80, 0x00006c84, 0x00006c92,
-	0x00006ca0, 0x00006cae, 0x00006cce, 0x00006ce1,
-	0x00006cfa, 0x00006d0f, 0x00006d20, 0x00006d32,
-	0x00006d44, 0x00006d4a, 0x00006d51, 0x00006d59,
-	0x00006d61, 0x00006d7f, 0x00006d9d, 0x00006db4,
-	0x00006dc9, 0x00006dda, 0x00006de0, 0x00006df9,
-	0x00006e04, 0x00006e38, 0x00006e45, 0x00006e63,
-	0x00006e71, 0x00006e7a, 0x00006e81, 0x00006e9c,
+	0x00006d57, 0x00006d64, 0x00006d68, 0x00006d6c,
+	0x00006d7a, 0x00006d88, 0x00006d96, 0x00006db6,
+	0x00006dc9, 0x00006de2, 0x00006df7, 0x00006e08,
+	0x00006e1a, 0x00006e2c, 0x00006e32, 0x00006e39,
+	0x00006e41, 0x00006e49, 0x00006e67, 0x00006e85,
+	0x00006e9c, 0x00006eb1, 0x00006ec2, 0x00006ec8,
+	0x00006ee1, 0x00006eec, 0x00006f20, 0x00006f2d,
+	0x00006f4b, 0x00006f59, 0x00006f62, 0x00006f69,
 	// Entry 200 - 21F
-	0x00006ea6, 0x00006eb9, 0x00006ef3, 0x00006efc,
-	0x00006f0b, 0x00006f6f, 0x00006f7b, 0x00006f85,
-	0x00006fb5, 0x00007010, 0x000070f7, 0x00007102,
-	0x00007135, 0x00007173, 0x000071ec, 0x00007211,
-	0x00007216, 0x00007236, 0x00007253, 0x00007273,
-	0x00007288, 0x000072c9, 0x000072d4, 0x000072de,
-	0x00007307, 0x0000737c, 0x0000738d, 0x000073ca,
-	0x000073fe, 0x0000745f, 0x000074a9, 0x000074b7,
+	0x00006f84, 0x00006f8e, 0x00006fa1, 0x00006fdb,
+	0x00006fe4, 0x00006ff3, 0x00007057, 0x00007063,
+	0x0000706d, 0x0000709d, 0x000070f8, 0x000071df,
+	0x000071ea, 0x0000721d, 0x0000725b, 0x000072d4,
+	0x000072f9, 0x000072fe, 0x0000731e, 0x0000733b,
+	0x0000735b, 0x00007370, 0x000073b1, 0x000073bc,
+	0x000073c6, 0x000073ef, 0x00007464, 0x00007475,
+	0x000074b2, 0x000074e6, 0x00007547, 0x00007591,
 	// Entry 220 - 23F
-	0x000074f3, 0x0000751d, 0x00007562, 0x0000758a,
-	0x000075c9, 0x000075ea, 0x00007628, 0x00007668,
-	0x00007688, 0x000076c9, 0x000076f3, 0x0000771a,
-	0x0000779d, 0x000077b5, 0x000077c9, 0x000077e0,
-	0x000077ee, 0x000077f9, 0x0000781c, 0x0000785a,
-	0x00007879, 0x00007895, 0x00007903, 0x000079d5,
-	0x00007a34, 0x00007ab9, 0x00007b36, 0x00007c4a,
-	0x00007d4d, 0x00007d94, 0x00007e21, 0x00007e90,
+	0x0000759f, 0x000075db, 0x00007605, 0x0000764a,
+	0x00007672, 0x000076b1, 0x000076d2, 0x00007710,
+	0x00007750, 0x00007770, 0x000077b1, 0x000077db,
+	0x00007802, 0x00007885, 0x0000789d, 0x000078b1,
+	0x000078c8, 0x000078d6, 0x000078e1, 0x00007904,
+	0x00007942, 0x00007961, 0x0000797d, 0x000079eb,
+	0x00007abd, 0x00007b1c, 0x00007ba1, 0x00007c1e,
+	0x00007d32, 0x00007e35, 0x00007e7c, 0x00007f09,
 	// Entry 240 - 25F
-	0x00007ed6, 0x00008023, 0x0000804b, 0x0000806e,
-	0x000080a5, 0x00008136, 0x00008189, 0x000081b2,
-	0x00008294, 0x000082ba, 0x00008301, 0x00008385,
-	0x00008400, 0x0000847d, 0x000084a5, 0x000084cd,
-	0x00008514, 0x0000855e, 0x00008591, 0x000085a4,
-	0x000086ac, 0x000086da, 0x00008716, 0x0000872c,
-	0x000087c0, 0x000087d3, 0x00008810, 0x00008869,
-	0x000088a5, 0x000088b8, 0x0000890c, 0x00008941,
+	0x00007f78, 0x00007fbe, 0x0000810b, 0x00008133,
+	0x00008156, 0x0000818d, 0x0000821e, 0x00008271,
+	0x0000829a, 0x0000837c, 0x000083a2, 0x000083e9,
+	0x0000846d, 0x000084e8, 0x00008565, 0x0000858d,
+	0x000085b5, 0x000085fc, 0x00008646, 0x00008679,
+	0x0000868c, 0x00008794, 0x000087c2, 0x000087fe,
+	0x00008814, 0x000088a8, 0x000088bb, 0x000088f8,
+	0x00008951, 0x0000898d, 0x000089a0, 0x000089f4,
 	// Entry 260 - 27F
-	0x00008953, 0x0000896a, 0x000089a9, 0x000089fb,
-	0x00008a27, 0x00008ac4, 0x00008b6a, 0x00008c17,
-	0x00008c27, 0x00008c87, 0x00008cf8, 0x00008d7d,
-	0x00008e12, 0x00008e1d, 0x00008e3a, 0x00008e59,
-	0x00008e6a, 0x00008e84, 0x00008e8d, 0x00008e97,
-	0x00008ee5, 0x00008f2a, 0x00008f49, 0x00008f7e,
-	0x00008fcf, 0x00008fe0, 0x0000902a, 0x00009040,
-	0x00009054, 0x0000906d, 0x00009083, 0x000090ad,
+	0x00008a29, 0x00008a3b, 0x00008a52, 0x00008a91,
+	0x00008ae3, 0x00008b0f, 0x00008bac, 0x00008c52,
+	0x00008cff, 0x00008d0f, 0x00008d6f, 0x00008de0,
+	0x00008e65, 0x00008efa, 0x00008f05, 0x00008f22,
+	0x00008f41, 0x00008f52, 0x00008f6c, 0x00008f75,
+	0x00008f7f, 0x00008fcd, 0x00009012, 0x00009031,
+	0x00009066, 0x000090b7, 0x000090c8, 0x00009112,
+	0x00009128, 0x0000913c, 0x00009155, 0x0000916b,
 	// Entry 280 - 29F
-	0x000090b5, 0x000090c8, 0x000090cf, 0x000090ea,
-	0x0000910a, 0x0000913a, 0x00009151, 0x00009167,
-	0x0000919f, 0x000091da, 0x00009206, 0x00009289,
-	0x0000929a, 0x000092b4, 0x000092bf, 0x000092d3,
-	0x000092e5, 0x000092fb, 0x0000930d, 0x0000931f,
-	0x00009325, 0x00009337, 0x00009345, 0x00009354,
-	0x00009360, 0x00009376, 0x000093a0, 0x000093d3,
-	0x0000947b, 0x000094cb, 0x000094f3, 0x00009545,
+	0x00009195, 0x0000919d, 0x000091b0, 0x000091b7,
+	0x000091d2, 0x000091f2, 0x00009222, 0x00009239,
+	0x0000924f, 0x00009287, 0x000092c2, 0x000092ee,
+	0x00009371, 0x00009382, 0x0000939c, 0x000093a7,
+	0x000093bb, 0x000093cd, 0x000093e3, 0x000093f5,
+	0x00009407, 0x0000940d, 0x0000941f, 0x0000942d,
+	0x0000943c, 0x00009448, 0x0000945e, 0x00009488,
+	0x000094bb, 0x00009563, 0x000095b3, 0x000095db,
 	// Entry 2A0 - 2BF
-	0x00009587, 0x000095c3, 0x000095da, 0x000096a4,
-	0x000096d1, 0x0000988b, 0x000098a5, 0x000098be,
-	0x000098df, 0x000098f6, 0x00009923, 0x0000992a,
-	0x00009944, 0x0000996a, 0x0000997f, 0x000099d9,
-	0x00009a6e, 0x00009ad1, 0x00009ae4, 0x00009b0b,
-	0x00009b33, 0x00009b41, 0x00009b95, 0x00009ba5,
-	0x00009bb6, 0x00009bbd, 0x00009cf3, 0x00009cfa,
-	0x00009d34, 0x00009d39, 0x00009d4e, 0x00009d62,
+	0x0000962d, 0x0000966f, 0x000096ab, 0x000096c2,
+	0x0000978c, 0x000097b9, 0x00009973, 0x0000998d,
+	0x000099a6, 0x000099c7, 0x000099de, 0x00009a0b,
+	0x00009a12, 0x00009a2c, 0x00009a52, 0x00009a67,
+	0x00009ac1, 0x00009b56, 0x00009bb9, 0x00009bcc,
+	0x00009bf3, 0x00009c1b, 0x00009c29, 0x00009c7d,
+	0x00009c8d, 0x00009c9e, 0x00009ca5, 0x00009ddb,
+	0x00009de2, 0x00009e1c, 0x00009e21, 0x00009e36,
 	// Entry 2C0 - 2DF
-	0x00009d74, 0x00009d8a, 0x00009d9a, 0x00009dd7,
-	0x00009e17, 0x00009e32, 0x00009e43, 0x00009e87,
-	0x00009ea8, 0x00009eba, 0x00009ecc, 0x00009fa1,
-	0x00009fb9, 0x0000a05a, 0x0000a0e9, 0x0000a0f9,
-	0x0000a1d3, 0x0000a295, 0x0000a29a, 0x0000a2aa,
-	0x0000a2b8, 0x0000a2c8, 0x0000a2d8, 0x0000a2e6,
-	0x0000a2f6, 0x0000a300, 0x0000a329, 0x0000a343,
-	0x0000a35e, 0x0000a3ec, 0x0000a42a, 0x0000a43b,
+	0x00009e4a, 0x00009e5c, 0x00009e72, 0x00009e82,
+	0x00009ebf, 0x00009eff, 0x00009f1a, 0x00009f2b,
+	0x00009f6f, 0x00009f90, 0x00009fa2, 0x00009fb4,
+	0x0000a089, 0x0000a0a1, 0x0000a142, 0x0000a1d1,
+	0x0000a1e1, 0x0000a2bb, 0x0000a37d, 0x0000a382,
+	0x0000a392, 0x0000a3a0, 0x0000a3b0, 0x0000a3c0,
+	0x0000a3ce, 0x0000a3de, 0x0000a3e8, 0x0000a411,
+	0x0000a42b, 0x0000a446, 0x0000a4d4, 0x0000a512,
 	// Entry 2E0 - 2FF
-	0x0000a4d2, 0x0000a4df, 0x0000a4fa, 0x0000a553,
-	0x0000a567, 0x0000a585, 0x0000a5ff, 0x0000a640,
-	0x0000a6b6, 0x0000a6d5, 0x0000a7eb, 0x0000a804,
-	0x0000a84a, 0x0000a862, 0x0000a8b5, 0x0000a8f0,
-	0x0000a988, 0x0000a9b4, 0x0000a9da, 0x0000aa0e,
-	0x0000aa26, 0x0000aa51, 0x0000aafa, 0x0000ab04,
-	0x0000ab8c, 0x0000abc1, 0x0000ac02, 0x0000ad7e,
-	0x0000aefd, 0x0000afd6, 0x0000b0eb, 0x0000b207,
+	0x0000a523, 0x0000a5ba, 0x0000a5c7, 0x0000a5e2,
+	0x0000a63b, 0x0000a64f, 0x0000a66d, 0x0000a6e7,
+	0x0000a728, 0x0000a79e, 0x0000a7bd, 0x0000a8d3,
+	0x0000a8ec, 0x0000a932, 0x0000a94a, 0x0000a99d,
+	0x0000a9d8, 0x0000aa70, 0x0000aa9c, 0x0000aac2,
+	0x0000aaf6, 0x0000ab0e, 0x0000ab39, 0x0000abe2,
+	0x0000abec, 0x0000ac74, 0x0000aca9, 0x0000acea,
+	0x0000ae66, 0x0000afe5, 0x0000b0be, 0x0000b1d3,
 	// Entry 300 - 31F
-	0x0000b220, 0x0000b29c, 0x0000b365, 0x0000b3ee,
-	0x0000b3fb, 0x0000b44d, 0x0000b453, 0x0000b507,
-	0x0000b5b7, 0x0000b5e9, 0x0000b615, 0x0000b67e,
-	0x0000b725, 0x0000b7e7, 0x0000b817, 0x0000b824,
-	0x0000b82a, 0x0000b840, 0x0000b84b, 0x0000b852,
-	0x0000b85d, 0x0000b86b, 0x0000b878, 0x0000b886,
-	0x0000b89f, 0x0000b8cc, 0x0000b975, 0x0000b988,
-	0x0000b992, 0x0000ba21, 0x0000ba82, 0x0000bade,
+	0x0000b2ef, 0x0000b308, 0x0000b384, 0x0000b44d,
+	0x0000b4d6, 0x0000b4e3, 0x0000b535, 0x0000b53b,
+	0x0000b5ef, 0x0000b69f, 0x0000b6d1, 0x0000b6fd,
+	0x0000b766, 0x0000b80d, 0x0000b8cf, 0x0000b8ff,
+	0x0000b90c, 0x0000b912, 0x0000b928, 0x0000b933,
+	0x0000b93a, 0x0000b945, 0x0000b953, 0x0000b960,
+	0x0000b96e, 0x0000b987, 0x0000b9b4, 0x0000ba5d,
+	0x0000ba70, 0x0000ba7a, 0x0000bb09, 0x0000bb6a,
 	// Entry 320 - 33F
-	0x0000baf0, 0x0000bb0a, 0x0000bb1d, 0x0000bb5b,
-	0x0000bb97, 0x0000bbb4, 0x0000bbc1, 0x0000bbcf,
-	0x0000bbdd, 0x0000bbed, 0x0000bc29, 0x0000bc63,
-	0x0000bce0, 0x0000bceb, 0x0000bd15, 0x0000bd22,
-	0x0000bd3e, 0x0000bd42, 0x0000bd54, 0x0000be16,
-	0x0000be49, 0x0000be54, 0x0000be5e, 0x0000be73,
-	0x0000be7c, 0x0000be86, 0x0000be9b, 0x0000bebf,
-	0x0000bed9, 0x0000beee, 0x0000bf1a, 0x0000bf59,
+	0x0000bbc6, 0x0000bbd8, 0x0000bbf2, 0x0000bc05,
+	0x0000bc43, 0x0000bc7f, 0x0000bc9c, 0x0000bca9,
+	0x0000bcb7, 0x0000bcc5, 0x0000bcd5, 0x0000bd11,
+	0x0000bd4b, 0x0000bdc8, 0x0000bdd3, 0x0000bdfd,
+	0x0000be0a, 0x0000be26, 0x0000be2a, 0x0000be3c,
+	0x0000befe, 0x0000bf31, 0x0000bf3c, 0x0000bf46,
+	0x0000bf5b, 0x0000bf64, 0x0000bf6e, 0x0000bf83,
+	0x0000bfa7, 0x0000bfc1, 0x0000bfd6, 0x0000c002,
 	// Entry 340 - 35F
-	0x0000bf5e, 0x0000bf73, 0x0000bf85, 0x0000bfba,
-	0x0000bfcb, 0x0000bff8, 0x0000c027, 0x0000c149,
-	0x0000c26b, 0x0000c2e1, 0x0000c36c, 0x0000c3fb,
-	0x0000c462, 0x0000c4a4, 0x0000c4f6, 0x0000c53e,
-	0x0000c5b1, 0x0000c5f9, 0x0000c627, 0x0000c655,
-	0x0000c688, 0x0000c6bb,
-} // Size: 3440 bytes
+	0x0000c041, 0x0000c046, 0x0000c05b, 0x0000c06d,
+	0x0000c0a2, 0x0000c0b3, 0x0000c0e0, 0x0000c10f,
+	0x0000c231, 0x0000c353, 0x0000c3c9, 0x0000c454,
+	0x0000c4e3, 0x0000c54a, 0x0000c58c, 0x0000c5de,
+	0x0000c626, 0x0000c699, 0x0000c6e1, 0x0000c70f,
+	0x0000c73d, 0x0000c770, 0x0000c7a3,
+} // Size: 3444 bytes
 
-const frData string = "" + // Size: 50875 bytes
+const frData string = "" + // Size: 51107 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2348,220 +2352,223 @@ const frData string = "" + // Size: 50875 bytes
 	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
 	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
 	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02Son occurrence au nœud %[1]s attend sa nouvelle ten" +
-	"tative (prévue\u202f: %[2]s)\u202f: la reprise la propose dès maintenant" +
-	", ses tentatives restantes inchangées. L’arrêt annule l’instance et ses " +
-	"occurrences ouvertes. Ni l’une ni l’autre ne termine rien\u202f; chacune" +
-	" demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule l" +
-	"’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02" +
-	"Bloquée pour\x02jamais\u202f: la rétention conserve les instances termin" +
-	"ées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION" +
-	" d’une autre réplique conserve les instances terminées sans limite\x02Su" +
-	"pprimée par la rétention\x02les instances terminées sont conservées %[1]" +
-	"s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s, l" +
-	"e RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02Aban" +
-	"donnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opéra" +
-	"teur\x02bloquée, puis abandonnée par un opérateur\x02La version doit êtr" +
-	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
-	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
-	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
-	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
-	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
-	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
-	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
-	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
-	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
-	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
-	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
-	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
-	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
-	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
-	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
-	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
-	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
-	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
-	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
-	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
-	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
-	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
-	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
-	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
-	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
-	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
-	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
-	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
-	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	" journal d’audit.\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et at" +
+	"tend sa nouvelle tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la repris" +
+	"e la propose dès maintenant, ses tentatives restantes inchangées. L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Ni l’une ni l’autre ne " +
+	"termine rien\u202f; chacune demande un motif, consigné dans le journal d" +
+	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
+	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02A" +
+	"bandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s " +
+	"le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02" +
+	"Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la rétention conser" +
+	"ve les instances terminées sans limite (RELAIS_RETENTION)\x02jamais" +
+	"\u202f: le RELAIS_RETENTION d’une autre réplique conserve les instances " +
+	"terminées sans limite\x02Supprimée par la rétention\x02les instances ter" +
+	"minées sont conservées %[1]s (RELAIS_RETENTION)\x02les instances terminé" +
+	"es sont conservées %[1]s, le RELAIS_RETENTION plus long d’une autre répl" +
+	"ique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée" +
+	", puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opéra" +
+	"teur\x02La version doit être un nombre entier à partir de 1.\x02Une vers" +
+	"ion est celle d’un processus\u202f: choisissez aussi le processus.\x02Da" +
+	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
+	"\x02Instances de processus\x02sans filtre\x02exacte, casse comprise\x02A" +
+	"gir sur toutes les instances que ce filtre retient\x02La page suivante l" +
+	"es compte et demande un motif avant que rien ne change.\x02Instances de " +
+	"processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreu" +
+	"r\x02Aucune instance ne correspond à ces filtres.\x02Une instance en cou" +
+	"rs n’a pas encore de code d’erreur\u202f: les occurrences en échec avec " +
+	"ce code qui attendent leur nouvelle tentative sont listées dans les tâch" +
+	"es externes, filtrées par ce code.\x02Tous les processus\x02Toute défini" +
+	"tion\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (v" +
+	"ouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est" +
+	" le statut d’une instance, pas d’une tâche\u202f: la page Instances list" +
+	"e les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
+	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
+	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
+	"T /api/v1/occurrences/%[3]s les liste toutes.\x02après la reprise par %[" +
+	"1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
+	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
+	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
+	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
+	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
+	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
+	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
+	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
+	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
+	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
+	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
+	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
+	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
+	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
+	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
+	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
+	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
+	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
+	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
+	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
+	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
+	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
+	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
+	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
+	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
+	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
+	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
+	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
+	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
+	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
+	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
+	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
+	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
+	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
+	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
+	"ant que l’occurrence soit terminée\u202f: aucune tentative n’a abouti à " +
+	"temps.\x02Le résultat ne respectait pas le contrat de sorties de la révi" +
+	"sion.\x02La réponse à l’appel a été perdue (la connexion s’est rompue ap" +
+	"rès l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre " +
+	"sa base de données avant de l’enregistrer)\u202f: on ignore si la destin" +
+	"ation a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la rep" +
+	"rise par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02L" +
+	"a destination était injoignable.\x02La réponse de la destination était t" +
+	"rop volumineuse.\x02La dernière tentative a pris fin sans résultat (son " +
+	"verrou a expiré, ou le flux de son exécutant s’est terminé), sans tentat" +
+	"ive restante.\x02Les entrées n’ont pas pu être construites à partir des " +
+	"liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exé" +
+	"cutant Camunda 7 a signalé un échec sans nouvelle tentative restante (re" +
+	"tries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un bud" +
+	"get déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02L" +
+	"a destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[" +
+	"1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la" +
+	" révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entr" +
+	"ées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]" +
+	"d\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]" +
+	"d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécut" +
+	"ants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle te" +
+	"ntative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
+	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
+	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
+	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
+	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
+	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
+	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
+	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a suivi le chemin d’erre" +
+	"ur du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué" +
+	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
+	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
+	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
+	"ommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlemen" +
+	"t, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L" +
+	"’instance a été arrêtée pendant que l’exécutant détenait la tâche" +
+	"\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le tr" +
+	"avail.\x02L’instance a été arrêtée pendant l’appel, qui a été interrompu" +
+	"\u202f: la destination a peut-être déjà donné suite à la requête (vérifi" +
+	"ez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche était" +
+	" différée\u202f: sa clôture par identifiant est refusée, mais le travail" +
+	" attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refus" +
+	"é un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
+	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
+	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’interv" +
+	"alle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d" +
+	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
+	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
+	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
+	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
+	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
+	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
+	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
 	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
 	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
 	"une instance de cette version\x02Instances de cette version\x02La plus r" +
@@ -2716,4 +2723,4 @@ const frData string = "" + // Size: 50875 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 97181 bytes (94KiB); checksum: 4FA35299
+	// Total table size 97603 bytes (95KiB); checksum: F2243E37
