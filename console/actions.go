@@ -401,7 +401,14 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	retryNow := a == engine.ActionRetry && r.PostFormValue("retry_now") == "1"
 	// A form made before this check existed carries none: not checked.
 	lastSeen := seenID(r.PostFormValue("last_action"))
-	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
+	// A retry asked to bring a waiting retry forward applies to a running
+	// instance only: held meanwhile, a retry would give it a fresh budget
+	// the operator never confirmed.
+	while := ""
+	if retryNow {
+		while = engine.InstanceRunning
+	}
+	inst, applied, err := c.eng.ActSeenWhile(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen, while)
 	if err != nil {
 		fe, ok := shownRefusal(err)
 		if !ok {
@@ -495,6 +502,9 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 // occurrence found nothing to bring forward, the instance now in status:
 // it was never held, so "no longer held" would not say what happened.
 func retryNowRefused(ctx context.Context, status string) string {
+	if status == engine.InstanceHeld {
+		return T(ctx, "This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.")
+	}
 	if status == engine.InstanceRunning {
 		// Its retry came due, or a worker took it, meanwhile.
 		return T(ctx, "None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.")

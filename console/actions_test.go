@@ -1638,3 +1638,52 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 		t.Errorf("a retry now of what a worker took meanwhile: %d %q", r.status, text(r, "retry-error"))
 	}
 }
+
+// A Retry now form posted once a worker's failure held the instance is
+// refused: applied, it gave a fresh budget the operator never confirmed
+// (security QA: a business rejection's budget was reset).
+func TestARetryNowFormDoesNotRetryAHeldInstance(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	env.Process("held_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "hold"},
+			"done": map[string]any{"kind": "end"},
+		},
+	})
+	started := env.Must(201, "POST", "/api/v1/processes/held_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-11"}}).JSON(t)
+	id, occ := started["id"].(string), started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	fetchOne := func() {
+		t.Helper()
+		relaistest.WaitFor(t, 5*time.Second, "the occurrence fetched", func() (bool, string) {
+			got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+				"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+			return len(got) == 1, fmt.Sprint(got)
+		})
+	}
+	fetchOne()
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": "PT1S"})
+	b := signedIn(t, env.URL, "en", env.Operator)
+	inst := "/console/instances/" + id
+	action, form := formOf(t, b.mustGet(inst+"/retry", 200), "retry-form")
+	form.Set("reason", "scorer is back")
+	fetchOne()
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"error_code": "REJECTED", "retryable": false})
+	if s := f.status(t, id); s != "held" {
+		t.Fatalf("instance %s, want held", s)
+	}
+	r := b.do("POST", action, form)
+	if r.status != http.StatusConflict || !strings.HasPrefix(text(r, "retry-error"), "This instance is held now: its occurrence failed again since this page was opened") {
+		t.Errorf("a retry now posted once the instance is held: %d %q", r.status, text(r, "retry-error"))
+	}
+	if s, n := f.status(t, id), f.auditCount(t, id, "retry"); s != "held" || n != 0 {
+		t.Errorf("after the refused form: instance %s, %d retry records; want held, none", s, n)
+	}
+}

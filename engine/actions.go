@@ -130,6 +130,17 @@ func (e *Engine) LastAction(ctx context.Context, id uuid.UUID) (*OperatorAction,
 // retried by someone else and held again by the same error looks
 // unchanged, but is not the incident the operator decided on.
 func (e *Engine) ActSeen(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string, lastSeen *int64) (inst Instance, applied bool, err error) {
+	return e.ActSeenWhile(ctx, actor, action, id, reason, lastSeen, "")
+}
+
+// ActSeenWhile is ActSeen for an action asked of an instance in status
+// (empty: any): one in another status under its lock is refused, 409
+// not_held for a retry, instance_ended otherwise, nothing applied. A
+// retry asked to bring a running instance's waiting retry forward (its
+// attempts left unchanged) must not become a held instance's retry with a
+// fresh budget because a worker's failure held it meanwhile (security QA:
+// a stale form reset a business rejection's budget).
+func (e *Engine) ActSeenWhile(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string, lastSeen *int64, status string) (inst Instance, applied bool, err error) {
 	if err := checkReason(reason); err != nil {
 		return Instance{}, false, err
 	}
@@ -139,7 +150,7 @@ func (e *Engine) ActSeen(ctx context.Context, actor Actor, action Action, id uui
 	}
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		var err error
-		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, InstanceFilter{}, lastSeen)
+		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, InstanceFilter{}, lastSeen, status)
 		return err
 	})
 	if err != nil {
@@ -163,13 +174,20 @@ func (e *Engine) expireCounts() {
 
 // actIn applies action to id inside q's transaction; applied is false when
 // the instance was already as the action would leave it (a repeated stop).
-func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter, lastSeen *int64) (applied bool, err error) {
+func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter, lastSeen *int64, while string) (applied bool, err error) {
 	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
 		return false, notKept("instance %s", id)
 	}
 	if err != nil {
 		return false, err
+	}
+	if while != "" && row.Instance.Status != while {
+		code := "instance_ended"
+		if action == ActionRetry || action == ActionAbandon {
+			code = "not_held"
+		}
+		return false, fault.New(fault.Conflict, code, "instance %s is %s now, not %s as when this %s was asked: look at it again before acting", id, row.Instance.Status, while, action)
 	}
 	retryNow := action == ActionRetry && row.Instance.Status == InstanceRunning && bulk == nil
 	// checkSeen refuses the action when one was recorded on the instance
@@ -705,7 +723,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 				var ok bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					ok, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f, nil)
+					ok, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f, nil, "")
 					return err
 				})
 				switch _, refused := fault.As(err); {
