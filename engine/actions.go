@@ -183,11 +183,10 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		return false, err
 	}
 	if while != "" && row.Instance.Status != while {
-		code := "instance_ended"
-		if action == ActionRetry || action == ActionAbandon {
-			code = "not_held"
+		if action == ActionStop {
+			return false, fault.New(fault.Conflict, "instance_ended", "instance %s is %s now, not %s as when this %s was asked: look at it again before acting", id, row.Instance.Status, while, action)
 		}
-		return false, fault.New(fault.Conflict, code, "instance %s is %s now, not %s as when this %s was asked: look at it again before acting", id, row.Instance.Status, while, action)
+		return false, fault.New(fault.Conflict, "not_held", "instance %s is %s now, not %s as when this %s was asked: look at it again before acting", id, row.Instance.Status, while, action)
 	}
 	retryNow := action == ActionRetry && row.Instance.Status == InstanceRunning && bulk == nil
 	// checkSeen refuses the action when one was recorded on the instance
