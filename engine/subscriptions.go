@@ -91,15 +91,13 @@ type Pairs struct {
 	Revisions []int32
 	// fields holds the declared fields per pair index; nil for every input.
 	fields [][]string
-	// specific is how specific the subscription a pair's fields come from
-	// is (see specificity).
-	specific []int
 }
 
 // specificity ranks a subscription's definition: a key above any pattern,
 // a longer pattern above a shorter one. Where several of a worker's
-// subscriptions match one revision, the most specific one's fields are
-// delivered, as the Go SDK's most specific handler takes the key: a
+// subscriptions match one key, the most specific one alone says which of
+// its revisions are taken and with what fields (see governedElsewhere),
+// as the Go SDK's most specific handler takes the key: a
 // worker subscribed to loans.* and to loans.check_credit with declared
 // fields was delivered every input of check_credit, its secret too, the
 // pattern's "every input" winning a union (Zeebe-user QA).
@@ -177,18 +175,15 @@ func governedElsewhere(subs []Subscription, pattern, key string) bool {
 	return false
 }
 
-// add adds (key, revision) with the fields a subscription of that
-// specificity declared. A pair already added keeps the fields of the more
-// specific subscription; of two as specific (one key listed twice, which
-// only the loose resolution lets through), the union of their fields,
+// add adds (key, revision) with the fields a subscription declared. Only
+// subscriptions as specific meet on a pair (a more specific one governs
+// its keys: see governedElsewhere), which is one key listed twice, and
+// only the loose resolution lets that through: the union of their fields,
 // every input if either wants every input.
-func (p *Pairs) add(key string, revision int, fields []string, specific int) {
+func (p *Pairs) add(key string, revision int, fields []string) {
 	if p.Matches(key, revision) {
 		i := p.index(key, revision)
 		switch {
-		case specific > p.specific[i]:
-			p.fields[i], p.specific[i] = fields, specific
-		case specific < p.specific[i]:
 		case p.fields[i] == nil || fields == nil:
 			p.fields[i] = nil
 		default:
@@ -201,7 +196,7 @@ func (p *Pairs) add(key string, revision int, fields []string, specific int) {
 		return
 	}
 	p.Keys, p.Revisions = append(p.Keys, key), append(p.Revisions, int32(revision))
-	p.fields, p.specific = append(p.fields, fields), append(p.specific, specific)
+	p.fields = append(p.fields, fields)
 }
 
 // grantSet answers which revisions of a key a consumer's grants allow.
@@ -421,7 +416,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 		}
 		errs = append(errs, ferrs...)
 		for _, k := range resolved {
-			p.add(k.key, k.rev, fields, specificity(s.Definition))
+			p.add(k.key, k.rev, fields)
 		}
 	}
 	if len(errs) > 0 {
@@ -525,11 +520,10 @@ func (e *Engine) stillGranted(ctx context.Context, consumerID int64, p Pairs) (P
 	for i := range p.Keys {
 		if allowed(i) {
 			var fields []string
-			specific := 0
 			if i < len(p.fields) {
-				fields, specific = p.fields[i], p.specific[i]
+				fields = p.fields[i]
 			}
-			kept.add(p.Keys[i], int(p.Revisions[i]), fields, specific)
+			kept.add(p.Keys[i], int(p.Revisions[i]), fields)
 		}
 	}
 	if len(kept.Keys) == 0 {
