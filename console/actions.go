@@ -213,10 +213,11 @@ func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, 
 	return o, ok, nil
 }
 
-// retryApplies says whether a retry of one instance in status applies:
-// held, or running with an occurrence waiting out a retry delay.
-func retryApplies(status string, waiting bool) bool {
-	return status == engine.InstanceHeld || status == engine.InstanceRunning && waiting
+// appliesNow says whether a applies to one instance in status, waiting
+// saying whether an occurrence of it waits out a retry delay: a retry of
+// a running instance brings that forward.
+func appliesNow(a engine.Action, status string, waiting bool) bool {
+	return actionAppliesTo(a, status) || a == engine.ActionRetry && status == engine.InstanceRunning && waiting
 }
 
 // notRetryable says why a held instance's retry is not offered.
@@ -250,7 +251,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.serverError(w, r, err)
 		return
 	}
-	if !actionAppliesTo(a, inst.Status) && (a != engine.ActionRetry || !retryApplies(inst.Status, found)) {
+	if !appliesNow(a, inst.Status, found) {
 		text := notApplicable(ctx, a, inst.Status)
 		if last := c.actedSince(ctx, id, seenID(r.URL.Query().Get("seen"))); last != nil {
 			text = noLongerApplies(ctx, a, inst.Status, last)
@@ -421,13 +422,12 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		}
 		v := c.actionView(r, a, now, held)
 		v.Reason = reason
-		applies := actionAppliesTo(a, now.Status)
+		waiting := false
 		if a == engine.ActionRetry && now.Status == engine.InstanceRunning {
 			// A retry brought forward applies while something still waits.
-			_, waiting, err := c.heldAt(ctx, id)
-			applies = err == nil && waiting
+			_, waiting, _ = c.heldAt(ctx, id)
 		}
-		if !applies || fe.Code == "not_retryable" {
+		if !appliesNow(a, now.Status, waiting) || fe.Code == "not_retryable" {
 			// Offering the form again would only be refused again; its
 			// question would name no node (the instance is held nowhere).
 			v.close(ctx)

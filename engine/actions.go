@@ -260,8 +260,9 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		}
 	case ActionRetry, ActionAbandon:
 		if retryNow {
-			// Its occurrence waits out a retry delay (the destination is
-			// back, say): offered now, its attempts left unchanged.
+			// Its occurrence waits out a retry delay (the service its
+			// worker calls is back, say: push nodes are never retried):
+			// offered now, its attempts left unchanged.
 			// Operators had no way to bring a retry forward.
 			waiting, err := q.OccurrenceRetryNow(ctx, queries.OccurrenceRetryNowParams{InstanceID: id, Now: now})
 			if err != nil {
