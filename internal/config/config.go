@@ -370,12 +370,23 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		// A misspelt flag is named with the one it most likely meant, as
 		// a misspelt variable is.
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
-			flags := make([]string, len(Settings))
-			for i, s := range Settings {
-				flags[i] = s.Flag
+			// The flags this command takes are suggested first: a slip
+			// near one of serve's settings, which this command would
+			// accept and ignore, is named as such.
+			var taken, others []string
+			for _, s := range Settings {
+				if takes(s) {
+					taken = append(taken, s.Flag)
+				} else {
+					others = append(others, s.Flag)
+				}
 			}
-			if meant, ok := suggest.Closest(strings.TrimLeft(name, "-"), flags); ok {
+			name = strings.TrimLeft(name, "-")
+			if meant, ok := suggest.Closest(name, taken); ok {
 				return Config{}, fmt.Errorf("%w (did you mean --%s?)", err, meant)
+			}
+			if meant, ok := suggest.Closest(name, others); ok {
+				return Config{}, fmt.Errorf("%w (did you mean --%s? a setting of relais serve, which this command ignores)", err, meant)
 			}
 		}
 		return Config{}, fmt.Errorf("%w (--help lists the flags)", err)

@@ -249,6 +249,16 @@ func TestMisspeltFlagIsNamed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "(did you mean --retention?)") {
 		t.Errorf("Load(--retenton) = %v; want the flag it meant", err)
 	}
+	// migrate accepts serve's settings and ignores them: a slip near one
+	// is named as such, not as if the flag it meant would apply.
+	_, err = LoadAdmin("usage", []string{"--retenton", "P3D"}, func(string) string { return "" }, &out)
+	if err == nil || !strings.Contains(err.Error(), "(did you mean --retention? a setting of relais serve, which this command ignores)") {
+		t.Errorf("LoadAdmin(--retenton) = %v; want the flag it meant, named as serve's", err)
+	}
+	_, err = LoadAdmin("usage", []string{"--databse-url", "x"}, func(string) string { return "" }, &out)
+	if err == nil || !strings.Contains(err.Error(), "(did you mean --database-url?)") {
+		t.Errorf("LoadAdmin(--databse-url) = %v; want the flag it meant", err)
+	}
 	_, err = Load("usage", []string{"--colour", "blue"}, func(string) string { return "" }, &out)
 	if err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "--help lists the flags") {
 		t.Errorf("Load(--colour) = %v; want a refusal without a guess, pointing at --help", err)
