@@ -15,12 +15,15 @@ import (
 
 // definitionHealth is one definition's line on the health page.
 type definitionHealth struct {
-	Key, Href              string
-	Open, OpenHref         string
-	Held, HeldHref         string
-	Failed, FailedHref     string
-	Lag, LagTitle, LagNote string
-	LagLong                bool
+	Key, Href          string
+	Open, OpenHref     string
+	Held, HeldHref     string
+	Failed, FailedHref string
+	// Retrying counts the occurrences waiting out a retry delay,
+	// RetryingTitle says when the soonest is due.
+	Retrying, RetryingHref, RetryingTitle, RetryingNote string
+	Lag, LagTitle, LagNote                              string
+	LagLong                                             bool
 	// NoWorker says that occurrences wait and no live worker serves the
 	// definition: the lag only grows.
 	NoWorker, WorkersHref            string
@@ -39,6 +42,7 @@ type healthView struct {
 	Chart                                            chartView
 	TableCaption                                     string
 	HeadKey, HeadOpen, HeadHeld, HeadFailed, HeadLag string
+	HeadRetrying                                     string
 	HeadCompleted, HeadFailed1h                      string
 	Rows                                             []definitionHealth
 	Empty                                            string
@@ -97,13 +101,13 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	scope := strings.TrimSpace(r.URL.Query().Get("definition"))
 	v := healthView{
 		Chrome: c.liveChrome(r, T(ctx, "Health"), "health"),
-		Intro: T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.") + " " +
+		Intro: T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.") + " " +
 			// Two columns of one incident (operator QA: read as 24 problems).
 			T(ctx, "A held instance’s failed occurrence counts in both Held instances and Failed."),
 		ChartLabel:   T(ctx, "Completions and failures, last hour"),
 		TableCaption: T(ctx, "Definitions, those needing attention first"),
 		HeadKey:      T(ctx, "Definition"), HeadOpen: T(ctx, "Open"), HeadHeld: T(ctx, "Held instances"),
-		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"),
+		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"), HeadRetrying: T(ctx, "Waiting a retry"),
 		HeadCompleted: T(ctx, "Completed, last hour"), HeadFailed1h: T(ctx, "Failed, last hour"),
 		Empty:  T(ctx, "No definition has occurrences yet."),
 		Errors: queryProblems(ctx, r.URL.RawQuery, "definition"),
@@ -158,12 +162,24 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 			Open: number(ctx, open), OpenHref: openHref(key, byStatus),
 			Failed: number(ctx, byStatus[engine.StatusFailed]), FailedHref: occurrenceFilter{Definition: key, Status: engine.StatusFailed}.href(),
 			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld, HeldAt: key}.href(),
+			Retrying:  number(ctx, 0),
 			Lag:       "—",
 			ChartHref: healthPath + "?definition=" + key + "#chart",
 		}
 		if dh != nil {
 			row.Held = number(ctx, dh.Held)
 			row.Attention = dh.Held > 0
+			if dh.RetryDue != nil {
+				// Failures under way that the last hour does not count
+				// yet (an outage retried with backoff): listed with the
+				// definition's available occurrences, each with its
+				// next attempt.
+				row.Retrying = number(ctx, dh.Retrying)
+				row.RetryingHref = occurrenceFilter{Definition: key, Status: engine.StatusAvailable}.href()
+				due := formatTime(ctx, *dh.RetryDue)
+				row.RetryingTitle, row.RetryingNote = T(ctx, "the soonest due %s", due.Text), T(ctx, "next attempt %s", due.Rel)
+				row.Attention = true
+			}
 			var done, failed int64
 			for _, b := range dh.Buckets {
 				done += b.Completed

@@ -539,3 +539,54 @@ func TestAnErrorCodeFilterSaysItIsExact(t *testing.T) {
 		t.Errorf("no error code filter, yet: %q", got)
 	}
 }
+
+// An outage retried with backoff holds and fails nothing yet: the health
+// page counts the occurrences waiting out a retry delay, says when the
+// next is due and lists them from its count (on-call QA: the page showed nothing while every attempt failed).
+func TestHealthCountsWaitingRetries(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	env.Process("slow_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	})
+	started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-9"}}).JSON(t)
+	occID := started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["id"] != occID {
+		t.Fatalf("fetched %v, want %s", got, occID)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occID+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+		"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": "PT1H"})
+
+	b := signedIn(t, env.URL, "en", env.Operator)
+	page := b.mustGet("/console/health", 200)
+	retrying := func(key string) string {
+		return collapse(page.doc.Find(`[data-testid=health-row][data-key=` + key + `] [data-testid=health-retrying]`).Text())
+	}
+	if got := retrying("charge_card"); got != "0" {
+		t.Errorf("waiting a retry of a definition whose failures hold: %q, want 0", got)
+	}
+	if got := retrying("score_company"); !regexp.MustCompile(`^1 \(next attempt in (59 min|1 h)\)$`).MatchString(got) {
+		t.Errorf("waiting a retry = %q, want 1 with the next attempt in an hour", got)
+	}
+	link := page.doc.Find(`[data-testid=health-row][data-key=score_company] [data-testid=health-retrying] a`)
+	href, _ := link.Attr("href")
+	list := b.mustGet(href, 200)
+	if !strings.Contains(list.body, occID) || !strings.Contains(list.body, "next attempt") {
+		t.Errorf("the count's link %s does not list %s with its next attempt", href, occID)
+	}
+	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet("/console/health", 200)
+	if got := collapse(fr.doc.Find(`[data-testid=health-row][data-key=score_company] [data-testid=health-retrying]`).Text()); !strings.HasPrefix(got, "1 (prochaine tentative dans ") {
+		t.Errorf("French: %q", got)
+	}
+}

@@ -111,6 +111,12 @@ type DefinitionHealth struct {
 	// Held is how many instances are held (incidents) at a node of this
 	// definition.
 	Held int64
+	// Retrying is how many of its occurrences wait out a retry delay (an
+	// attempt failed, attempts are left), RetryDue when the soonest is
+	// due: failures that neither hold nor fail anything yet, which the
+	// last hour's counts do not show (an outage retried with backoff).
+	Retrying int64
+	RetryDue *time.Time
 	// Buckets are the last hour's settlements, oldest first: Buckets[11]
 	// ends at Health.BucketsEnd.
 	Buckets [HealthBuckets]HealthBucket
@@ -195,6 +201,14 @@ func (e *Engine) Health(ctx context.Context) (Health, error) {
 	}
 	for _, r := range held {
 		of(r.DefinitionKey).Held += r.Count
+	}
+	retrying, err := e.q.OccurrenceWaitingRetryByDefinition(ctx, at)
+	if err != nil {
+		return h, wrap("health: waiting retries", err)
+	}
+	for _, r := range retrying {
+		d := of(r.DefinitionKey)
+		d.Retrying, d.RetryDue = r.Count, &r.NextAt
 	}
 	h.BucketsEnd = h.At.Truncate(time.Minute)
 	if h.BucketsEnd.Before(h.At) {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/fault"
 )
 
 // TestHealthAndNodeCounts: the health snapshot reports the oldest claimable
@@ -124,5 +125,71 @@ func TestHealthAndNodeCounts(t *testing.T) {
 	}
 	if len(insts) != 2 || insts[0].ID != fail || insts[1].ID != b {
 		t.Errorf("instances above the first: %v, want [%s %s]", insts, fail, b)
+	}
+}
+
+// TestHealthCountsWaitingRetries: an occurrence whose attempt failed with
+// attempts left waits out its retry delay, neither held nor failed: the
+// health snapshot counts it by definition with when the soonest is due,
+// and stops counting it once it is due (claimable, the queue lag's) or
+// brought forward.
+func TestHealthCountsWaitingRetries(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{}
+	e := New(dbtest.Pool(t), clk.options(t))
+	ctx := context.Background()
+	prepare(t, e, `"policy":{"max_attempts":3},`)
+	c := consumer(t, e)
+	var ids []uuid.UUID
+	for range 3 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: []byte(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID)
+	}
+	fail := func(delay time.Duration) {
+		t.Helper()
+		r := claimOne(t, e, c, "w")
+		if _, err := e.Fail(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: r.ID}, Failure{ErrorCode: "CRM_DOWN", Message: "down", Retryable: true, RetryDelay: &delay}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail(10 * time.Minute)
+	fail(4 * time.Minute)
+	// The third is claimable, never tried: not a retry.
+	h, err := e.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := h.Definitions["crm"]
+	if d == nil || d.Retrying != 2 || d.RetryDue == nil || d.RetryDue.Sub(h.At).Round(time.Minute) != 4*time.Minute {
+		t.Fatalf("health of crm: %+v; want 2 waiting a retry, the soonest due in 4 minutes", d)
+	}
+	if d.ClaimableSince == nil {
+		t.Errorf("the untried occurrence is not claimable: %+v", d)
+	}
+
+	clk.advance(5 * time.Minute)
+	if h, err = e.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Definitions["crm"]; d.Retrying != 1 || d.RetryDue.Sub(h.At).Round(time.Minute) != 5*time.Minute {
+		t.Fatalf("health of crm 5 minutes on: %+v; want 1 waiting, due in 5 minutes (the other is due)", d)
+	}
+	// An operator brings it forward: none waits.
+	applied := 0
+	for _, id := range ids {
+		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionRetry, id, "CRM is back"); err == nil {
+			applied++
+		} else if _, refused := fault.As(err); !refused {
+			t.Fatal(err)
+		}
+	}
+	if h, err = e.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Definitions["crm"]; applied != 1 || d.Retrying != 0 || d.RetryDue != nil {
+		t.Errorf("health of crm after %d retries now: %+v; want 1 retry, none waiting", applied, d)
 	}
 }

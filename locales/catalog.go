@@ -39,84 +39,84 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              359,
-	"%[1]s %[2]s, %[3]s %[4]s":                 360,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          358,
-	"%[1]s; %[2]s":                             357,
-	"%d (0 lowest, 9 highest)":                 537,
-	"%d attempts":                              546,
-	"%d attempts, retry after %s, priority %d": 734,
+	"%[1]s %[2]s":                              362,
+	"%[1]s %[2]s, %[3]s %[4]s":                 363,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          361,
+	"%[1]s; %[2]s":                             360,
+	"%d (0 lowest, 9 highest)":                 540,
+	"%d attempts":                              549,
+	"%d attempts, retry after %s, priority %d": 737,
 	"%d breaking":                              268,
 	"%d changes":                               267,
-	"%d completed":                             351,
-	"%d d":                                     367,
-	"%d days":                                  381,
-	"%d failed":                                352,
-	"%d h":                                     366,
+	"%d completed":                             354,
+	"%d d":                                     370,
+	"%d days":                                  384,
+	"%d failed":                                355,
+	"%d h":                                     369,
 	"%d held instances match now.":             72,
-	"%d hours":                                 382,
-	"%d items":                                 815,
-	"%d left":                                  548,
-	"%d min":                                   365,
-	"%d minutes":                               383,
+	"%d hours":                                 385,
+	"%d items":                                 818,
+	"%d left":                                  551,
+	"%d min":                                   368,
+	"%d minutes":                               386,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 102,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              813,
-	"%d ms": 385,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         722,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 721,
-	"%d occurrences": 651,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              816,
+	"%d ms": 388,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         725,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 724,
+	"%d occurrences": 654,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       100,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 101,
 	"%d releases":                             292,
 	"%d running instances match now.":         79,
 	"%d running or held instances match now.": 81,
-	"%d s":       364,
-	"%d seconds": 384,
+	"%d s":       367,
+	"%d seconds": 387,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 116,
-	"%s (a fixed offset, no daylight saving time)":                                     683,
-	"%s (deferred; settled by %s)":                                                     613,
-	"%s (deferred; settled with its settle token)":                                     611,
-	"%s (deferred; settled with its settle token, as %s)":                              612,
+	"%s (a fixed offset, no daylight saving time)":                                     686,
+	"%s (deferred; settled by %s)":                                                     616,
+	"%s (deferred; settled with its settle token)":                                     614,
+	"%s (deferred; settled with its settle token, as %s)":                              615,
 	"%s (token #%d, %s)":                                                               117,
-	"%s = %s":                                                                          728,
-	"%s ago":                                                                           362,
-	"%s at %s":                                                                         617,
-	"%s so far":                                                                        609,
+	"%s = %s":                                                                          731,
+	"%s ago":                                                                           365,
+	"%s at %s":                                                                         620,
+	"%s so far":                                                                        612,
 	"%s version %s":                                                                    284,
 	"%s versions %s":                                                                   285,
-	"%s ← %s":                                                                          727,
-	"%s → %s":                                                                          729,
+	"%s ← %s":                                                                          730,
+	"%s → %s":                                                                          732,
 	"%s, %s: %s":                                                                       323,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         541,
-	"%s, cut to %s by the destination’s max_timeout":                       540,
-	"%s, multiplied by %s after each failure, up to %s":                    543,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 542,
-	"%s, revision %s":                         500,
-	"%s, version %s":                          501,
-	"%s: %s":                                  350,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         544,
+	"%s, cut to %s by the destination’s max_timeout":                       543,
+	"%s, multiplied by %s after each failure, up to %s":                    546,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 545,
+	"%s, revision %s":                         503,
+	"%s, version %s":                          504,
+	"%s: %s":                                  353,
 	"%s: %s → %s":                             275,
-	"%s: a date is written 2026-12-01.":       667,
+	"%s: a date is written 2026-12-01.":       670,
 	"%s: every revision, present and future":  213,
 	"%s: revision %s":                         214,
 	"%s: revisions %s":                        215,
-	"%s: the first day comes after the last.": 668,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 538,
-	"%s–%s":                         349,
-	"(%d characters in all)":        817,
-	"(%d handed back, not counted)": 547,
-	"(each item)":                   803,
-	"(in %s)":                       816,
-	"(worker %s)":                   596,
-	"0 seconds":                     380,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            780,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 585,
+	"%s: the first day comes after the last.": 671,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 541,
+	"%s–%s":                         352,
+	"(%d characters in all)":        820,
+	"(%d handed back, not counted)": 550,
+	"(each item)":                   806,
+	"(in %s)":                       819,
+	"(worker %s)":                   599,
+	"0 seconds":                     383,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            783,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 588,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       325,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 678,
-	"A revision is a definition’s: choose the definition too.": 633,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           443,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 768,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   767,
-	"A version is a process’s: choose the process too.":                                                                               431,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 681,
+	"A revision is a definition’s: choose the definition too.": 636,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           446,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 771,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   770,
+	"A version is a process’s: choose the process too.":                                                                               434,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
 	"Abandon %d instances":                                           76,
 	"Abandon every held instance this filter matches":                74,
@@ -124,37 +124,37 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    23,
 	"Abandon the instance":                                           26,
 	"Abandon this instance? It fails with the error code abandoned.": 24,
-	"Abandoned at node":                                              426,
-	"Abandoned by %s at %s — “%s”":                                   413,
+	"Abandoned at node":                                              429,
+	"Abandoned by %s at %s — “%s”":                                   416,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 54,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 437,
+	"Act on every instance this filter matches": 440,
 	"Action":          120,
 	"All actions":     136,
-	"All consumers":   647,
-	"All definitions": 342,
+	"All consumers":   650,
+	"All definitions": 345,
 	"All its tasks":   212,
-	"All processes":   444,
-	"All statuses":    446,
-	"All workers":     830,
+	"All processes":   447,
+	"All statuses":    449,
+	"All workers":     833,
 	"An error code is matched exactly, capitals included.": 85,
-	"An operator abandoned the instance.":                  584,
-	"Any definition":                                       445,
+	"An operator abandoned the instance.":                  587,
+	"Any definition":                                       448,
 	"Apply filters":                                        133,
-	"Apr":                                                  371,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 336,
-	"Attempts":                         505,
+	"Apr":                                                  374,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 337,
+	"Attempts":                         508,
 	"Audit log":                        126,
-	"Aug":                              375,
-	"Available from":                   558,
+	"Aug":                              378,
+	"Available from":                   561,
 	"Back to definitions":              180,
 	"Back to external tasks":           178,
 	"Back to sign-in":                  179,
 	"Back to the form":                 188,
 	"Back to the instance":             36,
 	"Back to the list":                 67,
-	"Back to the occurrence":           748,
-	"Back without saving":              680,
+	"Back to the occurrence":           751,
+	"Back without saving":              683,
 	"Breaks processes":                 244,
 	"Breaks workers":                   245,
 	"Bulk %s applied to %d instances.": 115,
@@ -164,113 +164,113 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     124,
 	"Business key":                    90,
 	"By process and error code":       97,
-	"Call timeout":                    539,
+	"Call timeout":                    542,
 	"Calls":                           303,
 	"Calls signed (Relais-Signature)": 305,
-	"Camunda 7 facade":                835,
-	"Cancelled: the instance was stopped (%s).":               608,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 607,
+	"Camunda 7 facade":                838,
+	"Cancelled: the instance was stopped (%s).":               611,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 610,
 	"Cannot act on this filter":                               103,
 	"Cannot act on this instance":                             35,
-	"Cannot reveal":                                           750,
-	"Cannot reveal it here":                                   746,
+	"Cannot reveal":                                           753,
+	"Cannot reveal it here":                                   749,
 	"Change":                                                  242,
 	"Changes between the two revisions":                       254,
 	"Changes of the Working copy since revision %d":           263,
 	"Choose two existing revisions to compare.":               264,
 	"Classification":                                          221,
 	"Clear filters":                                           134,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            716,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 699,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            719,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 702,
 	"Compare":              241,
 	"Compare revisions":    237,
-	"Completed":            345,
-	"Completed (%s).":      602,
-	"Completed, last hour": 333,
-	"Completions and failures per 5 minutes, last hour: %s":    343,
-	"Completions and failures per 5-minute slot, oldest first": 347,
+	"Completed":            348,
+	"Completed (%s).":      605,
+	"Completed, last hour": 334,
+	"Completions and failures per 5 minutes, last hour: %s":    346,
+	"Completions and failures per 5-minute slot, oldest first": 350,
 	"Completions and failures, last hour":                      326,
-	"Connected":                                                826,
+	"Connected":                                                829,
 	"Constraints":                                              222,
-	"Consumer":                                                 507,
-	"Consumer and worker":                                      644,
+	"Consumer":                                                 510,
+	"Consumer and worker":                                      647,
 	"Consumers":                                                159,
 	"Consumers, oldest first":                                  201,
 	"Counting the occurrences; the counts appear when you reload the page.":         216,
 	"Counts are unavailable right now.":                                             217,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 743,
-	"Counts by status": 639,
-	"Created":          396,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 746,
+	"Counts by status": 642,
+	"Created":          399,
 	"Created from":     93,
 	"Created on":       205,
 	"Created to":       94,
-	"Creation date":    432,
-	"Dates":            503,
-	"Deadline":         535,
-	"Dec":              379,
-	"Deferred":         562,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 601,
+	"Creation date":    435,
+	"Dates":            506,
+	"Deadline":         538,
+	"Dec":              382,
+	"Deferred":         565,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 604,
 	"Definition":                                 328,
 	"Definition %s":                              224,
-	"Definition %s has no occurrence yet.":       341,
+	"Definition %s has no occurrence yet.":       344,
 	"Definition %s has no revision %d.":          111,
 	"Definitions":                                157,
 	"Definitions by key":                         287,
-	"Definitions served":                         824,
+	"Definitions served":                         827,
 	"Definitions, those needing attention first": 327,
-	"Deleted by retention":                       422,
+	"Deleted by retention":                       425,
 	"Description":                                223,
-	"Destination":                                519,
+	"Destination":                                522,
 	"Destinations":                               160,
 	"Destinations by name":                       296,
-	"Destination’s answer":                       512,
+	"Destination’s answer":                       515,
 	"Detail":                                     243,
 	"Did you mean “%s”?":                         106,
 	"Digest":                                     257,
 	"Display settings":                           165,
-	"Display settings saved.":                    686,
+	"Display settings saved.":                    689,
 	"Display settings: ":                         166,
-	"Duration":                                   511,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 324,
+	"Duration":                                   514,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 324,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  82,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     75,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 71,
-	"Earlier attempt:":          654,
-	"End node":                  425,
-	"End node or error":         441,
-	"Ended":                     416,
+	"Earlier attempt:":          657,
+	"End node":                  428,
+	"End node or error":         444,
+	"Ended":                     419,
 	"Erase process instance %s": 308,
 	"Erase the instance":        311,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 309,
-	"Erase this instance…": 406,
+	"Erase this instance…": 409,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 313,
-	"Error":                      643,
-	"Error (before any attempt)": 565,
-	"Error (the deadline passed after attempt %d)": 564,
+	"Error":                      646,
+	"Error (before any attempt)": 568,
+	"Error (the deadline passed after attempt %d)": 567,
 	"Error code":       91,
-	"Error message":    514,
+	"Error message":    517,
 	"Error: %s · %s":   146,
-	"Every %d seconds": 685,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 557,
-	"Every attempt, oldest first": 506,
+	"Every %d seconds": 688,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 560,
+	"Every attempt, oldest first": 509,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 127,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  753,
-	"Expired token":                        790,
-	"Expires":                              787,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  756,
+	"Expired token":                        793,
+	"Expires":                              790,
 	"External tasks":                       152,
 	"Failed":                               331,
-	"Failed (%s).":                         606,
-	"Failed at node":                       427,
-	"Failed occurrence":                    418,
-	"Failed, last hour":                    334,
-	"Feb":                                  369,
+	"Failed (%s).":                         609,
+	"Failed at node":                       430,
+	"Failed occurrence":                    421,
+	"Failed, last hour":                    335,
+	"Feb":                                  372,
 	"Field":                                218,
 	"Filter":                               65,
 	"Filters":                              128,
 	"Find":                                 156,
 	"Find an instance or occurrence":       154,
-	"Finished":                             510,
-	"First page":                           664,
+	"Finished":                             513,
+	"First page":                           667,
 	"Follow it in the audit log (new tab)": 69,
 	"Form not received":                    191,
 	"Form refused":                         186,
@@ -279,131 +279,131 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     265,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 60,
 	"Grants":                  204,
-	"Graph":                   698,
-	"Graph of %s":             720,
-	"HTTP 2xx, unusable body": 623,
+	"Graph":                   701,
+	"Graph of %s":             723,
+	"HTTP 2xx, unusable body": 626,
 	"Headers sent":            299,
 	"Health":                  151,
 	"Held at a node of":       92,
-	"Held at node":            417,
-	"Held for":                419,
+	"Held at node":            420,
+	"Held for":                422,
 	"Held instances":          330,
 	"ID":                      202,
-	"In flight":               825,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 344,
+	"In flight":               828,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 347,
 	"Inputs": 247,
-	"Inputs an instance of this version is started with": 709,
-	"Inputs from":                707,
+	"Inputs an instance of this version is started with": 712,
+	"Inputs from":                710,
 	"Inputs of revision %d":      258,
 	"Inputs of the working copy": 249,
-	"Inputs the instance was started with, labelled by process version %d's contract": 404,
-	"Inputs, labelled by revision %d's contract":                                      549,
-	"Instance":                  440,
+	"Inputs the instance was started with, labelled by process version %d's contract": 407,
+	"Inputs, labelled by revision %d's contract":                                      552,
+	"Instance":                  443,
 	"Instances":                 98,
-	"Instances of this version": 710,
+	"Instances of this version": 713,
 	"Invalid request":           176,
-	"It takes every revision its consumer is granted.":     848,
-	"It takes every revision its consumer is granted: %s.": 847,
-	"It takes revision %d only.":                           851,
-	"It takes revisions %s only.":                          853,
+	"It takes every revision its consumer is granted.":     851,
+	"It takes every revision its consumer is granted: %s.": 850,
+	"It takes revision %d only.":                           854,
+	"It takes revisions %s only.":                          856,
 	"Its calls":                                            304,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         25,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 310,
-	"Its instance is held here, waiting for an operator.":                            603,
-	"Its instance went on along the node’s error path, and is held at a later node.": 604,
-	"Its instance went on along the node’s error path.":                              605,
+	"Its instance is held here, waiting for an operator.":                            606,
+	"Its instance went on along the node’s error path, and is held at a later node.": 607,
+	"Its instance went on along the node’s error path.":                              608,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        33,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    32,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      795,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 410,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      798,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 413,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 48,
-	"Jan":                     368,
-	"Jul":                     374,
-	"Jun":                     373,
-	"Keep it":                 797,
+	"Jan":                     371,
+	"Jul":                     377,
+	"Jun":                     376,
+	"Keep it":                 800,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       306,
 	"Key":                     288,
-	"Kind":                    702,
+	"Kind":                    705,
 	"Language":                148,
 	"Last changed":            301,
-	"Last error (attempt %d)": 563,
-	"Last reserved":           560,
+	"Last error (attempt %d)": 566,
+	"Last reserved":           563,
 	"Last saved":              228,
-	"Last seen":               827,
-	"Last used":               786,
-	"Latest":                  711,
+	"Last seen":               830,
+	"Last used":               789,
+	"Latest":                  714,
 	"Latest revision":         289,
 	"Lists every change from one revision to another, and whom it may break.": 238,
-	"Local time in %s": 682,
-	"Lock expired %s — waiting to be offered again.": 593,
-	"Lock expires":    561,
+	"Local time in %s": 685,
+	"Lock expired %s — waiting to be offered again.": 596,
+	"Lock expires":    564,
 	"Longest timeout": 300,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 266,
 	"Main navigation":     150,
-	"Mar":                 370,
-	"Maximum attempts":    531,
-	"May":                 372,
-	"Message":             641,
-	"Message from Relais": 631,
-	"Message from Relais, quoting the destination’s answer":            630,
-	"Message from the worker (its own words, protected values masked)": 629,
-	"Method not allowed": 757,
-	"Mode":               529,
-	"More filters: instance, revision, consumer, destination, dates": 635,
+	"Mar":                 373,
+	"Maximum attempts":    534,
+	"May":                 375,
+	"Message":             644,
+	"Message from Relais": 634,
+	"Message from Relais, quoting the destination’s answer":            633,
+	"Message from the worker (its own words, protected values masked)": 632,
+	"Method not allowed": 760,
+	"Mode":               532,
+	"More filters: instance, revision, consumer, destination, dates": 638,
 	"Name":                    203,
-	"Never":                   684,
-	"Next attempt":            559,
-	"Next attempt or settled": 645,
-	"Next node":               395,
-	"Next page":               663,
+	"Never":                   687,
+	"Next attempt":            562,
+	"Next attempt or settled": 648,
+	"Next node":               398,
+	"Next page":               666,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 140,
 	"No consumer yet.":                                    198,
-	"No definition has occurrences yet.":                  335,
+	"No definition has occurrences yet.":                  336,
 	"No definition has the key “%s”.":                     109,
 	"No definition yet.":                                  291,
 	"No destination yet.":                                 293,
 	"No inputs.":                                          248,
-	"No inputs: an instance starts with an empty object.": 708,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    766,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 764,
-	"No instance matches these filters.": 442,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 765,
-	"No live worker takes %s now (Workers page).":                                               587,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 588,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           589,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          590,
+	"No inputs: an instance starts with an empty object.": 711,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    769,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 767,
+	"No instance matches these filters.": 445,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 768,
+	"No live worker takes %s now (Workers page).":                                               590,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 591,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           592,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          593,
 	"No more consumers.":                                   199,
 	"No more destinations.":                                294,
-	"No occurrence matches these filters.":                 646,
+	"No occurrence matches these filters.":                 649,
 	"No operator action matches.":                          135,
-	"No operator has acted on this instance.":              400,
-	"No outputs yet: the occurrence has not completed.":    552,
+	"No operator has acted on this instance.":              403,
+	"No outputs yet: the occurrence has not completed.":    555,
 	"No outputs.":                                          251,
-	"No outputs: the occurrence ended without completing.": 554,
+	"No outputs: the occurrence ended without completing.": 557,
 	"No process has the key “%s”.":                         108,
-	"No process is published yet.":                         693,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             844,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             843,
+	"No process is published yet.":                         696,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             847,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             846,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    86,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 145,
 	"No release yet.": 232,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 737,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 740,
 	"No revision yet: the Working copy has never been snapshotted.":                     230,
-	"No token.":              784,
-	"No value was revealed.": 755,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              518,
-	"No worker has reserved this occurrence yet.":                                        515,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 845,
-	"No worker is connected.":           828,
-	"No worker serves this definition.": 831,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 842,
-	"Node":                  392,
-	"Nodes":                 700,
-	"Nodes of this version": 717,
-	"Nodes of this version, with their occurrences now": 701,
-	"Nodes reached, in order":                           391,
+	"No token.":              787,
+	"No value was revealed.": 758,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              521,
+	"No worker has reserved this occurrence yet.":                                        518,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 848,
+	"No worker is connected.":           831,
+	"No worker serves this definition.": 834,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 845,
+	"Node":                  395,
+	"Nodes":                 703,
+	"Nodes of this version": 720,
+	"Nodes of this version, with their occurrences now": 704,
+	"Nodes reached, in order":                           394,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 57,
 	"Not allowed": 174,
 	"Not found":   184,
@@ -411,156 +411,156 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 181,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 182,
 	"Nothing to do: no instance this action applies to matches the filter.": 84,
-	"Nothing to find: the search box is empty.":                             762,
+	"Nothing to find: the search box is empty.":                             765,
 	"Nothing was done.":        34,
-	"Nov":                      378,
-	"Now":                      524,
-	"Occurrence":               393,
-	"Occurrence %s":            502,
+	"Nov":                      381,
+	"Now":                      527,
+	"Occurrence":               396,
+	"Occurrence %s":            505,
 	"Occurrence offered again": 123,
-	"Occurrences now":          706,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          840,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 841,
-	"Occurrences, newest first": 640,
-	"Oct":                       377,
-	"Offered from %s — %s.":     592,
+	"Occurrences now":          709,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          843,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 844,
+	"Occurrences, newest first": 643,
+	"Oct":                       380,
+	"Offered from %s — %s.":     595,
 	"Oldest claimable waits":    332,
-	"On error":                  705,
-	"On success":                704,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         751,
-	"Only administrators may reveal a sensitive value.":                                                           744,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 781,
+	"On error":                  708,
+	"On success":                707,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         754,
+	"Only administrators may reveal a sensitive value.":                                                           747,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 784,
 	"Open":             329,
-	"Operator actions": 388,
-	"Operator actions on this instance, newest first": 401,
+	"Operator actions": 391,
+	"Operator actions on this instance, newest first": 404,
 	"Operator actions, newest first":                  139,
 	"Other criteria":                                  95,
-	"Outcome":                                         513,
+	"Outcome":                                         516,
 	"Outputs":                                         250,
 	"Outputs of revision %d":                          259,
 	"Outputs of the working copy":                     252,
-	"Outputs, labelled by revision %d's contract":     551,
-	"Pages": 661,
-	"Paste your token in the field: it is empty.": 778,
-	"Path":                            389,
+	"Outputs, labelled by revision %d's contract":     554,
+	"Pages": 664,
+	"Paste your token in the field: it is empty.": 781,
+	"Path":                            392,
 	"Pause reloading":                 173,
 	"Pinned by":                       282,
-	"Pinned revision":                 703,
-	"Policy":                          504,
-	"Previous page":                   662,
-	"Priority":                        536,
+	"Pinned revision":                 706,
+	"Policy":                          507,
+	"Previous page":                   665,
+	"Priority":                        539,
 	"Process":                         87,
-	"Process %s":                      696,
+	"Process %s":                      699,
 	"Process %s has no version %d.":   107,
-	"Process and node":                642,
-	"Process inputs":                  403,
+	"Process and node":                645,
+	"Process inputs":                  406,
 	"Process instance":                122,
-	"Process instance %s":             386,
-	"Process instances":               434,
-	"Process instances, newest first": 439,
+	"Process instance %s":             389,
+	"Process instances":               437,
+	"Process instances, newest first": 442,
 	"Processes":                       153,
-	"Processes by key":                691,
-	"Protocol":                        823,
+	"Processes by key":                694,
+	"Protocol":                        826,
 	"Published":                       236,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 689,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       690,
-	"Push destination": 636,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 692,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       693,
+	"Push destination": 639,
 	"Reason":           121,
 	"Reason (recorded in the audit log for every instance)": 66,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            530,
-	"Recorded operator actions":                             399,
+	"Reason given by the worker":                            533,
+	"Recorded operator actions":                             402,
 	"Relais console":                                        147,
-	"Relais has not called the destination yet.":            521,
-	"Relais is calling the destination (since %s).":         598,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 523,
-	"Relais never called the destination: the occurrence ended before any call.":                                    522,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        619,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 621,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     618,
+	"Relais has not called the destination yet.":            524,
+	"Relais is calling the destination (since %s).":         601,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 526,
+	"Relais never called the destination: the occurrence ended before any call.":                                    525,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        622,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 624,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     621,
 	"Relais refused the action. Nothing was done.":                                                                  59,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           620,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           623,
 	"Release":                       233,
 	"Releases":                      231,
 	"Releases, oldest first":        253,
-	"Reload lists and detail pages": 677,
+	"Reload lists and detail pages": 680,
 	"Reloading paused":              170,
-	"Reloading paused: this page stays as it is until you resume.": 688,
-	"Reloading resumed.":                  687,
-	"Replica":                             520,
+	"Reloading paused: this page stays as it is until you resume.": 691,
+	"Reloading resumed.":                  690,
+	"Replica":                             523,
 	"Required":                            220,
-	"Reserved":                            509,
-	"Reserved by %s.":                     600,
-	"Reserved by %s; lock until %s — %s.": 599,
+	"Reserved":                            512,
+	"Reserved by %s.":                     603,
+	"Reserved by %s; lock until %s — %s.": 602,
 	"Reserved now":                        211,
 	"Resume":                              171,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         356,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 355,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             354,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            353,
-	"Retried by %s at %s — “%s”": 414,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         359,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 358,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             357,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            356,
+	"Retried by %s at %s — “%s”": 417,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 52,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       53,
-	"Retries":            533,
+	"Retries":            536,
 	"Retry %d instances": 73,
-	"Retry at %s — %s.":  591,
-	"Retry delay":        532,
+	"Retry at %s — %s.":  594,
+	"Retry delay":        535,
 	"Retry every held instance this filter matches": 70,
 	"Retry every held instance…":                    7,
 	"Retry now":                                     19,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 17,
-	"Retry or abandon it from its instance": 525,
+	"Retry or abandon it from its instance": 528,
 	"Retry process instance %s":             16,
 	"Retry the instance":                    22,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 20,
-	"Retryable": 566,
+	"Retryable": 569,
 	"Retrying and abandoning apply to held instances, not %s ones.": 64,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 555,
-	"Revealed by %s at %s; recorded in the audit log.": 749,
+	"Reveal — this is recorded": 558,
+	"Revealed by %s at %s; recorded in the audit log.": 752,
 	"Reveals":               162,
-	"Reveals, newest first": 754,
+	"Reveals, newest first": 757,
 	"Revision":              234,
 	"Revision %d":           255,
 	"Revisions":             229,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 849,
-	"Revoke the %s token “%s”?": 794,
-	"Revoke the token":          796,
-	"Revoke token %d":           793,
-	"Revoke…":                   791,
-	"Role":                      785,
-	"Route":                     394,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 852,
+	"Revoke the %s token “%s”?": 797,
+	"Revoke the token":          799,
+	"Revoke token %d":           796,
+	"Revoke…":                   794,
+	"Role":                      788,
+	"Route":                     397,
 	"Routing output":            227,
-	"Row %s":                    665,
-	"Rows %s–%s":                666,
-	"Save settings":             679,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      745,
+	"Row %s":                    668,
+	"Rows %s–%s":                669,
+	"Save settings":             682,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      748,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 307,
-	"Search":                               760,
-	"Secret values can never be revealed.": 752,
-	"Sep":                                  376,
-	"Served by %d workers":                 846,
-	"Settled":                              397,
-	"Settlement date":                      634,
-	"Show all definitions":                 340,
-	"Show times in":                        675,
+	"Search":                               763,
+	"Secret values can never be revealed.": 755,
+	"Sep":                                  379,
+	"Served by %d workers":                 849,
+	"Settled":                              400,
+	"Settlement date":                      637,
+	"Show all definitions":                 343,
+	"Show times in":                        678,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 141,
-	"Sign in": 773,
-	"Sign in with an operator, designer or administrator token.": 774,
+	"Sign in": 776,
+	"Sign in with an operator, designer or administrator token.": 777,
 	"Sign out":             164,
 	"Signed in as %s (%s)": 163,
 	"Since revision %d:":   261,
 	"Skip to content":      149,
-	"Slot":                 348,
+	"Slot":                 351,
 	"Snapshotted":          256,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 37,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                45,
 	"Something went wrong": 196,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 782,
-	"Staff tokens, oldest first": 783,
-	"Start node":                 697,
-	"Started":                    415,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 785,
+	"Staff tokens, oldest first": 786,
+	"Start node":                 700,
+	"Started":                    418,
 	"State":                      206,
 	"Status":                     89,
 	"Stop %d instances":          83,
@@ -574,94 +574,94 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       30,
 	"Stop this instance? Its open occurrences are cancelled.": 28,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              412,
+	"Stopped by %s at %s — “%s”":                              415,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 55,
 	"Stopping applies to running or held instances, not %s ones.":                              63,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   411,
-	"Summary": 387,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   414,
+	"Summary": 390,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 286,
 	"Tasks":                   207,
 	"Temporarily unavailable": 194,
-	"That is too long to be an id or a business key.":                                           763,
+	"That is too long to be an id or a business key.":                                           766,
 	"The %d largest groups; the filter matches more.":                                           99,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 527,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 530,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 295,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    260,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            578,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            581,
 	"The bulk action must be its id (a UUID).":                                      138,
-	"The call could not be prepared.":                                               579,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 740,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 597,
-	"The chart’s numbers": 346,
+	"The call could not be prepared.":                                               582,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 743,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 600,
+	"The chart’s numbers": 349,
 	"The confirmed count is missing: start again from the list.":                                                                                                        112,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       197,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      676,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      679,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 113,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             195,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            576,
-	"The destination answered HTTP %s.":     586,
-	"The destination could not be reached.": 580,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    570,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         571,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   569,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 568,
-	"The destination’s answer was too large.": 581,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            579,
+	"The destination answered HTTP %s.":     589,
+	"The destination could not be reached.": 583,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    573,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         574,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   572,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 571,
+	"The destination’s answer was too large.": 584,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      200,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          177,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                583,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         615,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      616,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    614,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            582,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               573,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 572,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     574,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             575,
-	"The latest %d attempts, oldest first":                                                         526,
-	"The next page counts them and asks for a reason before anything changes.":                     438,
-	"The nodes this instance reached, in order, each with its occurrence.":                         390,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                586,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         618,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      619,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    617,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            585,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               576,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 575,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     577,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             578,
+	"The latest %d attempts, oldest first":                                                         529,
+	"The next page counts them and asks for a reason before anything changes.":                     441,
+	"The nodes this instance reached, in order, each with its occurrence.":                         393,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 226,
-	"The page cursor is invalid: go back to the first page.":                                       673,
-	"The page size must be between 1 and %d.":                                                      433,
-	"The parameter “%s” is given %d times: give it once.":                                          672,
+	"The page cursor is invalid: go back to the first page.":                                       676,
+	"The page size must be between 1 and %d.":                                                      436,
+	"The parameter “%s” is given %d times: give it once.":                                          675,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 137,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 61,
 	"The reason you gave, not recorded:":                        50,
-	"The result did not match the revision's outputs contract.": 577,
-	"The revision must be a whole number, 1 or more.":           632,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 776,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        770,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     800,
-	"The version must be a whole number from 1.":                                                                                                        430,
+	"The result did not match the revision's outputs contract.": 580,
+	"The revision must be a whole number, 1 or more.":           635,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 779,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        773,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     803,
+	"The version must be a whole number from 1.":                                                                                                        433,
 	"These revisions have the same contracts.":                                                                                                          246,
-	"These settings are kept in this browser only.":                                                                                                     674,
-	"They take every revision their consumer is granted.":                                                                                               850,
-	"They take revision %d only.":                                                                                                                       852,
-	"They take revisions %s only.":                                                                                                                      854,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 669,
+	"These settings are kept in this browser only.":                                                                                                     677,
+	"They take every revision their consumer is granted.":                                                                                               853,
+	"They take revision %d only.":                                                                                                                       855,
+	"They take revisions %s only.":                                                                                                                      857,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 672,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         114,
-	"This contract has no inputs.":  550,
-	"This contract has no outputs.": 553,
+	"This contract has no inputs.":  553,
+	"This contract has no outputs.": 556,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 110,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 193,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            192,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  190,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  187,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           759,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           762,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      31,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 314,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              38,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    47,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 58,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 407,
-	"This instance has not reached a task yet.":                                                                                                                                     398,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 410,
+	"This instance has not reached a task yet.":                                                                                                                                     401,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   43,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     42,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 40,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 312,
 	"This instance is %s: there is nothing to stop.":                            44,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 408,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 409,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 411,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 412,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              56,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               39,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          46,
@@ -669,234 +669,237 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      51,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   49,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  185,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            799,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           798,
-	"This page does not accept that request.": 758,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            802,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           801,
+	"This page does not accept that request.": 761,
 	"This page reloads every %d seconds.":     172,
-	"This process takes no inputs.":           405,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 747,
+	"This process takes no inputs.":           408,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 750,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       68,
-	"This token is unknown, revoked or expired.": 779,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 718,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            719,
+	"This token is unknown, revoked or expired.": 782,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 721,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            722,
 	"Times in %s · no auto-reload":    169,
 	"Times in %s · reload every %d s": 168,
 	"Times in %s · reloading paused":  167,
 	"To revision":                     240,
-	"Token":                           775,
+	"Token":                           778,
 	"Tokens":                          161,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 777,
-	"Totals of all definitions, not narrowed by the other filters":         650,
-	"Totals of definition %s, not narrowed by the other filters":           649,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 780,
+	"Totals of all definitions, not narrowed by the other filters":         653,
+	"Totals of definition %s, not narrowed by the other filters":           652,
 	"Type": 219,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 761,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 764,
 	"URL":                              298,
-	"UTC (coordinated universal time)": 681,
+	"UTC (coordinated universal time)": 684,
 	"Unknown action.":                  62,
 	"Unknown consumer.":                104,
 	"Unknown destination “%s”.":        105,
-	"Unknown parameter “%s” (did you mean “%s”?).": 670,
-	"Unknown parameter “%s”.":                      671,
-	"Unknown status “%s” (did you mean “%s”?).":    447,
-	"Unknown status “%s”.":                         449,
-	"Value":                                        402,
+	"Unknown parameter “%s” (did you mean “%s”?).": 673,
+	"Unknown parameter “%s”.":                      674,
+	"Unknown status “%s” (did you mean “%s”?).":    450,
+	"Unknown status “%s”.":                         452,
+	"Value":                                        405,
 	"Version":                                      88,
-	"Versions, newest first":                       692,
-	"Waiting for Relais to call the destination since %s (%s).": 594,
-	"Waiting for a worker since %s (%s).":                       595,
+	"Versions, newest first":                       695,
+	"Waiting a retry":                              333,
+	"Waiting for Relais to call the destination since %s (%s).": 597,
+	"Waiting for a worker since %s (%s).":                       598,
 	"When":                                                      118,
 	"Who":                                                       119,
-	"Whole message":                                             517,
-	"Why (recorded with the reveal)":                            556,
-	"Worker":                                                    822,
-	"Worker id":                                                 508,
+	"Whole message":                                             520,
+	"Why (recorded with the reveal)":                            559,
+	"Worker":                                                    825,
+	"Worker id":                                                 511,
 	"Workers":                                                   158,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        820,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        823,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 21,
-	"Workers seen within three heartbeats": 821,
-	"Workers serving %s":                   829,
+	"Workers seen within three heartbeats": 824,
+	"Workers serving %s":                   832,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 29,
 	"Working copy":        225,
-	"You are signed out.": 769,
+	"You are signed out.": 772,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              175,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 771,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          772,
-	"[redacted]":                          628,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 774,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          775,
+	"[redacted]":                          631,
 	"a token’s name, exact":               129,
 	"abandon":                             4,
 	"active":                              208,
-	"administrator":                       478,
-	"after %s’s retry at %s":              528,
+	"administrator":                       481,
+	"after %s’s retry at %s":              531,
 	"an incident: retry, abandon or stop": 318,
-	"answer too large":                    626,
-	"any":                                 435,
-	"any other code → %s":                 732,
+	"answer too large":                    629,
+	"any":                                 438,
+	"any other code → %s":                 735,
 	"any other error":                     316,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 652,
-	"at least %d characters":                   804,
-	"at least %d items":                        811,
-	"at most %d":                               544,
-	"at most %d characters":                    805,
-	"at most %d items":                         812,
-	"at most %d since the last operator retry": 545,
-	"available":                                450,
-	"boolean":                                  465,
-	"call in progress since":                   658,
-	"cancelled":                                455,
-	"choice":                                   468,
-	"claimable since":                          657,
-	"claimable since %s":                       337,
-	"classification changed":                   489,
-	"completed":                                453,
-	"constraint changed":                       490,
-	"consumer":                                 481,
-	"consumer #%s":                             610,
-	"date":                                     466,
-	"date and time":                            467,
-	"deadline %s":                              736,
-	"deferred":                                 452,
-	"deferred since":                           660,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 655,
+	"at least %d characters":                   807,
+	"at least %d items":                        814,
+	"at most %d":                               547,
+	"at most %d characters":                    808,
+	"at most %d items":                         815,
+	"at most %d since the last operator retry": 548,
+	"available":                                453,
+	"boolean":                                  468,
+	"call in progress since":                   661,
+	"cancelled":                                458,
+	"choice":                                   471,
+	"claimable since":                          660,
+	"claimable since %s":                       340,
+	"classification changed":                   492,
+	"completed":                                456,
+	"constraint changed":                       493,
+	"consumer":                                 484,
+	"consumer #%s":                             613,
+	"date":                                     469,
+	"date and time":                            470,
+	"deadline %s":                              739,
+	"deferred":                                 455,
+	"deferred since":                           663,
 	"deleted":                                  125,
-	"designer":                                 480,
-	"disconnected":                             461,
-	"each item of %s":                          802,
-	"end (completes)":                          725,
-	"end (fails)":                              726,
+	"designer":                                 483,
+	"disconnected":                             464,
+	"each item of %s":                          805,
+	"end (completes)":                          728,
+	"end (fails)":                              729,
 	"end: completes the instance":              319,
 	"end: fails the instance":                  320,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         423,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 424,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         426,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 427,
 	"erase":                                  6,
-	"every revision its consumer is granted": 836,
-	"every revision its consumer is granted: %s":   832,
-	"exact, case-sensitive":                        436,
+	"every revision its consumer is granted": 839,
+	"every revision its consumer is granted: %s":   835,
+	"exact, case-sensitive":                        439,
 	"exact; instances deleted since are not found": 130,
-	"expired":                             458,
-	"failed":                              454,
-	"fails the instance":                  733,
-	"field added":                         484,
-	"field removed":                       485,
-	"format":                              495,
-	"format %s":                           807,
+	"expired":                             461,
+	"failed":                              457,
+	"fails the instance":                  736,
+	"field added":                         487,
+	"field removed":                       488,
+	"format":                              498,
+	"format %s":                           810,
 	"from":                                131,
-	"held":                                457,
+	"held":                                460,
 	"held for an operator":                317,
-	"held, then abandoned by an operator": 429,
-	"held, then stopped by an operator":   428,
-	"hidden (secret)":                     475,
-	"hidden (sensitive)":                  474,
-	"hold (an incident for an operator)":  731,
+	"held, then abandoned by an operator": 432,
+	"held, then stopped by an operator":   431,
+	"hidden (secret)":                     478,
+	"hidden (sensitive)":                  477,
+	"hold (an incident for an operator)":  734,
 	"id or business key":                  155,
-	"in %s":                               361,
-	"in progress":                         516,
-	"instance held here":                  648,
-	"instance id":                         638,
-	"instances held":                      741,
-	"instances held: %s":                  742,
-	"integer":                             463,
-	"its name, exactly":                   637,
-	"just now":                            363,
-	"list":                                470,
-	"lock until":                          659,
-	"long polling":                        834,
-	"long wait":                           338,
+	"in %s":                               364,
+	"in progress":                         519,
+	"instance held here":                  651,
+	"instance id":                         641,
+	"instances held":                      744,
+	"instances held: %s":                  745,
+	"integer":                             466,
+	"its name, exactly":                   640,
+	"just now":                            366,
+	"list":                                473,
+	"lock until":                          662,
+	"long polling":                        837,
+	"long wait":                           341,
 	"masked value":                        297,
-	"maximum":                             497,
-	"maximum %s":                          809,
-	"maximum items":                       499,
-	"maximum length":                      493,
-	"minimum":                             496,
-	"minimum %s":                          808,
-	"minimum items":                       498,
-	"minimum length":                      492,
-	"never":                               788,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 421,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       420,
-	"next attempt":                 656,
-	"no":                           483,
-	"no answer within the timeout": 624,
-	"no connection":                625,
+	"maximum":                             500,
+	"maximum %s":                          812,
+	"maximum items":                       502,
+	"maximum length":                      496,
+	"minimum":                             499,
+	"minimum %s":                          811,
+	"minimum items":                       501,
+	"minimum length":                      495,
+	"never":                               791,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 424,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       423,
+	"next attempt":                 659,
+	"next attempt %s":              339,
+	"no":                           486,
+	"no answer within the timeout": 627,
+	"no connection":                628,
 	"no grant: it takes nothing":   210,
 	"no header":                    302,
 	"no process version":           283,
-	"no worker":                    339,
-	"no worker takes revision %d":  838,
-	"no worker takes revisions %s": 839,
-	"no: the latest is version %d": 713,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 567,
+	"no worker":                    342,
+	"no worker takes revision %d":  841,
+	"no worker takes revisions %s": 842,
+	"no: the latest is version %d": 716,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 570,
 	"none": 280,
-	"none (revealed before reasons were asked for)": 756,
+	"none (revealed before reasons were asked for)": 759,
 	"none given": 96,
 	"none yet":   290,
-	"none: a failed call takes the node’s error path": 534,
-	"normal":       471,
-	"not provided": 814,
+	"none: a failed call takes the node’s error path": 537,
+	"normal":       474,
+	"not provided": 817,
 	"not set":      281,
-	"not yet":      789,
-	"null":         818,
-	"number":       464,
-	"object":       469,
-	"older versions, from version %d (each links the one before)": 695,
+	"not yet":      792,
+	"null":         821,
+	"number":       467,
+	"object":       472,
+	"older versions, from version %d (each links the one before)": 698,
 	"on error":                           315,
-	"one attempt, no retry, priority %d": 735,
-	"one of: %s":                         810,
-	"operator":                           479,
+	"one attempt, no retry, priority %d": 738,
+	"one of: %s":                         813,
+	"operator":                           482,
 	"optional %s field of type %s":       277,
 	"optional field of type %s":          279,
 	"optional → required":                270,
-	"pattern":                            494,
-	"pattern %s":                         806,
-	"pull":                               723,
+	"pattern":                            497,
+	"pattern %s":                         809,
+	"pull":                               726,
 	"pull %s":                            322,
-	"pull (a worker fetches it)":         476,
+	"pull (a worker fetches it)":         479,
 	"push %s":                            321,
-	"push (Relais calls the service)":    477,
-	"push to %s":                         724,
-	"rejected":                           459,
-	"released":                           460,
+	"push (Relais calls the service)":    480,
+	"push to %s":                         727,
+	"rejected":                           462,
+	"released":                           463,
 	"required %s field of type %s":       276,
-	"required changed":                   487,
+	"required changed":                   490,
 	"required field of type %s":          278,
 	"required → optional":                271,
-	"reserved":                           451,
+	"reserved":                           454,
 	"retry":                              3,
-	"revision %d":                        653,
-	"revisions %s":                       837,
+	"revision %d":                        656,
+	"revisions %s":                       840,
 	"revoked":                            209,
-	"routing changed":                    491,
-	"routing output":                     801,
+	"routing changed":                    494,
+	"routing output":                     804,
 	"routing output %s → %s":             269,
-	"running":                            456,
-	"secret":                             473,
-	"sensitive":                          472,
-	"settled":                            655,
+	"running":                            459,
+	"secret":                             476,
+	"sensitive":                          475,
+	"settled":                            658,
 	"stop":                               5,
-	"stream":                             833,
-	"text":                               462,
+	"stream":                             836,
+	"text":                               465,
 	"the contracts are the same (the name or a description changed).": 262,
-	"this session":             792,
-	"timeout %s":               738,
-	"timeout %s (the default)": 739,
+	"the soonest due %s":       338,
+	"this session":             795,
+	"timeout %s":               741,
+	"timeout %s (the default)": 742,
 	"to":                       132,
-	"type changed":             486,
-	"unexpected value":         819,
-	"unknown":                  627,
+	"type changed":             489,
+	"unexpected value":         822,
+	"unknown":                  630,
 	"values added: %s":         272,
-	"values changed":           488,
+	"values changed":           491,
 	"values removed: %s":       273,
 	"values reordered":         274,
-	"version %d":               694,
-	"version %d →":             715,
-	"waiting":                  622,
-	"yes":                      482,
-	"yes: a start that names no version runs this one":                                                                      712,
+	"version %d":               697,
+	"version %d →":             718,
+	"waiting":                  625,
+	"yes":                      485,
+	"yes: a start that names no version runs this one":                                                                      715,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 183,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     448,
-	"← version %d": 714,
-	"→ %s":         730,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     451,
+	"← version %d": 717,
+	"→ %s":         733,
 }
 
-var enIndex = []uint32{ // 856 elements
+var enIndex = []uint32{ // 859 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -989,158 +992,159 @@ var enIndex = []uint32{ // 856 elements
 	0x000040d5, 0x000040e5, 0x000040fa, 0x0000411e,
 	// Entry 140 - 15F
 	0x0000413a, 0x00004152, 0x0000415d, 0x00004168,
-	0x0000417c, 0x00004292, 0x000042e2, 0x00004306,
-	0x00004331, 0x0000433c, 0x00004341, 0x00004350,
-	0x00004357, 0x0000436e, 0x00004383, 0x00004395,
-	0x000043b8, 0x00004405, 0x0000441b, 0x00004425,
-	0x0000442f, 0x00004444, 0x0000446c, 0x0000447c,
-	0x000044b5, 0x00004509, 0x00004513, 0x00004529,
-	0x00004562, 0x00004567, 0x00004575, 0x00004582,
+	0x0000417c, 0x0000429c, 0x000042ec, 0x00004310,
+	0x0000433b, 0x00004346, 0x0000434b, 0x0000435a,
+	0x00004361, 0x00004378, 0x00004388, 0x0000439d,
+	0x000043af, 0x000043d2, 0x0000441f, 0x00004435,
+	0x00004448, 0x0000445e, 0x00004468, 0x00004472,
+	0x00004487, 0x000044af, 0x000044bf, 0x000044f8,
+	0x0000454c, 0x00004556, 0x0000456c, 0x000045a5,
 	// Entry 160 - 17F
-	0x000045ab, 0x000045ce, 0x00004621, 0x00004661,
-	0x000046e2, 0x00004749, 0x00004756, 0x00004776,
-	0x00004782, 0x0000479b, 0x000047a4, 0x000047ae,
-	0x000047b7, 0x000047bf, 0x000047c9, 0x000047d1,
-	0x000047d9, 0x000047dd, 0x000047e1, 0x000047e5,
-	0x000047e9, 0x000047ed, 0x000047f1, 0x000047f5,
-	0x000047f9, 0x000047fd, 0x00004801, 0x00004805,
-	0x00004809, 0x00004813, 0x00004831, 0x00004851,
+	0x000045aa, 0x000045b8, 0x000045c5, 0x000045ee,
+	0x00004611, 0x00004664, 0x000046a4, 0x00004725,
+	0x0000478c, 0x00004799, 0x000047b9, 0x000047c5,
+	0x000047de, 0x000047e7, 0x000047f1, 0x000047fa,
+	0x00004802, 0x0000480c, 0x00004814, 0x0000481c,
+	0x00004820, 0x00004824, 0x00004828, 0x0000482c,
+	0x00004830, 0x00004834, 0x00004838, 0x0000483c,
+	0x00004840, 0x00004844, 0x00004848, 0x0000484c,
 	// Entry 180 - 19F
-	0x00004875, 0x00004899, 0x000048a2, 0x000048b9,
-	0x000048c1, 0x000048d2, 0x000048d7, 0x0000491c,
-	0x00004934, 0x00004939, 0x00004944, 0x0000494a,
-	0x00004954, 0x0000495c, 0x00004964, 0x0000498e,
-	0x000049a8, 0x000049d0, 0x00004a00, 0x00004a06,
-	0x00004a15, 0x00004a68, 0x00004a86, 0x00004a9d,
-	0x00004b4d, 0x00004c6f, 0x00004d2e, 0x00004e3f,
-	0x00004e96, 0x00004ec0, 0x00004eec, 0x00004f16,
+	0x00004856, 0x00004874, 0x00004894, 0x000048b8,
+	0x000048dc, 0x000048e5, 0x000048fc, 0x00004904,
+	0x00004915, 0x0000491a, 0x0000495f, 0x00004977,
+	0x0000497c, 0x00004987, 0x0000498d, 0x00004997,
+	0x0000499f, 0x000049a7, 0x000049d1, 0x000049eb,
+	0x00004a13, 0x00004a43, 0x00004a49, 0x00004a58,
+	0x00004aab, 0x00004ac9, 0x00004ae0, 0x00004b90,
+	0x00004cb2, 0x00004d71, 0x00004e82, 0x00004ed9,
 	// Entry 1A0 - 1BF
-	0x00004f1e, 0x00004f24, 0x00004f31, 0x00004f43,
-	0x00004f4c, 0x00004f8e, 0x00004fd8, 0x00004fed,
-	0x0000501f, 0x0000506b, 0x00005074, 0x00005086,
-	0x00005095, 0x000050b7, 0x000050db, 0x00005106,
-	0x0000513a, 0x00005148, 0x00005173, 0x00005185,
-	0x00005189, 0x0000519f, 0x000051c9, 0x00005212,
-	0x00005232, 0x0000523b, 0x0000524d, 0x00005270,
-	0x0000530b, 0x00005319, 0x00005328, 0x00005335,
+	0x00004f03, 0x00004f2f, 0x00004f59, 0x00004f61,
+	0x00004f67, 0x00004f74, 0x00004f86, 0x00004f8f,
+	0x00004fd1, 0x0000501b, 0x00005030, 0x00005062,
+	0x000050ae, 0x000050b7, 0x000050c9, 0x000050d8,
+	0x000050fa, 0x0000511e, 0x00005149, 0x0000517d,
+	0x0000518b, 0x000051b6, 0x000051c8, 0x000051cc,
+	0x000051e2, 0x0000520c, 0x00005255, 0x00005275,
+	0x0000527e, 0x00005290, 0x000052b3, 0x0000534e,
 	// Entry 1C0 - 1DF
-	0x0000536d, 0x000053d6, 0x000053f2, 0x000053fc,
-	0x00005405, 0x0000540e, 0x00005418, 0x0000541f,
-	0x00005429, 0x00005431, 0x00005436, 0x0000543e,
-	0x00005447, 0x00005450, 0x0000545d, 0x00005462,
-	0x0000546a, 0x00005471, 0x00005479, 0x0000547e,
-	0x0000548c, 0x00005493, 0x0000549a, 0x0000549f,
-	0x000054a6, 0x000054b0, 0x000054b7, 0x000054ca,
-	0x000054da, 0x000054f5, 0x00005515, 0x00005523,
+	0x0000535c, 0x0000536b, 0x00005378, 0x000053b0,
+	0x00005419, 0x00005435, 0x0000543f, 0x00005448,
+	0x00005451, 0x0000545b, 0x00005462, 0x0000546c,
+	0x00005474, 0x00005479, 0x00005481, 0x0000548a,
+	0x00005493, 0x000054a0, 0x000054a5, 0x000054ad,
+	0x000054b4, 0x000054bc, 0x000054c1, 0x000054cf,
+	0x000054d6, 0x000054dd, 0x000054e2, 0x000054e9,
+	0x000054f3, 0x000054fa, 0x0000550d, 0x0000551d,
 	// Entry 1E0 - 1FF
-	0x0000552c, 0x00005535, 0x0000553e, 0x00005542,
-	0x00005545, 0x00005551, 0x0000555f, 0x0000556c,
-	0x0000557d, 0x0000558c, 0x000055a3, 0x000055b6,
-	0x000055c6, 0x000055d5, 0x000055e4, 0x000055ec,
-	0x000055f3, 0x000055fb, 0x00005603, 0x00005611,
-	0x0000561f, 0x00005635, 0x0000564a, 0x0000565b,
-	0x00005661, 0x00005668, 0x00005671, 0x0000568d,
-	0x00005696, 0x000056a0, 0x000056a9, 0x000056b2,
+	0x00005538, 0x00005558, 0x00005566, 0x0000556f,
+	0x00005578, 0x00005581, 0x00005585, 0x00005588,
+	0x00005594, 0x000055a2, 0x000055af, 0x000055c0,
+	0x000055cf, 0x000055e6, 0x000055f9, 0x00005609,
+	0x00005618, 0x00005627, 0x0000562f, 0x00005636,
+	0x0000563e, 0x00005646, 0x00005654, 0x00005662,
+	0x00005678, 0x0000568d, 0x0000569e, 0x000056a4,
+	0x000056ab, 0x000056b4, 0x000056d0, 0x000056d9,
 	// Entry 200 - 21F
-	0x000056bb, 0x000056d2, 0x000056da, 0x000056e8,
-	0x00005714, 0x00005720, 0x0000572e, 0x00005774,
-	0x00005780, 0x00005788, 0x000057b3, 0x000057fe,
-	0x000058c0, 0x000058c4, 0x000058ea, 0x00005912,
-	0x00005975, 0x00005994, 0x00005999, 0x000059b4,
-	0x000059c5, 0x000059d1, 0x000059d9, 0x00005a0b,
-	0x00005a14, 0x00005a1d, 0x00005a39, 0x00005a9a,
-	0x00005aa7, 0x00005ade, 0x00005b0d, 0x00005b5d,
+	0x000056e3, 0x000056ec, 0x000056f5, 0x000056fe,
+	0x00005715, 0x0000571d, 0x0000572b, 0x00005757,
+	0x00005763, 0x00005771, 0x000057b7, 0x000057c3,
+	0x000057cb, 0x000057f6, 0x00005841, 0x00005903,
+	0x00005907, 0x0000592d, 0x00005955, 0x000059b8,
+	0x000059d7, 0x000059dc, 0x000059f7, 0x00005a08,
+	0x00005a14, 0x00005a1c, 0x00005a4e, 0x00005a57,
+	0x00005a60, 0x00005a7c, 0x00005add, 0x00005aea,
 	// Entry 220 - 23F
-	0x00005b98, 0x00005ba6, 0x00005bd2, 0x00005bf8,
-	0x00005c19, 0x00005c24, 0x00005c52, 0x00005c6f,
-	0x00005c9e, 0x00005cd0, 0x00005cee, 0x00005d23,
-	0x00005d3f, 0x00005d5e, 0x00005db9, 0x00005dc8,
-	0x00005dd5, 0x00005de3, 0x00005df0, 0x00005df9,
-	0x00005e14, 0x00005e44, 0x00005e5f, 0x00005e69,
-	0x00005ebb, 0x00005f7b, 0x00005fd7, 0x00006055,
-	0x000060cb, 0x0000619e, 0x00006261, 0x00006299,
+	0x00005b21, 0x00005b50, 0x00005ba0, 0x00005bdb,
+	0x00005be9, 0x00005c15, 0x00005c3b, 0x00005c5c,
+	0x00005c67, 0x00005c95, 0x00005cb2, 0x00005ce1,
+	0x00005d13, 0x00005d31, 0x00005d66, 0x00005d82,
+	0x00005da1, 0x00005dfc, 0x00005e0b, 0x00005e18,
+	0x00005e26, 0x00005e33, 0x00005e3c, 0x00005e57,
+	0x00005e87, 0x00005ea2, 0x00005eac, 0x00005efe,
+	0x00005fbe, 0x0000601a, 0x00006098, 0x0000610e,
 	// Entry 240 - 25F
-	0x000062f9, 0x00006350, 0x0000638a, 0x00006497,
-	0x000064b7, 0x000064dd, 0x00006507, 0x00006578,
-	0x000065b5, 0x000065d9, 0x0000667d, 0x000066a2,
-	0x000066d1, 0x00006731, 0x0000678a, 0x000067e4,
-	0x000067fe, 0x0000681c, 0x00006850, 0x00006890,
-	0x000068ba, 0x000068c9, 0x00006994, 0x000069c5,
-	0x000069f4, 0x00006a07, 0x00006a7c, 0x00006a8f,
-	0x00006ac3, 0x00006b14, 0x00006b48, 0x00006b58,
+	0x000061e1, 0x000062a4, 0x000062dc, 0x0000633c,
+	0x00006393, 0x000063cd, 0x000064da, 0x000064fa,
+	0x00006520, 0x0000654a, 0x000065bb, 0x000065f8,
+	0x0000661c, 0x000066c0, 0x000066e5, 0x00006714,
+	0x00006774, 0x000067cd, 0x00006827, 0x00006841,
+	0x0000685f, 0x00006893, 0x000068d3, 0x000068fd,
+	0x0000690c, 0x000069d7, 0x00006a08, 0x00006a37,
+	0x00006a4a, 0x00006abf, 0x00006ad2, 0x00006b06,
 	// Entry 260 - 27F
-	0x00006b9f, 0x00006bcc, 0x00006bd9, 0x00006be9,
-	0x00006c19, 0x00006c53, 0x00006c76, 0x00006ced,
-	0x00006d6f, 0x00006df4, 0x00006e03, 0x00006e53,
-	0x00006eb3, 0x00006f1f, 0x00006f96, 0x00006f9e,
-	0x00006fb6, 0x00006fd3, 0x00006fe1, 0x00006ff2,
-	0x00006ffa, 0x00007005, 0x00007046, 0x0000707e,
-	0x00007092, 0x000070c2, 0x000070fd, 0x0000710d,
-	0x0000714c, 0x0000715d, 0x0000716f, 0x0000717b,
+	0x00006b57, 0x00006b8b, 0x00006b9b, 0x00006be2,
+	0x00006c0f, 0x00006c1c, 0x00006c2c, 0x00006c5c,
+	0x00006c96, 0x00006cb9, 0x00006d30, 0x00006db2,
+	0x00006e37, 0x00006e46, 0x00006e96, 0x00006ef6,
+	0x00006f62, 0x00006fd9, 0x00006fe1, 0x00006ff9,
+	0x00007016, 0x00007024, 0x00007035, 0x0000703d,
+	0x00007048, 0x00007089, 0x000070c1, 0x000070d5,
+	0x00007105, 0x00007140, 0x00007150, 0x0000718f,
 	// Entry 280 - 29F
-	0x0000718c, 0x000071a6, 0x000071ae, 0x000071bf,
-	0x000071c5, 0x000071d9, 0x000071f1, 0x00007216,
-	0x00007224, 0x00007237, 0x00007275, 0x000072b2,
-	0x000072de, 0x00007336, 0x00007345, 0x00007356,
-	0x0000735e, 0x0000736b, 0x0000737b, 0x00007392,
-	0x0000739d, 0x000073ac, 0x000073b2, 0x000073c0,
-	0x000073ca, 0x000073d5, 0x000073df, 0x000073f2,
-	0x00007417, 0x00007442, 0x000074d3, 0x0000750e,
+	0x000071a0, 0x000071b2, 0x000071be, 0x000071cf,
+	0x000071e9, 0x000071f1, 0x00007202, 0x00007208,
+	0x0000721c, 0x00007234, 0x00007259, 0x00007267,
+	0x0000727a, 0x000072b8, 0x000072f5, 0x00007321,
+	0x00007379, 0x00007388, 0x00007399, 0x000073a1,
+	0x000073ae, 0x000073be, 0x000073d5, 0x000073e0,
+	0x000073ef, 0x000073f5, 0x00007403, 0x0000740d,
+	0x00007418, 0x00007422, 0x00007435, 0x0000745a,
 	// Entry 2A0 - 2BF
-	0x0000752d, 0x0000756b, 0x000075a2, 0x000075d0,
-	0x000075de, 0x0000767d, 0x0000769b, 0x000077f2,
-	0x00007800, 0x00007814, 0x00007835, 0x00007849,
-	0x00007879, 0x0000787f, 0x00007893, 0x000078ab,
-	0x000078be, 0x000078fb, 0x0000796e, 0x000079bb,
-	0x000079cc, 0x000079e3, 0x00007a00, 0x00007a0e,
-	0x00007a4d, 0x00007a5b, 0x00007a66, 0x00007a6c,
-	0x00007b5e, 0x00007b64, 0x00007b96, 0x00007b9b,
+	0x00007485, 0x00007516, 0x00007551, 0x00007570,
+	0x000075ae, 0x000075e5, 0x00007613, 0x00007621,
+	0x000076c0, 0x000076de, 0x00007835, 0x00007843,
+	0x00007857, 0x00007878, 0x0000788c, 0x000078bc,
+	0x000078c2, 0x000078d6, 0x000078ee, 0x00007901,
+	0x0000793e, 0x000079b1, 0x000079fe, 0x00007a0f,
+	0x00007a26, 0x00007a43, 0x00007a51, 0x00007a90,
+	0x00007a9e, 0x00007aa9, 0x00007aaf, 0x00007ba1,
 	// Entry 2C0 - 2DF
-	0x00007bab, 0x00007bb6, 0x00007bbf, 0x00007bcf,
-	0x00007bdb, 0x00007c0f, 0x00007c42, 0x00007c5c,
-	0x00007c63, 0x00007c94, 0x00007cb4, 0x00007cc6,
-	0x00007cd8, 0x00007d7d, 0x00007d93, 0x00007e18,
-	0x00007e92, 0x00007ea1, 0x00007f5b, 0x00007fac,
-	0x00007fb1, 0x00007fbf, 0x00007fcf, 0x00007fdb,
-	0x00007feb, 0x00007ff9, 0x00008009, 0x00008013,
-	0x00008036, 0x0000804f, 0x00008062, 0x000080ce,
+	0x00007ba7, 0x00007bd9, 0x00007bde, 0x00007bee,
+	0x00007bf9, 0x00007c02, 0x00007c12, 0x00007c1e,
+	0x00007c52, 0x00007c85, 0x00007c9f, 0x00007ca6,
+	0x00007cd7, 0x00007cf7, 0x00007d09, 0x00007d1b,
+	0x00007dc0, 0x00007dd6, 0x00007e5b, 0x00007ed5,
+	0x00007ee4, 0x00007f9e, 0x00007fef, 0x00007ff4,
+	0x00008002, 0x00008012, 0x0000801e, 0x0000802e,
+	0x0000803c, 0x0000804c, 0x00008056, 0x00008079,
 	// Entry 2E0 - 2FF
-	0x000080f4, 0x00008103, 0x00008155, 0x00008163,
-	0x0000817f, 0x000081cd, 0x000081dc, 0x000081f2,
-	0x00008246, 0x00008278, 0x000082d0, 0x000082e6,
-	0x000083b4, 0x000083cb, 0x00008402, 0x00008410,
-	0x00008454, 0x00008479, 0x000084f0, 0x00008506,
-	0x0000851d, 0x0000854b, 0x0000855e, 0x00008586,
-	0x0000860a, 0x00008611, 0x00008679, 0x000086a3,
-	0x000086d3, 0x00008828, 0x00008962, 0x00008a02,
+	0x00008092, 0x000080a5, 0x00008111, 0x00008137,
+	0x00008146, 0x00008198, 0x000081a6, 0x000081c2,
+	0x00008210, 0x0000821f, 0x00008235, 0x00008289,
+	0x000082bb, 0x00008313, 0x00008329, 0x000083f7,
+	0x0000840e, 0x00008445, 0x00008453, 0x00008497,
+	0x000084bc, 0x00008533, 0x00008549, 0x00008560,
+	0x0000858e, 0x000085a1, 0x000085c9, 0x0000864d,
+	0x00008654, 0x000086bc, 0x000086e6, 0x00008716,
 	// Entry 300 - 31F
-	0x00008ad9, 0x00008bb2, 0x00008bc6, 0x00008c21,
-	0x00008ccc, 0x00008d4e, 0x00008d56, 0x00008d91,
-	0x00008d97, 0x00008e29, 0x00008ec1, 0x00008eed,
-	0x00008f18, 0x00008f66, 0x00008fd2, 0x00009079,
-	0x00009094, 0x0000909e, 0x000090a3, 0x000090ad,
-	0x000090b5, 0x000090bb, 0x000090c3, 0x000090d1,
-	0x000090db, 0x000090e8, 0x000090fb, 0x0000911f,
-	0x0000919f, 0x000091b0, 0x000091b8, 0x0000922d,
+	0x0000886b, 0x000089a5, 0x00008a45, 0x00008b1c,
+	0x00008bf5, 0x00008c09, 0x00008c64, 0x00008d0f,
+	0x00008d91, 0x00008d99, 0x00008dd4, 0x00008dda,
+	0x00008e6c, 0x00008f04, 0x00008f30, 0x00008f5b,
+	0x00008fa9, 0x00009015, 0x000090bc, 0x000090d7,
+	0x000090e1, 0x000090e6, 0x000090f0, 0x000090f8,
+	0x000090fe, 0x00009106, 0x00009114, 0x0000911e,
+	0x0000912b, 0x0000913e, 0x00009162, 0x000091e2,
 	// Entry 320 - 33F
-	0x00009281, 0x000092c9, 0x000092d8, 0x000092eb,
-	0x000092f7, 0x00009333, 0x0000936d, 0x0000937b,
-	0x00009388, 0x00009396, 0x000093a4, 0x000093b2,
-	0x000093e4, 0x00009414, 0x00009470, 0x0000947d,
-	0x0000949d, 0x000094a8, 0x000094c2, 0x000094c7,
-	0x000094d8, 0x0000955e, 0x00009583, 0x0000958a,
-	0x00009593, 0x000095a6, 0x000095b0, 0x000095ba,
-	0x000095c4, 0x000095dc, 0x000095f2, 0x000095fe,
+	0x000091f3, 0x000091fb, 0x00009270, 0x000092c4,
+	0x0000930c, 0x0000931b, 0x0000932e, 0x0000933a,
+	0x00009376, 0x000093b0, 0x000093be, 0x000093cb,
+	0x000093d9, 0x000093e7, 0x000093f5, 0x00009427,
+	0x00009457, 0x000094b3, 0x000094c0, 0x000094e0,
+	0x000094eb, 0x00009505, 0x0000950a, 0x0000951b,
+	0x000095a1, 0x000095c6, 0x000095cd, 0x000095d6,
+	0x000095e9, 0x000095f3, 0x000095fd, 0x00009607,
 	// Entry 340 - 35F
-	0x00009620, 0x0000964e, 0x00009655, 0x00009662,
-	0x00009673, 0x0000969a, 0x000096aa, 0x000096c9,
-	0x000096e9, 0x000097c1, 0x000098a2, 0x000098f6,
-	0x00009946, 0x000099a6, 0x000099f9, 0x00009a31,
-	0x00009a69, 0x00009a9a, 0x00009aea, 0x00009b1e,
-	0x00009b3c, 0x00009b5b, 0x00009b7a, 0x00009b9a,
-} // Size: 3448 bytes
+	0x0000961f, 0x00009635, 0x00009641, 0x00009663,
+	0x00009691, 0x00009698, 0x000096a5, 0x000096b6,
+	0x000096dd, 0x000096ed, 0x0000970c, 0x0000972c,
+	0x00009804, 0x000098e5, 0x00009939, 0x00009989,
+	0x000099e9, 0x00009a3c, 0x00009a74, 0x00009aac,
+	0x00009add, 0x00009b2d, 0x00009b61, 0x00009b7f,
+	0x00009b9e, 0x00009bbd, 0x00009bdd,
+} // Size: 3460 bytes
 
-const enData string = "" + // Size: 39834 bytes
+const enData string = "" + // Size: 39901 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1396,191 +1400,192 @@ const enData string = "" + // Size: 39834 bytes
 	"ach definition’s queue and incidents now, and what its workers finished " +
 	"in the last hour: occurrences that ended completed or failed. An occurre" +
 	"nce retried since counts where it ends next; a failed attempt with attem" +
-	"pts left is not counted, its occurrence’s page lists it.\x02A held insta" +
-	"nce’s failed occurrence counts in both Held instances and Failed.\x02Com" +
-	"pletions and failures, last hour\x02Definitions, those needing attention" +
-	" first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claim" +
-	"able waits\x02Completed, last hour\x02Failed, last hour\x02No definition" +
-	" has occurrences yet.\x02As of %[1]s (%[2]s); recounted every few second" +
-	"s, shown anew at each reload.\x02claimable since %[1]s\x02long wait\x02n" +
-	"o worker\x02Show all definitions\x02Definition %[1]s has no occurrence y" +
-	"et.\x02All definitions\x02Completions and failures per 5 minutes, last h" +
-	"our: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart " +
-	"gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Complet" +
-	"ions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
-	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
-	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
-	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
-	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
-	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
-	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
-	"his instance…\x02This instance has ended. As an administrator you may er" +
-	"ase it now rather than wait for retention (a data subject’s request): it" +
-	" is deleted with its occurrences and attempts.\x02This instance is held " +
-	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
-	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
-	"it would fail the same way. Abandon fails the instance; stop cancels it." +
-	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
-	"held at a failed node: an incident. Retry offers the failed occurrence a" +
-	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02Its occurrence at node %[1]s failed (%[" +
-	"2]s) and waits for its retry, due %[3]s (%[4]s): retry offers it now, it" +
-	"s attempts left unchanged. Stopping cancels the instance and its open oc" +
-	"currences. Neither completes anything; each asks for a reason, recorded " +
-	"in the audit log.\x02Stopping cancels the instance and its open occurren" +
-	"ces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]" +
-	"s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s" +
-	" — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02H" +
-	"eld for\x02never: retention keeps ended instances forever (RELAIS_RETENT" +
-	"ION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances " +
-	"forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELAI" +
-	"S_RETENTION)\x02ended instances are kept %[1]s, another replica’s longer" +
-	" RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02" +
-	"held, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
-	"e\x02Act on every instance this filter matches\x02The next page counts t" +
-	"hem and asks for a reason before anything changes.\x02Process instances," +
-	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
-	"ese filters.\x02A running instance has no error code yet: occurrences th" +
-	"at failed with it and wait for their retry are listed under External tas" +
-	"ks, filtered by that code.\x02All processes\x02Any definition\x02All sta" +
-	"tuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is t" +
-	"he status of an instance, not of a task: the Instances page lists the in" +
-	"stances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02" +
-	"deferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expir" +
-	"ed\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
-	"ence was completed: no attempt succeeded in time.\x02The result did not " +
-	"match the revision's outputs contract.\x02The answer to the call was los" +
-	"t (the connection broke after the request was sent, or Relais stopped or" +
-	" could not reach its database before recording it): whether the destinat" +
-	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
-	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
-	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
-	"he last attempt ended without a result (its lock expired, or its worker’" +
-	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
-	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
-	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
-	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
-	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
-	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
-	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
-	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path, and is held a" +
-	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
-	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
-	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
-	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
-	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
-	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
-	"r held the task: its report is refused, but it may already have done the" +
-	" work.\x02The instance was stopped during the call, which was aborted: t" +
-	"he destination may already have acted on the request (check there).\x02T" +
-	"he instance was stopped while the task was deferred: a settlement by id " +
-	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
-	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
-	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
-	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
-	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
-	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
-	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
-	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
-	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
-	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
-	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
-	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
-	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
-	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"pts left counts under Waiting a retry until its next attempt is due.\x02" +
+	"A held instance’s failed occurrence counts in both Held instances and Fa" +
+	"iled.\x02Completions and failures, last hour\x02Definitions, those needi" +
+	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
+	"Oldest claimable waits\x02Waiting a retry\x02Completed, last hour\x02Fai" +
+	"led, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2" +
+	"]s); recounted every few seconds, shown anew at each reload.\x02the soon" +
+	"est due %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wai" +
+	"t\x02no worker\x02Show all definitions\x02Definition %[1]s has no occurr" +
+	"ence yet.\x02All definitions\x02Completions and failures per 5 minutes, " +
+	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
+	"chart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02C" +
+	"ompletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s" +
+	"–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
+	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
+	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
+	"d with their occurrences %[1]s after they end, another replica’s longer " +
+	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
+	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
+	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
+	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
+	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
+	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
+	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
+	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
+	"nd its open occurrences. Neither completes anything; each asks for a rea" +
+	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
+	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
+	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
+	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
+	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
+	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
+	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
+	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
+	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
+	"by an operator\x02The version must be a whole number from 1.\x02A versio" +
+	"n is a process’s: choose the process too.\x02Creation date\x02The page s" +
+	"ize must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, c" +
+	"ase-sensitive\x02Act on every instance this filter matches\x02The next p" +
+	"age counts them and asks for a reason before anything changes.\x02Proces" +
+	"s instances, newest first\x02Instance\x02End node or error\x02No instanc" +
+	"e matches these filters.\x02A running instance has no error code yet: oc" +
+	"currences that failed with it and wait for their retry are listed under " +
+	"External tasks, filtered by that code.\x02All processes\x02Any definitio" +
+	"n\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02" +
+	"“%[1]s” is the status of an instance, not of a task: the Instances pag" +
+	"e lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
+	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
+	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
+	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
+	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
+	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
+	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
+	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
+	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
+	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
+	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
+	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
+	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
+	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
+	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
+	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
+	"used: it must be one JSON object whose outputs member matches the revisi" +
+	"on’s outputs contract, and nothing after it. Its message says what was w" +
+	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
+	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
+	"ock expired with no attempt left, after Relais refused its worker’s repo" +
+	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
+	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
+	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
+	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path, and is h" +
+	"eld at a later node.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02The instance was stopped while the task was deferred: a settlement b" +
+	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
+	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
+	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
+	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
+	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
+	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
+	"worker (its own words, protected values masked)\x02Message from Relais, " +
+	"quoting the destination’s answer\x02Message from Relais\x02The revision " +
+	"must be a whole number, 1 or more.\x02A revision is a definition’s: choo" +
+	"se the definition too.\x02Settlement date\x02More filters: instance, rev" +
+	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
+	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
+	"Message\x02Process and node\x02Error\x02Consumer and worker\x02Next atte" +
+	"mpt or settled\x02No occurrence matches these filters.\x02All consumers" +
 	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
 	"e other filters\x02Totals of all definitions, not narrowed by the other " +
 	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
@@ -1742,7 +1747,7 @@ const enData string = "" + // Size: 39834 bytes
 	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
 	"isions %[1]s only."
 
-var frIndex = []uint32{ // 856 elements
+var frIndex = []uint32{ // 859 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1835,158 +1840,159 @@ var frIndex = []uint32{ // 856 elements
 	0x00005494, 0x000054a7, 0x000054c3, 0x000054f0,
 	// Entry 140 - 15F
 	0x0000550d, 0x00005530, 0x0000553b, 0x00005546,
-	0x0000555d, 0x000056c4, 0x00005735, 0x0000575c,
-	0x0000579a, 0x000057a6, 0x000057af, 0x000057c3,
-	0x000057cd, 0x000057f4, 0x00005810, 0x0000582b,
-	0x0000585b, 0x000058cb, 0x000058e6, 0x000058f5,
-	0x00005906, 0x00005927, 0x0000595d, 0x00005975,
-	0x000059bc, 0x00005a27, 0x00005a32, 0x00005a4c,
-	0x00005a96, 0x00005a9e, 0x00005aac, 0x00005abc,
+	0x0000555d, 0x000056e4, 0x00005755, 0x0000577c,
+	0x000057ba, 0x000057c6, 0x000057cf, 0x000057e3,
+	0x000057ed, 0x00005814, 0x0000583a, 0x00005856,
+	0x00005871, 0x000058a1, 0x00005911, 0x00005931,
+	0x0000594b, 0x00005966, 0x00005975, 0x00005986,
+	0x000059a7, 0x000059dd, 0x000059f5, 0x00005a3c,
+	0x00005aa7, 0x00005ab2, 0x00005acc, 0x00005b16,
 	// Entry 160 - 17F
-	0x00005ae6, 0x00005b0f, 0x00005b88, 0x00005be1,
-	0x00005c7f, 0x00005cf9, 0x00005d09, 0x00005d28,
-	0x00005d34, 0x00005d4d, 0x00005d58, 0x00005d65,
-	0x00005d74, 0x00005d7c, 0x00005d86, 0x00005d8e,
-	0x00005d96, 0x00005d9c, 0x00005da3, 0x00005da8,
-	0x00005dad, 0x00005db1, 0x00005db6, 0x00005dbc,
-	0x00005dc2, 0x00005dc8, 0x00005dcd, 0x00005dd2,
-	0x00005dd8, 0x00005de2, 0x00005e02, 0x00005e24,
+	0x00005b1e, 0x00005b2c, 0x00005b3c, 0x00005b66,
+	0x00005b8f, 0x00005c08, 0x00005c61, 0x00005cff,
+	0x00005d79, 0x00005d89, 0x00005da8, 0x00005db4,
+	0x00005dcd, 0x00005dd8, 0x00005de5, 0x00005df4,
+	0x00005dfc, 0x00005e06, 0x00005e0e, 0x00005e16,
+	0x00005e1c, 0x00005e23, 0x00005e28, 0x00005e2d,
+	0x00005e31, 0x00005e36, 0x00005e3c, 0x00005e42,
+	0x00005e48, 0x00005e4d, 0x00005e52, 0x00005e58,
 	// Entry 180 - 19F
-	0x00005e48, 0x00005e6e, 0x00005e77, 0x00005e93,
-	0x00005e9c, 0x00005eb4, 0x00005ebd, 0x00005f11,
-	0x00005f31, 0x00005f37, 0x00005f42, 0x00005f48,
-	0x00005f56, 0x00005f61, 0x00005f6f, 0x00005fa2,
-	0x00005fc6, 0x00005ff5, 0x0000603e, 0x00006045,
-	0x0000605b, 0x000060ce, 0x000060f4, 0x0000610e,
-	0x000061f6, 0x00006385, 0x0000648c, 0x000065f0,
-	0x00006640, 0x00006671, 0x000066a4, 0x000066d3,
+	0x00005e62, 0x00005e82, 0x00005ea4, 0x00005ec8,
+	0x00005eee, 0x00005ef7, 0x00005f13, 0x00005f1c,
+	0x00005f34, 0x00005f3d, 0x00005f91, 0x00005fb1,
+	0x00005fb7, 0x00005fc2, 0x00005fc8, 0x00005fd6,
+	0x00005fe1, 0x00005fef, 0x00006022, 0x00006046,
+	0x00006075, 0x000060be, 0x000060c5, 0x000060db,
+	0x0000614e, 0x00006174, 0x0000618e, 0x00006276,
+	0x00006405, 0x0000650c, 0x00006670, 0x000066c0,
 	// Entry 1A0 - 1BF
-	0x000066de, 0x000066e2, 0x000066f4, 0x00006709,
-	0x00006717, 0x00006771, 0x000067d6, 0x000067f3,
-	0x00006836, 0x0000689d, 0x000068aa, 0x000068bf,
-	0x000068d2, 0x000068fd, 0x0000692a, 0x00006961,
-	0x000069ab, 0x000069bd, 0x000069f5, 0x00006a0c,
-	0x00006a18, 0x00006a2f, 0x00006a63, 0x00006aad,
-	0x00006ae2, 0x00006aeb, 0x00006b02, 0x00006b30,
-	0x00006bfb, 0x00006c0e, 0x00006c20, 0x00006c31,
+	0x000066f1, 0x00006724, 0x00006753, 0x0000675e,
+	0x00006762, 0x00006774, 0x00006789, 0x00006797,
+	0x000067f1, 0x00006856, 0x00006873, 0x000068b6,
+	0x0000691d, 0x0000692a, 0x0000693f, 0x00006952,
+	0x0000697d, 0x000069aa, 0x000069e1, 0x00006a2b,
+	0x00006a3d, 0x00006a75, 0x00006a8c, 0x00006a98,
+	0x00006aaf, 0x00006ae3, 0x00006b2d, 0x00006b62,
+	0x00006b6b, 0x00006b82, 0x00006bb0, 0x00006c7b,
 	// Entry 1C0 - 1DF
-	0x00006c7d, 0x00006cf7, 0x00006d1b, 0x00006d26,
-	0x00006d31, 0x00006d3c, 0x00006d46, 0x00006d50,
-	0x00006d59, 0x00006d62, 0x00006d6b, 0x00006d74,
-	0x00006d7d, 0x00006d84, 0x00006d92, 0x00006d98,
-	0x00006d9f, 0x00006da6, 0x00006daf, 0x00006db4,
-	0x00006dc2, 0x00006dc8, 0x00006dce, 0x00006dd4,
-	0x00006ddc, 0x00006de5, 0x00006dee, 0x00006e01,
-	0x00006e12, 0x00006e35, 0x00006e56, 0x00006e65,
+	0x00006c8e, 0x00006ca0, 0x00006cb1, 0x00006cfd,
+	0x00006d77, 0x00006d9b, 0x00006da6, 0x00006db1,
+	0x00006dbc, 0x00006dc6, 0x00006dd0, 0x00006dd9,
+	0x00006de2, 0x00006deb, 0x00006df4, 0x00006dfd,
+	0x00006e04, 0x00006e12, 0x00006e18, 0x00006e1f,
+	0x00006e26, 0x00006e2f, 0x00006e34, 0x00006e42,
+	0x00006e48, 0x00006e4e, 0x00006e54, 0x00006e5c,
+	0x00006e65, 0x00006e6e, 0x00006e81, 0x00006e92,
 	// Entry 1E0 - 1FF
-	0x00006e70, 0x00006e7b, 0x00006e88, 0x00006e8c,
-	0x00006e90, 0x00006e9e, 0x00006eac, 0x00006eba,
-	0x00006eda, 0x00006eed, 0x00006f06, 0x00006f1b,
-	0x00006f2c, 0x00006f3e, 0x00006f50, 0x00006f56,
-	0x00006f5d, 0x00006f65, 0x00006f6d, 0x00006f8b,
-	0x00006fa9, 0x00006fc0, 0x00006fd5, 0x00006fe6,
-	0x00006fec, 0x00007005, 0x00007010, 0x00007044,
-	0x00007051, 0x0000706f, 0x0000707d, 0x00007086,
+	0x00006eb5, 0x00006ed6, 0x00006ee5, 0x00006ef0,
+	0x00006efb, 0x00006f08, 0x00006f0c, 0x00006f10,
+	0x00006f1e, 0x00006f2c, 0x00006f3a, 0x00006f5a,
+	0x00006f6d, 0x00006f86, 0x00006f9b, 0x00006fac,
+	0x00006fbe, 0x00006fd0, 0x00006fd6, 0x00006fdd,
+	0x00006fe5, 0x00006fed, 0x0000700b, 0x00007029,
+	0x00007040, 0x00007055, 0x00007066, 0x0000706c,
+	0x00007085, 0x00007090, 0x000070c4, 0x000070d1,
 	// Entry 200 - 21F
-	0x0000708d, 0x000070a8, 0x000070b2, 0x000070c5,
-	0x000070ff, 0x00007108, 0x00007117, 0x0000717b,
-	0x00007187, 0x00007191, 0x000071c1, 0x0000721c,
-	0x00007303, 0x0000730e, 0x00007341, 0x0000737f,
-	0x000073f8, 0x0000741d, 0x00007422, 0x00007442,
-	0x0000745f, 0x0000747f, 0x00007494, 0x000074d5,
-	0x000074e0, 0x000074ea, 0x00007513, 0x00007588,
-	0x00007599, 0x000075d6, 0x0000760a, 0x0000766b,
+	0x000070ef, 0x000070fd, 0x00007106, 0x0000710d,
+	0x00007128, 0x00007132, 0x00007145, 0x0000717f,
+	0x00007188, 0x00007197, 0x000071fb, 0x00007207,
+	0x00007211, 0x00007241, 0x0000729c, 0x00007383,
+	0x0000738e, 0x000073c1, 0x000073ff, 0x00007478,
+	0x0000749d, 0x000074a2, 0x000074c2, 0x000074df,
+	0x000074ff, 0x00007514, 0x00007555, 0x00007560,
+	0x0000756a, 0x00007593, 0x00007608, 0x00007619,
 	// Entry 220 - 23F
-	0x000076b5, 0x000076c3, 0x000076ff, 0x00007729,
-	0x0000776e, 0x00007796, 0x000077d5, 0x000077f6,
-	0x00007834, 0x00007874, 0x00007894, 0x000078d5,
-	0x000078ff, 0x00007926, 0x000079a9, 0x000079c1,
-	0x000079d5, 0x000079ec, 0x000079fa, 0x00007a05,
-	0x00007a28, 0x00007a66, 0x00007a85, 0x00007aa1,
-	0x00007b0f, 0x00007be1, 0x00007c40, 0x00007cc5,
-	0x00007d42, 0x00007e56, 0x00007f59, 0x00007fa0,
+	0x00007656, 0x0000768a, 0x000076eb, 0x00007735,
+	0x00007743, 0x0000777f, 0x000077a9, 0x000077ee,
+	0x00007816, 0x00007855, 0x00007876, 0x000078b4,
+	0x000078f4, 0x00007914, 0x00007955, 0x0000797f,
+	0x000079a6, 0x00007a29, 0x00007a41, 0x00007a55,
+	0x00007a6c, 0x00007a7a, 0x00007a85, 0x00007aa8,
+	0x00007ae6, 0x00007b05, 0x00007b21, 0x00007b8f,
+	0x00007c61, 0x00007cc0, 0x00007d45, 0x00007dc2,
 	// Entry 240 - 25F
-	0x0000802d, 0x0000809c, 0x000080e2, 0x0000822f,
-	0x00008257, 0x0000827a, 0x000082b1, 0x00008342,
-	0x00008395, 0x000083be, 0x000084a0, 0x000084c6,
-	0x0000850d, 0x00008591, 0x0000860c, 0x00008689,
-	0x000086b1, 0x000086d9, 0x00008720, 0x0000876a,
-	0x0000879d, 0x000087b0, 0x000088b8, 0x000088e6,
-	0x00008922, 0x00008938, 0x000089cc, 0x000089df,
-	0x00008a1c, 0x00008a75, 0x00008ab1, 0x00008ac4,
+	0x00007ed6, 0x00007fd9, 0x00008020, 0x000080ad,
+	0x0000811c, 0x00008162, 0x000082af, 0x000082d7,
+	0x000082fa, 0x00008331, 0x000083c2, 0x00008415,
+	0x0000843e, 0x00008520, 0x00008546, 0x0000858d,
+	0x00008611, 0x0000868c, 0x00008709, 0x00008731,
+	0x00008759, 0x000087a0, 0x000087ea, 0x0000881d,
+	0x00008830, 0x00008938, 0x00008966, 0x000089a2,
+	0x000089b8, 0x00008a4c, 0x00008a5f, 0x00008a9c,
 	// Entry 260 - 27F
-	0x00008b18, 0x00008b4d, 0x00008b5f, 0x00008b76,
-	0x00008bb5, 0x00008c07, 0x00008c33, 0x00008cd0,
-	0x00008d76, 0x00008e23, 0x00008e33, 0x00008e93,
-	0x00008f04, 0x00008f89, 0x0000901e, 0x00009029,
-	0x00009046, 0x00009065, 0x00009076, 0x00009090,
-	0x00009099, 0x000090a3, 0x000090f1, 0x00009136,
-	0x00009155, 0x0000918a, 0x000091db, 0x000091ec,
-	0x00009236, 0x0000924c, 0x00009260, 0x00009279,
+	0x00008af5, 0x00008b31, 0x00008b44, 0x00008b98,
+	0x00008bcd, 0x00008bdf, 0x00008bf6, 0x00008c35,
+	0x00008c87, 0x00008cb3, 0x00008d50, 0x00008df6,
+	0x00008ea3, 0x00008eb3, 0x00008f13, 0x00008f84,
+	0x00009009, 0x0000909e, 0x000090a9, 0x000090c6,
+	0x000090e5, 0x000090f6, 0x00009110, 0x00009119,
+	0x00009123, 0x00009171, 0x000091b6, 0x000091d5,
+	0x0000920a, 0x0000925b, 0x0000926c, 0x000092b6,
 	// Entry 280 - 29F
-	0x0000928f, 0x000092b9, 0x000092c1, 0x000092d4,
-	0x000092db, 0x000092f6, 0x00009316, 0x00009346,
-	0x0000935d, 0x00009373, 0x000093ab, 0x000093e6,
-	0x00009412, 0x00009495, 0x000094a6, 0x000094c0,
-	0x000094cb, 0x000094df, 0x000094f1, 0x00009507,
-	0x00009519, 0x0000952b, 0x00009531, 0x00009543,
-	0x00009551, 0x00009560, 0x0000956c, 0x00009582,
-	0x000095ac, 0x000095df, 0x00009687, 0x000096d7,
+	0x000092cc, 0x000092e0, 0x000092f9, 0x0000930f,
+	0x00009339, 0x00009341, 0x00009354, 0x0000935b,
+	0x00009376, 0x00009396, 0x000093c6, 0x000093dd,
+	0x000093f3, 0x0000942b, 0x00009466, 0x00009492,
+	0x00009515, 0x00009526, 0x00009540, 0x0000954b,
+	0x0000955f, 0x00009571, 0x00009587, 0x00009599,
+	0x000095ab, 0x000095b1, 0x000095c3, 0x000095d1,
+	0x000095e0, 0x000095ec, 0x00009602, 0x0000962c,
 	// Entry 2A0 - 2BF
-	0x000096ff, 0x00009751, 0x00009793, 0x000097cf,
-	0x000097e6, 0x000098b0, 0x000098dd, 0x00009a97,
-	0x00009ab1, 0x00009aca, 0x00009aeb, 0x00009b02,
-	0x00009b2f, 0x00009b36, 0x00009b50, 0x00009b76,
-	0x00009b8b, 0x00009be5, 0x00009c7a, 0x00009cdd,
-	0x00009cf0, 0x00009d17, 0x00009d3f, 0x00009d4d,
-	0x00009da1, 0x00009db1, 0x00009dc2, 0x00009dc9,
-	0x00009eff, 0x00009f06, 0x00009f40, 0x00009f45,
+	0x0000965f, 0x00009707, 0x00009757, 0x0000977f,
+	0x000097d1, 0x00009813, 0x0000984f, 0x00009866,
+	0x00009930, 0x0000995d, 0x00009b17, 0x00009b31,
+	0x00009b4a, 0x00009b6b, 0x00009b82, 0x00009baf,
+	0x00009bb6, 0x00009bd0, 0x00009bf6, 0x00009c0b,
+	0x00009c65, 0x00009cfa, 0x00009d5d, 0x00009d70,
+	0x00009d97, 0x00009dbf, 0x00009dcd, 0x00009e21,
+	0x00009e31, 0x00009e42, 0x00009e49, 0x00009f7f,
 	// Entry 2C0 - 2DF
-	0x00009f5a, 0x00009f6e, 0x00009f80, 0x00009f96,
-	0x00009fa6, 0x00009fe3, 0x0000a023, 0x0000a03e,
-	0x0000a04f, 0x0000a093, 0x0000a0b4, 0x0000a0c6,
-	0x0000a0d8, 0x0000a1ad, 0x0000a1c5, 0x0000a266,
-	0x0000a2f5, 0x0000a305, 0x0000a3df, 0x0000a4a1,
-	0x0000a4a6, 0x0000a4b6, 0x0000a4c4, 0x0000a4d4,
-	0x0000a4e4, 0x0000a4f2, 0x0000a502, 0x0000a50c,
-	0x0000a535, 0x0000a54f, 0x0000a56a, 0x0000a5f8,
+	0x00009f86, 0x00009fc0, 0x00009fc5, 0x00009fda,
+	0x00009fee, 0x0000a000, 0x0000a016, 0x0000a026,
+	0x0000a063, 0x0000a0a3, 0x0000a0be, 0x0000a0cf,
+	0x0000a113, 0x0000a134, 0x0000a146, 0x0000a158,
+	0x0000a22d, 0x0000a245, 0x0000a2e6, 0x0000a375,
+	0x0000a385, 0x0000a45f, 0x0000a521, 0x0000a526,
+	0x0000a536, 0x0000a544, 0x0000a554, 0x0000a564,
+	0x0000a572, 0x0000a582, 0x0000a58c, 0x0000a5b5,
 	// Entry 2E0 - 2FF
-	0x0000a636, 0x0000a647, 0x0000a6de, 0x0000a6eb,
-	0x0000a706, 0x0000a75f, 0x0000a773, 0x0000a791,
-	0x0000a80b, 0x0000a84c, 0x0000a8c2, 0x0000a8e1,
-	0x0000a9f7, 0x0000aa10, 0x0000aa56, 0x0000aa6e,
-	0x0000aac1, 0x0000aafc, 0x0000ab94, 0x0000abc0,
-	0x0000abe6, 0x0000ac1a, 0x0000ac32, 0x0000ac5d,
-	0x0000ad06, 0x0000ad10, 0x0000ad98, 0x0000adcd,
-	0x0000ae0e, 0x0000af8a, 0x0000b109, 0x0000b1e2,
+	0x0000a5cf, 0x0000a5ea, 0x0000a678, 0x0000a6b6,
+	0x0000a6c7, 0x0000a75e, 0x0000a76b, 0x0000a786,
+	0x0000a7df, 0x0000a7f3, 0x0000a811, 0x0000a88b,
+	0x0000a8cc, 0x0000a942, 0x0000a961, 0x0000aa77,
+	0x0000aa90, 0x0000aad6, 0x0000aaee, 0x0000ab41,
+	0x0000ab7c, 0x0000ac14, 0x0000ac40, 0x0000ac66,
+	0x0000ac9a, 0x0000acb2, 0x0000acdd, 0x0000ad86,
+	0x0000ad90, 0x0000ae18, 0x0000ae4d, 0x0000ae8e,
 	// Entry 300 - 31F
-	0x0000b2f7, 0x0000b413, 0x0000b42c, 0x0000b4a8,
-	0x0000b571, 0x0000b5fa, 0x0000b607, 0x0000b659,
-	0x0000b65f, 0x0000b713, 0x0000b7c3, 0x0000b7f5,
-	0x0000b821, 0x0000b88a, 0x0000b931, 0x0000b9f3,
-	0x0000ba23, 0x0000ba30, 0x0000ba36, 0x0000ba4c,
-	0x0000ba57, 0x0000ba5e, 0x0000ba69, 0x0000ba77,
-	0x0000ba84, 0x0000ba92, 0x0000baab, 0x0000bad8,
-	0x0000bb81, 0x0000bb94, 0x0000bb9e, 0x0000bc2d,
+	0x0000b00a, 0x0000b189, 0x0000b262, 0x0000b377,
+	0x0000b493, 0x0000b4ac, 0x0000b528, 0x0000b5f1,
+	0x0000b67a, 0x0000b687, 0x0000b6d9, 0x0000b6df,
+	0x0000b793, 0x0000b843, 0x0000b875, 0x0000b8a1,
+	0x0000b90a, 0x0000b9b1, 0x0000ba73, 0x0000baa3,
+	0x0000bab0, 0x0000bab6, 0x0000bacc, 0x0000bad7,
+	0x0000bade, 0x0000bae9, 0x0000baf7, 0x0000bb04,
+	0x0000bb12, 0x0000bb2b, 0x0000bb58, 0x0000bc01,
 	// Entry 320 - 33F
-	0x0000bc8e, 0x0000bcea, 0x0000bcfc, 0x0000bd16,
-	0x0000bd29, 0x0000bd67, 0x0000bda3, 0x0000bdc0,
-	0x0000bdcd, 0x0000bddb, 0x0000bde9, 0x0000bdf9,
-	0x0000be35, 0x0000be6f, 0x0000beec, 0x0000bef7,
-	0x0000bf21, 0x0000bf2e, 0x0000bf4a, 0x0000bf4e,
-	0x0000bf60, 0x0000c022, 0x0000c055, 0x0000c060,
-	0x0000c06a, 0x0000c07f, 0x0000c088, 0x0000c092,
-	0x0000c0a7, 0x0000c0cb, 0x0000c0e5, 0x0000c0fa,
+	0x0000bc14, 0x0000bc1e, 0x0000bcad, 0x0000bd0e,
+	0x0000bd6a, 0x0000bd7c, 0x0000bd96, 0x0000bda9,
+	0x0000bde7, 0x0000be23, 0x0000be40, 0x0000be4d,
+	0x0000be5b, 0x0000be69, 0x0000be79, 0x0000beb5,
+	0x0000beef, 0x0000bf6c, 0x0000bf77, 0x0000bfa1,
+	0x0000bfae, 0x0000bfca, 0x0000bfce, 0x0000bfe0,
+	0x0000c0a2, 0x0000c0d5, 0x0000c0e0, 0x0000c0ea,
+	0x0000c0ff, 0x0000c108, 0x0000c112, 0x0000c127,
 	// Entry 340 - 35F
-	0x0000c126, 0x0000c165, 0x0000c16a, 0x0000c17f,
-	0x0000c191, 0x0000c1c6, 0x0000c1d7, 0x0000c204,
-	0x0000c233, 0x0000c355, 0x0000c477, 0x0000c4ed,
-	0x0000c578, 0x0000c607, 0x0000c66e, 0x0000c6b0,
-	0x0000c702, 0x0000c74a, 0x0000c7bd, 0x0000c805,
-	0x0000c833, 0x0000c861, 0x0000c894, 0x0000c8c7,
-} // Size: 3448 bytes
+	0x0000c14b, 0x0000c165, 0x0000c17a, 0x0000c1a6,
+	0x0000c1e5, 0x0000c1ea, 0x0000c1ff, 0x0000c211,
+	0x0000c246, 0x0000c257, 0x0000c284, 0x0000c2b3,
+	0x0000c3d5, 0x0000c4f7, 0x0000c56d, 0x0000c5f8,
+	0x0000c687, 0x0000c6ee, 0x0000c730, 0x0000c782,
+	0x0000c7ca, 0x0000c83d, 0x0000c885, 0x0000c8b3,
+	0x0000c8e1, 0x0000c914, 0x0000c947,
+} // Size: 3460 bytes
 
-const frData string = "" + // Size: 51399 bytes
+const frData string = "" + // Size: 51527 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2305,278 +2311,280 @@ const frData string = "" + // Size: 51399 bytes
 	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
 	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
 	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
-	"st pas compté, la page de son occurrence le montre.\x02L’occurrence en é" +
-	"chec d’une instance bloquée compte à la fois dans Instances bloquées et " +
-	"dans En échec.\x02Réussites et échecs, dernière heure\x02Définitions, ce" +
-	"lles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02I" +
-	"nstances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
+	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
+	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
+	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
 	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
 	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
 	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02La définition %[1]s n’a pas encore d’o" +
-	"ccurrence.\x02Toutes les définitions\x02Réussites et échecs par tranche " +
-	"de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
-	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
-	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
-	" instances terminées sont conservées sans limite, selon le RELAIS_RETENT" +
-	"ION d’une autre réplique.\x02Rétention\u202f: les instances terminées so" +
-	"nt conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les in" +
+	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
+	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
+	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
+	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
+	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
+	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
+	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances ter" +
+	"minées sont conservées sans limite, selon le RELAIS_RETENTION d’une autr" +
+	"e réplique.\x02Rétention\u202f: les instances terminées sont conservées " +
+	"sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances termin" +
+	"ées sont supprimées avec leurs occurrences %[1]s après leur fin, le REL" +
+	"AIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les in" +
 	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
-	"r fin, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
-	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
-	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
-	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
-	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
-	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et at" +
-	"tend sa nouvelle tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la repris" +
-	"e la propose dès maintenant, ses tentatives restantes inchangées. L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Ni l’une ni l’autre ne " +
-	"termine rien\u202f; chacune demande un motif, consigné dans le journal d" +
-	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
-	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02A" +
-	"bandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s " +
-	"le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02" +
-	"Occurrence en échec\x02Bloquée pour\x02jamais\u202f: la rétention conser" +
-	"ve les instances terminées sans limite (RELAIS_RETENTION)\x02jamais" +
-	"\u202f: le RELAIS_RETENTION d’une autre réplique conserve les instances " +
-	"terminées sans limite\x02Supprimée par la rétention\x02les instances ter" +
-	"minées sont conservées %[1]s (RELAIS_RETENTION)\x02les instances terminé" +
-	"es sont conservées %[1]s, le RELAIS_RETENTION plus long d’une autre répl" +
-	"ique\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée" +
-	", puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opéra" +
-	"teur\x02La version doit être un nombre entier à partir de 1.\x02Une vers" +
-	"ion est celle d’un processus\u202f: choisissez aussi le processus.\x02Da" +
-	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
-	"\x02Instances de processus\x02sans filtre\x02exacte, casse comprise\x02A" +
-	"gir sur toutes les instances que ce filtre retient\x02La page suivante l" +
-	"es compte et demande un motif avant que rien ne change.\x02Instances de " +
-	"processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreu" +
-	"r\x02Aucune instance ne correspond à ces filtres.\x02Une instance en cou" +
-	"rs n’a pas encore de code d’erreur\u202f: les occurrences en échec avec " +
-	"ce code qui attendent leur nouvelle tentative sont listées dans les tâch" +
-	"es externes, filtrées par ce code.\x02Tous les processus\x02Toute défini" +
-	"tion\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (v" +
-	"ouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est" +
-	" le statut d’une instance, pas d’une tâche\u202f: la page Instances list" +
-	"e les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
-	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
-	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
-	"T /api/v1/occurrences/%[3]s les liste toutes.\x02après la reprise par %[" +
-	"1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
-	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
-	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
-	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
-	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
-	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
-	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
-	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
-	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
-	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
-	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
-	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
-	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
-	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
-	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
-	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
-	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
-	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
-	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
-	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
-	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
-	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
-	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
-	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
-	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
-	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
-	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
-	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
-	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
-	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
-	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
-	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
-	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
-	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
-	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
-	"ant que l’occurrence soit terminée\u202f: aucune tentative n’a abouti à " +
-	"temps.\x02Le résultat ne respectait pas le contrat de sorties de la révi" +
-	"sion.\x02La réponse à l’appel a été perdue (la connexion s’est rompue ap" +
-	"rès l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre " +
-	"sa base de données avant de l’enregistrer)\u202f: on ignore si la destin" +
-	"ation a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la rep" +
-	"rise par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02L" +
-	"a destination était injoignable.\x02La réponse de la destination était t" +
-	"rop volumineuse.\x02La dernière tentative a pris fin sans résultat (son " +
-	"verrou a expiré, ou le flux de son exécutant s’est terminé), sans tentat" +
-	"ive restante.\x02Les entrées n’ont pas pu être construites à partir des " +
-	"liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exé" +
-	"cutant Camunda 7 a signalé un échec sans nouvelle tentative restante (re" +
-	"tries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un bud" +
-	"get déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02L" +
-	"a destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[" +
-	"1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la" +
-	" révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entr" +
-	"ées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]" +
-	"d\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]" +
-	"d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécut" +
-	"ants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle te" +
-	"ntative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
-	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
-	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
-	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
-	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
-	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
-	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
-	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a suivi le chemin d’erre" +
-	"ur du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué" +
-	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
-	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
-	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
-	"ommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlemen" +
-	"t, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L" +
-	"’instance a été arrêtée pendant que l’exécutant détenait la tâche" +
-	"\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le tr" +
-	"avail.\x02L’instance a été arrêtée pendant l’appel, qui a été interrompu" +
-	"\u202f: la destination a peut-être déjà donné suite à la requête (vérifi" +
-	"ez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche était" +
-	" différée\u202f: sa clôture par identifiant est refusée, mais le travail" +
-	" attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refus" +
-	"é un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
-	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
-	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’interv" +
-	"alle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d" +
-	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
-	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
-	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
-	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
-	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
-	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
-	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"r fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[" +
+	"4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il" +
+	" y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
+	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
+	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
+	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nouvelle " +
+	"tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propose dès " +
+	"maintenant, ses tentatives restantes inchangées. L’arrêt annule l’instan" +
+	"ce et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rien" +
+	"\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02L" +
+	"’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine ri" +
+	"en.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée pa" +
+	"r %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
+	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
+	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
+	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
+	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
+	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La versio" +
+	"n doit être un nombre entier à partir de 1.\x02Une version est celle d’u" +
+	"n processus\u202f: choisissez aussi le processus.\x02Date de création" +
+	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
+	"de processus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes" +
+	" les instances que ce filtre retient\x02La page suivante les compte et d" +
+	"emande un motif avant que rien ne change.\x02Instances de processus, les" +
+	" plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune in" +
+	"stance ne correspond à ces filtres.\x02Une instance en cours n’a pas enc" +
+	"ore de code d’erreur\u202f: les occurrences en échec avec ce code qui at" +
+	"tendent leur nouvelle tentative sont listées dans les tâches externes, f" +
+	"iltrées par ce code.\x02Tous les processus\x02Toute définition\x02Tous l" +
+	"es statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous di" +
+	"re «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’u" +
+	"ne instance, pas d’une tâche\u202f: la page Instances liste les instance" +
+	"s qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible" +
+	"\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
+	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
+	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
+	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
+	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
+	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
+	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
+	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
+	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
+	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
+	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
+	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
+	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
+	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
+	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
 	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
 	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
 	"une instance de cette version\x02Instances de cette version\x02La plus r" +
@@ -2731,4 +2739,4 @@ const frData string = "" + // Size: 51399 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 98129 bytes (95KiB); checksum: B73F7C16
+	// Total table size 98348 bytes (96KiB); checksum: 905414F6

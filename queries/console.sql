@@ -53,6 +53,21 @@ cross join lateral (
     limit 1
 ) o;
 
+-- name: OccurrenceWaitingRetryByDefinition :many
+-- Per definition, its occurrences waiting out a retry delay (a failed
+-- attempt with attempts left: available later, tried before) and when the
+-- soonest is due. One range of occurrences_available_since per definition,
+-- past now: as long as what it counts, not the claimable queue before it.
+select d.key as definition_key, w.count, w.next_at::timestamptz as next_at
+from definitions d
+cross join lateral (
+    select count(*)::bigint as count, min(x.available_at) as next_at from occurrences x
+    where x.status = 'available' and x.definition_key = d.key
+      and x.available_at > coalesce(sqlc.narg('now')::timestamptz, now())
+      and x.attempts > 0
+) w
+where w.count > 0;
+
 -- name: OccurrenceOldestDeferredByDefinition :many
 -- Per definition, when its oldest deferred occurrence was deferred. One
 -- probe of occurrences_deferred_since per definition.

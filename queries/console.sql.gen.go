@@ -335,6 +335,48 @@ func (q *Queries) OccurrenceSettledBuckets(ctx context.Context, now *time.Time) 
 	return items, nil
 }
 
+const occurrenceWaitingRetryByDefinition = `-- name: OccurrenceWaitingRetryByDefinition :many
+select d.key as definition_key, w.count, w.next_at::timestamptz as next_at
+from definitions d
+cross join lateral (
+    select count(*)::bigint as count, min(x.available_at) as next_at from occurrences x
+    where x.status = 'available' and x.definition_key = d.key
+      and x.available_at > coalesce($1::timestamptz, now())
+      and x.attempts > 0
+) w
+where w.count > 0
+`
+
+type OccurrenceWaitingRetryByDefinitionRow struct {
+	DefinitionKey string
+	Count         int64
+	NextAt        time.Time
+}
+
+// Per definition, its occurrences waiting out a retry delay (a failed
+// attempt with attempts left: available later, tried before) and when the
+// soonest is due. One range of occurrences_available_since per definition,
+// past now: as long as what it counts, not the claimable queue before it.
+func (q *Queries) OccurrenceWaitingRetryByDefinition(ctx context.Context, now *time.Time) ([]OccurrenceWaitingRetryByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceWaitingRetryByDefinition, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceWaitingRetryByDefinitionRow{}
+	for rows.Next() {
+		var i OccurrenceWaitingRetryByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Count, &i.NextAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrencesHoldingInstance = `-- name: OccurrencesHoldingInstance :many
 select o.id from occurrences o
 join instances i on i.id = o.instance_id and i.status = 'held'

@@ -48,6 +48,7 @@ type occurrenceCounts struct {
 	waiting  *prometheus.Desc
 	deferred *prometheus.Desc
 	ended    *prometheus.Desc
+	retrying *prometheus.Desc
 	workers  *prometheus.Desc
 	untaken  *prometheus.Desc
 }
@@ -83,8 +84,11 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 		deferred: prometheus.NewDesc("relais_oldest_deferred_age_seconds",
 			"How long the oldest deferred occurrence of a definition (waiting to be settled by id: an approval, a partner's callback) has been deferred (0: none is); its node's policy deadline, if it has one, still applies. From the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
+		retrying: prometheus.NewDesc("relais_occurrences_waiting_retry",
+			"Occurrences of a definition waiting out a retry delay (an attempt failed, attempts are left): failures under way that neither hold nor fail anything yet, as the console's health page counts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
+			[]string{"definition"}, nil),
 		ended: prometheus.NewDesc("relais_occurrences_ended_last_hour",
-			"Occurrences of a definition that ended completed or failed in the last hour (a failed attempt with attempts left is not counted), as the console's health page charts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
+			"Occurrences of a definition that ended completed or failed in the last hour (a failed attempt with attempts left is not counted: relais_occurrences_waiting_retry counts it while it waits), as the console's health page charts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
 			[]string{"definition", "status"}, nil),
 		workers: prometheus.NewDesc("relais_workers_live",
 			"Live workers by subscribed definition and protocol, on every replica (streams connected, pollers seen within their wait and three heartbeats), as GET /api/v1/workers lists them; read from the database at each scrape.",
@@ -102,6 +106,7 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.waiting
 	ch <- c.deferred
 	ch <- c.ended
+	ch <- c.retrying
 	ch <- c.workers
 	ch <- c.untaken
 }
@@ -173,10 +178,10 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	// Every definition counted above, zero included, so that a series
 	// falls to 0 when its last incident is resolved rather than vanish.
 	for def := range byDefinition {
-		var held, completed, failed int64
+		var held, completed, failed, retrying int64
 		var waited, deferred time.Duration
 		if d := health.Definitions[def]; d != nil {
-			held = d.Held
+			held, retrying = d.Held, d.Retrying
 			for _, b := range d.Buckets {
 				completed += b.Completed
 				failed += b.Failed
@@ -197,6 +202,7 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, deferred.Seconds(), def)
 		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(completed), def, "completed")
 		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(failed), def, "failed")
+		ch <- prometheus.MustNewConstMetric(c.retrying, prometheus.GaugeValue, float64(retrying), def)
 	}
 }
 

@@ -258,6 +258,32 @@ func TestHeldInstancesGauge(t *testing.T) {
 	held(0)
 }
 
+// relais_occurrences_waiting_retry counts the occurrences waiting out a
+// retry delay (failures under way that hold and fail nothing yet), 0 before
+// and once brought forward.
+func TestWaitingRetryGauge(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_retried", relaistest.CRMProcess(map[string]any{"max_attempts": 5}))
+	consumer := env.Consumer("retried", crm)
+	retrying := func(want float64) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, fmt.Sprintf("relais_occurrences_waiting_retry{definition=%q} = %v", crm, want), func() (bool, string) {
+			got, ok := env.Metrics().Get("relais_occurrences_waiting_retry", "definition", crm)
+			return ok && got == want, fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_retried/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)
+	retrying(0)
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true, "retry_delay": "PT1H"})
+	retrying(1)
+	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/retry", env.Operator, map[string]any{"reason": "CRM is back"})
+	retrying(0)
+}
+
 // relais_workers_live counts every replica's live workers by definition
 // and protocol, zero included before any connects (an alert compares with
 // 0); relais_oldest_claimable_age_seconds says how long the oldest
