@@ -205,8 +205,12 @@ func TestBulkActions(t *testing.T) {
 	if n := len(env.Must(200, "GET", "/api/v1/instances?status=held", env.Operator, nil).JSON(t)["items"].([]any)); n != 4 {
 		t.Errorf("%d held after a refused bulk action, want 4", n)
 	}
-	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 400 {
-		t.Errorf("retry of running instances: %d, want 400", r.Status)
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 400 {
+		t.Errorf("abandon of running instances: %d, want 400", r.Status)
+	}
+	// A retry of running ones brings forward the retries that wait: none.
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 200 || r.JSON(t)["count"] != 0.0 {
+		t.Errorf("retry of running instances: %d %s, want a count of 0", r.Status, r.Body)
 	}
 	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "failed"}}); r.Status != 400 ||
 		!strings.Contains(r.JSON(t)["detail"].(string), "on_error leads to hold") {
@@ -994,5 +998,109 @@ func TestRetryBringsAWaitingRetryForward(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/"+id+"/retry", env.Operator, map[string]any{"reason": "again"}); r.Status != 409 || r.Code() != "not_held" ||
 		!strings.Contains(r.JSON(t)["detail"].(string), "none of its occurrences waits for a retry") {
 		t.Errorf("retry of a running instance with nothing waiting: %d %s, want 409 not_held saying so", r.Status, r.Body)
+	}
+}
+
+// A bulk retry of running instances brings their waiting retries forward
+// (the CRM is back after an outage: fifty retries waiting an hour, one
+// action): counted by the code their occurrences failed with, only those
+// whose retry waits (at the definition retrying_at names, when given),
+// applied with their attempts left unchanged. Filters that would match
+// nothing are refused.
+func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_slow", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT1H"}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	for range 4 {
+		env.Must(201, "POST", "/api/v1/processes/crm_slow/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	}
+	fetch := func(n int) []any {
+		t.Helper()
+		return env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": n,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	}
+	// Three fail and wait an hour (two CRM_DOWN, one TIMEOUT); the fourth
+	// is reserved: nothing of it waits.
+	got := fetch(4)
+	if len(got) != 4 {
+		t.Fatalf("fetched %d, want 4", len(got))
+	}
+	for i, code := range []string{"CRM_DOWN", "CRM_DOWN", "TIMEOUT"} {
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+got[i].(map[string]any)["id"].(string)+"/fail", consumer,
+			map[string]any{"worker_id": "w", "error_code": code, "retryable": true})
+	}
+	bulk := func(filter map[string]any, confirm *int) relaistest.Response {
+		body := map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter}
+		if confirm != nil {
+			body["confirm_count"] = *confirm
+		}
+		return env.Do("POST", "/api/v1/instances/actions", env.Operator, body)
+	}
+	for _, filter := range []map[string]any{{"status": "running"}, {"retrying_at": "add_company_to_crm"}, {"status": "running", "retrying_at": "add_company_to_crm", "process": "crm_slow"}} {
+		r := bulk(filter, nil)
+		if r.Status != 200 {
+			t.Fatalf("count of %v: %d %s", filter, r.Status, r.Body)
+		}
+		count := r.JSON(t)
+		groups := count["breakdown"].([]any)
+		if count["count"] != 3.0 || len(groups) != 2 || groups[0].(map[string]any)["error_code"] != "CRM_DOWN" || groups[0].(map[string]any)["count"] != 2.0 ||
+			groups[1].(map[string]any)["error_code"] != "TIMEOUT" {
+			t.Errorf("count of %v: %s; want 3, by the codes they wait after (2 CRM_DOWN, 1 TIMEOUT)", filter, r.Body)
+		}
+		if _, ok := count["not_retryable_count"]; ok {
+			t.Errorf("count of %v says not_retryable_count, which is about held instances: %s", filter, r.Body)
+		}
+	}
+	// The list finds them too.
+	if items := env.Must(200, "GET", "/api/v1/instances?retrying_at=add_company_to_crm", env.Operator, nil).JSON(t)["items"].([]any); len(items) != 3 {
+		t.Errorf("GET /instances?retrying_at= lists %d, want 3", len(items))
+	}
+	for _, c := range []struct {
+		filter  map[string]any
+		pointer string
+	}{
+		{map[string]any{"retrying_at": "add_company_to_cr"}, "/filter/retrying_at"},
+		{map[string]any{"retrying_at": "add_company_to_crm", "status": "held"}, "/filter/retrying_at"},
+		{map[string]any{"retrying_at": ""}, "/filter/retrying_at"},
+		{map[string]any{"status": "failed"}, "/filter/status"},
+	} {
+		r := bulk(c.filter, nil)
+		if r.Status != 400 || !strings.Contains(string(r.Body), c.pointer) {
+			t.Errorf("retry of %v: %d %s; want 400 at %s", c.filter, r.Status, r.Body, c.pointer)
+		}
+	}
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"retrying_at": "add_company_to_crm"}}); r.Status != 400 {
+		t.Errorf("abandon of retrying_at: %d %s; want 400", r.Status, r.Body)
+	}
+	if r := env.Do("GET", "/api/v1/instances?retrying_at=add_company_to_crm&status=held", env.Operator, nil); r.Status != 400 {
+		t.Errorf("list of retrying_at and held: %d %s; want 400", r.Status, r.Body)
+	}
+
+	three := 3
+	r := bulk(map[string]any{"status": "running"}, &three)
+	if r.Status != 200 {
+		t.Fatalf("bulk retry now: %d %s", r.Status, r.Body)
+	}
+	if res := r.JSON(t); res["applied_count"] != 3.0 || res["skipped_count"] != 0.0 {
+		t.Errorf("bulk retry now: %s; want 3 applied", r.Body)
+	}
+	again := fetch(4)
+	if len(again) != 3 {
+		t.Fatalf("after the bulk retry now fetched %d, want the 3 brought forward", len(again))
+	}
+	for _, o := range again {
+		if o.(map[string]any)["attempt"] != 2.0 {
+			t.Errorf("brought forward as attempt %v, want 2 (attempts unchanged)", o.(map[string]any)["attempt"])
+		}
+	}
+	recs := env.Must(200, "GET", "/api/v1/audit/actions?action=retry", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(recs) != 3 || recs[0].(map[string]any)["bulk_id"] == nil || recs[0].(map[string]any)["occurrence_id"] == nil {
+		t.Errorf("audit log %v, want 3 retries under the bulk id with their occurrences", recs)
+	}
+	// Reserved again: nothing waits, nothing counted.
+	if r := bulk(map[string]any{"status": "running"}, nil); r.JSON(t)["count"] != 0.0 {
+		t.Errorf("count once none waits: %s, want 0", r.Body)
 	}
 }

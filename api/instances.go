@@ -320,14 +320,19 @@ func actorOf(r *http.Request) engine.Actor {
 }
 
 // instanceParams are the query parameters of instanceFilter.
-var instanceParams = []string{"process", "version", "status", "business_key", "error_code", "held_at", "created_after", "created_before"}
+var instanceParams = []string{"process", "version", "status", "business_key", "error_code", "held_at", "retrying_at", "created_after", "created_before"}
 
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
 func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 	var errs []fault.FieldError
 	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
-		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs)}
+		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs),
+		RetryingAt: textParam(q, "retrying_at", &errs)}
+	if f.RetryingAt != "" && f.Status != "" && f.Status != "running" {
+		// Nothing would match, which would read as nothing waiting.
+		errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
+	}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled" +
 			suggest.Hint(f.Status, slices.Sorted(maps.Keys(instanceStatuses)))})
@@ -360,6 +365,9 @@ type bulkFilterJSON struct {
 	BusinessKey filterText    `json:"business_key"`
 	ErrorCode   filterText    `json:"error_code"`
 	HeldAt      filterText    `json:"held_at"`
+	// RetryingAt keeps running instances whose occurrence of that
+	// definition waits out a retry delay.
+	RetryingAt filterText `json:"retrying_at"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  filterText `json:"created_after"`
@@ -455,6 +463,7 @@ func (a *API) actOnFilter() http.Handler {
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
 			BusinessKey: given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
 			HeldAt:        given(req.Filter.HeldAt.v, "held_at"),
+			RetryingAt:    given(req.Filter.RetryingAt.v, "retrying_at"),
 			Version:       req.Filter.Version.number(),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
@@ -479,7 +488,7 @@ func (a *API) actOnFilter() http.Handler {
 		if err != nil {
 			return err
 		}
-		errs = append(errs, unknownKeyErrors(u, "/filter/", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt})...)
+		errs = append(errs, unknownKeyErrors(u, "/filter/", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt, RetryingAt: f.RetryingAt})...)
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
 		}
@@ -494,7 +503,7 @@ func (a *API) actOnFilter() http.Handler {
 			}
 			answer := map[string]any{"action": action, "count": b.Count, "applied": false, "breakdown": breakdown,
 				"breakdown_truncated": b.Truncated}
-			if action == engine.ActionRetry {
+			if action == engine.ActionRetry && !action.BringsForward(f) {
 				// A retry leaves out the held instances it cannot retry: a
 				// script reading only count would take "0" for the
 				// incident's end. An abandon applies to every held one.
@@ -659,7 +668,7 @@ func (a *API) listInstances() http.Handler {
 			if err != nil {
 				return err
 			}
-			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt}); len(errs) > 0 {
+			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt, RetryingAt: f.RetryingAt}); len(errs) > 0 {
 				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
 			}
 		}
@@ -776,9 +785,9 @@ func (a *API) startInstances() http.Handler {
 
 // filterKeys are the keys a filter names, as given.
 type filterKeys struct {
-	Process, HeldAt, Definition, Destination string
-	Version, Revision                        int
-	Consumer                                 int64
+	Process, HeldAt, RetryingAt, Definition, Destination string
+	Version, Revision                                    int
+	Consumer                                             int64
 }
 
 // unknownKeyErrors names each key of k that u found nothing for, at its
@@ -806,6 +815,13 @@ func unknownKeyErrors(u engine.UnknownKeys, prefix string, k filterKeys) []fault
 			hint = " (held_at takes a definition's key: the one the node an instance is held at runs, not the node's name)"
 		}
 		errs = append(errs, fault.FieldError{Path: prefix + "held_at", Message: fmt.Sprintf("no definition has the key %q%s", k.HeldAt, hint)})
+	}
+	if u.RetryingAt {
+		hint := meant("retrying_at")
+		if hint == "" {
+			hint = " (retrying_at takes a definition's key: the one the node whose retry waits runs, not the node's name)"
+		}
+		errs = append(errs, fault.FieldError{Path: prefix + "retrying_at", Message: fmt.Sprintf("no definition has the key %q%s", k.RetryingAt, hint)})
 	}
 	switch {
 	case u.Revision:

@@ -29,8 +29,9 @@ const (
 	// ActionRetry offers a held instance's failed occurrence again with a
 	// fresh max_attempts, its attempt history kept; the instance runs again.
 	// On a running instance whose occurrence waits out a retry delay, it
-	// offers that occurrence now, its attempts left unchanged (one
-	// instance at a time: a bulk retry takes held instances only).
+	// offers that occurrence now, its attempts left unchanged (a bulk
+	// retry does so when its filter keeps running instances: see
+	// BringsForward).
 	ActionRetry Action = "retry"
 	// ActionAbandon fails a held instance with the error code abandoned.
 	ActionAbandon Action = "abandon"
@@ -54,6 +55,23 @@ func (a Action) appliesTo() []string {
 		return []string{InstanceRunning, InstanceHeld}
 	}
 	return []string{InstanceHeld}
+}
+
+// BringsForward reports whether action, applied to what f matches, brings
+// running instances' waiting retries forward rather than retry held ones:
+// a retry whose filter keeps running instances (by status, or by the
+// definition a retry waits at). A retry's filter without either keeps
+// held instances, as it always did.
+func (a Action) BringsForward(f InstanceFilter) bool {
+	return a == ActionRetry && (f.Status == InstanceRunning || f.RetryingAt != "")
+}
+
+// bulkStatuses are the statuses action changes among what f matches.
+func (a Action) bulkStatuses(f InstanceFilter) []string {
+	if a.BringsForward(f) {
+		return []string{InstanceRunning}
+	}
+	return a.appliesTo()
 }
 
 // Actor is who acts: recorded in the audit log with the action.
@@ -188,7 +206,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		}
 		return false, fault.New(fault.Conflict, "not_held", "instance %s is %s now, not %s as when this %s was asked: look at it again before acting", id, row.Instance.Status, while, action)
 	}
-	retryNow := action == ActionRetry && row.Instance.Status == InstanceRunning && bulk == nil
+	retryNow := action == ActionRetry && row.Instance.Status == InstanceRunning && (bulk == nil || action.BringsForward(f))
 	// checkSeen refuses the action when one was recorded on the instance
 	// since the client looked at it (lastSeen).
 	checkSeen := func() error {
@@ -236,6 +254,9 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		// it is skipped, not acted on for another incident.
 		return false, nil
 	}
+	if f.RetryingAt != "" && inst.Status != InstanceRunning {
+		return false, nil
+	}
 	if f.HeldAt != "" {
 		// Held again since, at a node of another definition: skipped too.
 		o, err := q.OccurrenceHeldAt(ctx, id)
@@ -270,6 +291,11 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			}
 			if len(waiting) == 0 {
 				return false, fault.New(fault.Conflict, "not_held", "instance %s is running and none of its occurrences waits for a retry: only a held instance, or a running one whose occurrence waits out a retry delay, can be retried", id)
+			}
+			if f.RetryingAt != "" && !slices.ContainsFunc(waiting, func(o queries.Occurrence) bool { return o.DefinitionKey == f.RetryingAt }) {
+				// A bulk action's: its retry waits at another definition
+				// now. Skipped (the savepoint's rollback undoes the update).
+				return false, fault.New(fault.Conflict, "not_held", "instance %s no longer waits for a retry at %s", id, f.RetryingAt)
 			}
 			// Checked once something waits (the refusal rolls the update
 			// back): a form opened before a colleague's retry, posted once
@@ -400,18 +426,20 @@ const maxBulk = 1_000_000
 // counts only the held instances it can offer again: one whose failed
 // occurrence failed from birth, its inputs not built (a single retry
 // answers not_retryable), is neither counted nor touched, so the bulk
-// retry's count and what it applies agree.
+// retry's count and what it applies agree. A retry whose filter keeps
+// running instances (status running, or RetryingAt) counts those whose
+// occurrence waits out a retry delay: it brings their retries forward.
 // UnknownKeys says what of f's keys names nothing: its process (or, with
-// a version, that version of it) and the definition of HeldAt. A typo
-// would count 0, which reads as an incident's end: the API and the
-// console refuse such a bulk filter, each in its own words.
+// a version, that version of it) and the definitions of HeldAt and
+// RetryingAt. A typo would count 0, which reads as an incident's end: the
+// API and the console refuse such a bulk filter, each in its own words.
 type UnknownKeys struct {
-	Process, Version, HeldAt bool
+	Process, Version, HeldAt, RetryingAt bool
 	// Definition, Revision, Consumer and Destination are an occurrence
 	// filter's (see UnknownOccurrenceKeys).
 	Definition, Revision, Consumer, Destination bool
-	// Meant holds, by parameter (process, held_at, definition,
-	// destination), the existing key an unknown one is a typo of, when
+	// Meant holds, by parameter (process, held_at, retrying_at,
+	// definition, destination), the existing key an unknown one is a typo of, when
 	// one is close (designer QA: a start suggested the process a filter
 	// did not).
 	Meant map[string]string
@@ -450,12 +478,18 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 			return u, err
 		}
 	}
-	if f.HeldAt != "" {
-		_, err := e.GetDefinition(ctx, f.HeldAt)
+	for _, d := range []struct {
+		param, key string
+		unknown    *bool
+	}{{"held_at", f.HeldAt, &u.HeldAt}, {"retrying_at", f.RetryingAt, &u.RetryingAt}} {
+		if d.key == "" {
+			continue
+		}
+		_, err := e.GetDefinition(ctx, d.key)
 		switch {
 		case fault.HasCode(err, "not_found"):
-			u.HeldAt = true
-			if err := u.guess(ctx, "held_at", f.HeldAt, e.q.DefinitionKeys); err != nil {
+			*d.unknown = true
+			if err := u.guess(ctx, d.param, d.key, e.q.DefinitionKeys); err != nil {
 				return u, err
 			}
 		case err != nil:
@@ -519,8 +553,8 @@ func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFi
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
-		RetryableOnly: action == ActionRetry})
+		StatusIn: action.bulkStatuses(f), WaitingOnly: action.BringsForward(f), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
+		RetryableOnly: action == ActionRetry && !action.BringsForward(f)})
 	return n, wrap("count instances", err)
 }
 
@@ -565,8 +599,8 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 		return Breakdown{}, err
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
-		RetryableOnly: action == ActionRetry, WithCalls: action == ActionStop, Max: allGroups + 1})
+		StatusIn: action.bulkStatuses(f), WaitingOnly: action.BringsForward(f), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
+		RetryableOnly: action == ActionRetry && !action.BringsForward(f), WithCalls: action == ActionStop, Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
 	}
@@ -593,10 +627,23 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 const failureEnds = "a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator)"
 
 func checkBulkFilter(action Action, f InstanceFilter) error {
+	if f.RetryingAt != "" && (action == ActionAbandon || f.Status != "" && f.Status != InstanceRunning) {
+		// Nothing would match, which would read as nothing waiting.
+		other := "abandon applies to held ones"
+		if action != ActionAbandon {
+			other = "the filter's status is " + f.Status
+		}
+		return fault.New(fault.BadRequest, "invalid_request", "retrying_at keeps running instances whose retry waits, and %s: nothing would match", other).
+			WithErrors([]fault.FieldError{{Path: "/filter/retrying_at", Message: "keeps running instances: leave it out, or give it with retry (their retries brought forward) or stop, and status running or none"}})
+	}
 	if f.Status == "" {
 		return nil
 	}
-	for _, s := range action.appliesTo() {
+	statuses := action.appliesTo()
+	if action == ActionRetry {
+		statuses = []string{InstanceHeld, InstanceRunning}
+	}
+	for _, s := range statuses {
 		if s == f.Status {
 			return nil
 		}
@@ -606,8 +653,8 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 		// As a single retry of one says.
 		why = ": " + failureEnds + "; start failed instances again to redo their work"
 	}
-	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s%s", action, strings.Join(action.appliesTo(), " or "), f.Status, why).
-		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(action.appliesTo(), " or ")}})
+	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s%s", action, strings.Join(statuses, " or "), f.Status, why).
+		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(statuses, " or ")}})
 }
 
 // ActOnFilter applies action to every instance f matches, once the
@@ -657,8 +704,8 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
-		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
+		StatusIn: action.bulkStatuses(f), WaitingOnly: action.BringsForward(f), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
+		RetryableOnly: action == ActionRetry && !action.BringsForward(f), Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
@@ -798,7 +845,7 @@ func (e *Engine) endBulk(id uuid.UUID, stopped bool) {
 // identifier, which would outlive its instances' retention in the record).
 func bulkFilterFields(f InstanceFilter) [][2]any {
 	var out [][2]any
-	for _, kv := range [][2]string{{"process", f.ProcessKey}, {"status", f.Status}, {"error_code", f.ErrorCode}, {"held_at", f.HeldAt}} {
+	for _, kv := range [][2]string{{"process", f.ProcessKey}, {"status", f.Status}, {"error_code", f.ErrorCode}, {"held_at", f.HeldAt}, {"retrying_at", f.RetryingAt}} {
 		if kv[1] != "" {
 			out = append(out, [2]any{kv[0], kv[1]})
 		}

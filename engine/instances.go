@@ -547,6 +547,11 @@ type InstanceFilter struct {
 	// where they wait, is of that definition (as the health page counts
 	// them by definition).
 	HeldAt string
+	// RetryingAt is a definition key: running instances one of whose
+	// occurrences of that definition waits out a retry delay (as the
+	// health page counts them by definition). A bulk retry with it brings
+	// those retries forward.
+	RetryingAt string
 	// CreatedAfter and CreatedBefore bound the creation time: [after, before).
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
@@ -605,14 +610,14 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	if f.After != nil && f.Before == nil {
 		var after []queries.InstanceListAfterRow
 		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, After: *f.After, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, After: *f.After, Max: int32(f.Limit)})
 		rows = make([]queries.InstanceListRow, len(after))
 		for i, r := range after {
 			rows[len(after)-1-i] = queries.InstanceListRow(r)
 		}
 	} else {
 		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, Before: f.Before, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, Before: f.Before, Max: int32(f.Limit)})
 	}
 	if err != nil {
 		return nil, wrap("list instances", err)

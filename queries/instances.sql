@@ -55,6 +55,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = sqlc.narg('held_at'))
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -80,6 +86,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = sqlc.narg('held_at'))
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -109,6 +121,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = sqlc.narg('held_at'))
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -131,18 +149,31 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
-      limit 1), false));
+      limit 1), false))
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not @waiting_only::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0));
 
 -- name: InstanceBreakdownForAction :many
 -- What a bulk action's filter matches now, by process and error code, the
 -- largest groups first: the confirmation says what the count is made of
 -- (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 -- The same instances InstanceCount counts: the groups add up to its count.
+-- A running instance has no error code: for a retry that brings waiting
+-- retries forward, its group is the code its waiting occurrence last
+-- failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
 -- may_have_acted counts those held at a push call that ended
 -- outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
 -- outputs the contract refused), which may have been carried out (a retry
 -- calls again); the case keeps the lookup to those codes.
-select process_key, error_code, count(*)::bigint as count,
+select process_key, coalesce(instances.error_code, case when @waiting_only::boolean then (
+        select o.error_code from occurrences o
+        where o.instance_id = instances.id and o.status = 'available' and o.attempts > 0
+          and o.available_at > coalesce(sqlc.narg('now')::timestamptz, now())
+        order by o.available_at
+        limit 1) end) as error_code, count(*)::bigint as count,
   count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded', 'invalid_outputs') then (
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
@@ -166,6 +197,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = sqlc.narg('held_at'))
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -183,8 +220,13 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
-group by process_key, error_code
-order by count(*) desc, process_key, error_code
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not @waiting_only::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+group by 1, 2
+order by count(*) desc, 1, 2
 limit @max;
 
 -- name: InstanceIDsForAction :many
@@ -202,6 +244,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = sqlc.narg('held_at'))
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -220,6 +268,11 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not @waiting_only::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
 order by id desc
 limit @max;
 

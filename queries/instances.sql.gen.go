@@ -26,7 +26,12 @@ func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) 
 }
 
 const instanceBreakdownForAction = `-- name: InstanceBreakdownForAction :many
-select process_key, error_code, count(*)::bigint as count,
+select process_key, coalesce(instances.error_code, case when $1::boolean then (
+        select o.error_code from occurrences o
+        where o.instance_id = instances.id and o.status = 'available' and o.attempts > 0
+          and o.available_at > coalesce($2::timestamptz, now())
+        order by o.available_at
+        limit 1) end) as error_code, count(*)::bigint as count,
   count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded', 'invalid_outputs') then (
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
@@ -34,45 +39,58 @@ select process_key, error_code, count(*)::bigint as count,
       limit 1) = 'push' else false end)::bigint as may_have_acted,
   -- calling counts, for a stop, the running instances whose push call is
   -- in flight: a stop aborts it, but the destination may have acted.
-  count(*) filter (where $1::boolean and status = 'running' and exists (
+  count(*) filter (where $3::boolean and status = 'running' and exists (
       select 1 from occurrences c
       where c.instance_id = instances.id and c.mode = 'push' and c.status = 'reserved'))::bigint as calling
 from instances
-where ($2::text is null or process_key = $2)
-  and ($3::int is null or version = $3)
-  and ($4::text is null or status = $4)
-  and status = any($5::text[])
-  and ($6::text is null or business_key = $6)
-  and ($7::text is null or error_code = $7)
+where ($4::text is null or process_key = $4)
+  and ($5::int is null or version = $5)
+  and ($6::text is null or status = $6)
+  and status = any($7::text[])
+  and ($8::text is null or business_key = $8)
+  and ($9::text is null or error_code = $9)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($8::text is null or status = 'held' and (
+  and ($10::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $8)
-  and ($9::uuid is null or id >= $9)
-  and ($10::uuid is null or id < $10)
+      limit 1) = $10)
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and ($11::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = $11
+        and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0))
+  and ($12::uuid is null or id >= $12)
+  and ($13::uuid is null or id < $13)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($11::timestamptz is null or created_at >= $11)
-  and ($12::timestamptz is null or created_at < $12)
+  and ($14::timestamptz is null or created_at >= $14)
+  and ($15::timestamptz is null or created_at < $15)
   -- Held since before matched_before (see InstanceCount).
-  and ($13::timestamptz is null or status <> 'held' or coalesce((
+  and ($16::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $13)
-  and (not $14::boolean or coalesce((
+      limit 1), '-infinity') < $16)
+  and (not $17::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
-group by process_key, error_code
-order by count(*) desc, process_key, error_code
-limit $15
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not $1::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0))
+group by 1, 2
+order by count(*) desc, 1, 2
+limit $18
 `
 
 type InstanceBreakdownForActionParams struct {
+	WaitingOnly   bool
+	Now           *time.Time
 	WithCalls     bool
 	ProcessKey    *string
 	Version       *int32
@@ -81,6 +99,7 @@ type InstanceBreakdownForActionParams struct {
 	BusinessKey   *string
 	ErrorCode     *string
 	HeldAt        *string
+	RetryingAt    *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
@@ -102,12 +121,17 @@ type InstanceBreakdownForActionRow struct {
 // largest groups first: the confirmation says what the count is made of
 // (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 // The same instances InstanceCount counts: the groups add up to its count.
+// A running instance has no error code: for a retry that brings waiting
+// retries forward, its group is the code its waiting occurrence last
+// failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
 // may_have_acted counts those held at a push call that ended
 // outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
 // outputs the contract refused), which may have been carried out (a retry
 // calls again); the case keeps the lookup to those codes.
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
+		arg.WaitingOnly,
+		arg.Now,
 		arg.WithCalls,
 		arg.ProcessKey,
 		arg.Version,
@@ -116,6 +140,7 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.BusinessKey,
 		arg.ErrorCode,
 		arg.HeldAt,
+		arg.RetryingAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
@@ -182,29 +207,40 @@ where ($1::text is null or process_key = $1)
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = $7)
-  and ($8::uuid is null or id >= $8)
-  and ($9::uuid is null or id < $9)
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and ($8::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = $8
+        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
+  and ($10::uuid is null or id >= $10)
+  and ($11::uuid is null or id < $11)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($10::timestamptz is null or created_at >= $10)
-  and ($11::timestamptz is null or created_at < $11)
+  and ($12::timestamptz is null or created_at >= $12)
+  and ($13::timestamptz is null or created_at < $13)
   -- Held since before matched_before, when given (a bulk action's count
   -- pinned to the moment it was read): an instance that came to be held
   -- after it, its latest failure later, is not among those counted.
-  and ($12::timestamptz is null or status <> 'held' or coalesce((
+  and ($14::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $12)
+      limit 1), '-infinity') < $14)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $13::boolean or coalesce((
+  and (not $15::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not $16::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
 `
 
 type InstanceCountParams struct {
@@ -215,12 +251,15 @@ type InstanceCountParams struct {
 	BusinessKey   *string
 	ErrorCode     *string
 	HeldAt        *string
+	RetryingAt    *string
+	Now           *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MatchedBefore *time.Time
 	RetryableOnly bool
+	WaitingOnly   bool
 }
 
 // How many instances a bulk action's filter matches now (the count an
@@ -236,12 +275,15 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.BusinessKey,
 		arg.ErrorCode,
 		arg.HeldAt,
+		arg.RetryingAt,
+		arg.Now,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MatchedBefore,
 		arg.RetryableOnly,
+		arg.WaitingOnly,
 	)
 	var column_1 int64
 	err := row.Scan(&column_1)
@@ -573,26 +615,37 @@ where ($1::text is null or process_key = $1)
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = $7)
-  and ($8::uuid is null or id >= $8)
-  and ($9::uuid is null or id < $9)
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and ($8::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = $8
+        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
+  and ($10::uuid is null or id >= $10)
+  and ($11::uuid is null or id < $11)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($10::timestamptz is null or created_at >= $10)
-  and ($11::timestamptz is null or created_at < $11)
+  and ($12::timestamptz is null or created_at >= $12)
+  and ($13::timestamptz is null or created_at < $13)
   -- Held since before matched_before (see InstanceCount).
-  and ($12::timestamptz is null or status <> 'held' or coalesce((
+  and ($14::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $12)
+      limit 1), '-infinity') < $14)
   -- The same instances InstanceCount counts.
-  and (not $13::boolean or coalesce((
+  and (not $15::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
+  -- A retry of running instances brings their waiting retries forward:
+  -- only those with an occurrence waiting out a retry delay.
+  and (not $16::boolean or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
 order by id desc
-limit $14
+limit $17
 `
 
 type InstanceIDsForActionParams struct {
@@ -603,12 +656,15 @@ type InstanceIDsForActionParams struct {
 	BusinessKey   *string
 	ErrorCode     *string
 	HeldAt        *string
+	RetryingAt    *string
+	Now           *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MatchedBefore *time.Time
 	RetryableOnly bool
+	WaitingOnly   bool
 	Max           int32
 }
 
@@ -622,12 +678,15 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.BusinessKey,
 		arg.ErrorCode,
 		arg.HeldAt,
+		arg.RetryingAt,
+		arg.Now,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MatchedBefore,
 		arg.RetryableOnly,
+		arg.WaitingOnly,
 		arg.Max,
 	)
 	if err != nil {
@@ -782,16 +841,22 @@ where ($1::text is null or process_key = $1)
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = $6)
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and ($7::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = $7
+        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($7::uuid is null or id >= $7)
-  and ($8::uuid is null or id < $8)
+  and ($9::uuid is null or id >= $9)
+  and ($10::uuid is null or id < $10)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($9::timestamptz is null or created_at >= $9)
-  and ($10::timestamptz is null or created_at < $10)
-  and ($11::uuid is null or id < $11)
+  and ($11::timestamptz is null or created_at >= $11)
+  and ($12::timestamptz is null or created_at < $12)
+  and ($13::uuid is null or id < $13)
 order by id desc
-limit $12
+limit $14
 `
 
 type InstanceListParams struct {
@@ -801,6 +866,8 @@ type InstanceListParams struct {
 	BusinessKey   *string
 	ErrorCode     *string
 	HeldAt        *string
+	RetryingAt    *string
+	Now           *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
@@ -831,6 +898,8 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.BusinessKey,
 		arg.ErrorCode,
 		arg.HeldAt,
+		arg.RetryingAt,
+		arg.Now,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
@@ -879,16 +948,22 @@ where ($1::text is null or process_key = $1)
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
       limit 1) = $6)
+  -- Running, one of its occurrences of a definition waiting out a retry
+  -- delay (as the Health page counts them): found from the waiting ones.
+  and ($7::text is null or status = 'running' and id in (
+      select w.instance_id from occurrences w
+      where w.status = 'available' and w.definition_key = $7
+        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($7::uuid is null or id >= $7)
-  and ($8::uuid is null or id < $8)
+  and ($9::uuid is null or id >= $9)
+  and ($10::uuid is null or id < $10)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($9::timestamptz is null or created_at >= $9)
-  and ($10::timestamptz is null or created_at < $10)
-  and id > $11::uuid
+  and ($11::timestamptz is null or created_at >= $11)
+  and ($12::timestamptz is null or created_at < $12)
+  and id > $13::uuid
 order by id
-limit $12
+limit $14
 `
 
 type InstanceListAfterParams struct {
@@ -898,6 +973,8 @@ type InstanceListAfterParams struct {
 	BusinessKey   *string
 	ErrorCode     *string
 	HeldAt        *string
+	RetryingAt    *string
+	Now           *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
@@ -927,6 +1004,8 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		arg.BusinessKey,
 		arg.ErrorCode,
 		arg.HeldAt,
+		arg.RetryingAt,
+		arg.Now,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
