@@ -57,8 +57,11 @@ func actionName(ctx context.Context, a string) string {
 
 // bulkActionLabel offers an action on every instance a filter matches;
 // a stop names the status the filter keeps, if any.
-func bulkActionLabel(ctx context.Context, a engine.Action, status string) string {
+func bulkActionLabel(ctx context.Context, a engine.Action, f instanceFilter) string {
+	status := f.Status
 	switch {
+	case a == engine.ActionRetry && bringsForward(f):
+		return T(ctx, "Retry now every instance whose retry waits…")
 	case a == engine.ActionRetry:
 		return T(ctx, "Retry every held instance…")
 	case a == engine.ActionAbandon:
@@ -630,7 +633,9 @@ func bulkAction(ctx context.Context, get func(string) string) (engine.Action, in
 	a, ok := engine.ParseAction(get("action"))
 	if !ok {
 		errs = append(errs, T(ctx, "Unknown action."))
-	} else if slices.Contains(instanceStatuses, f.Status) && !actionAppliesTo(a, f.Status) {
+	} else if a == engine.ActionAbandon && f.RetryingAt != "" {
+		errs = append(errs, T(ctx, "Abandoning applies to held instances, and this filter keeps running instances whose retry waits."))
+	} else if slices.Contains(instanceStatuses, f.Status) && !bulkApplies(a, f) {
 		// An unknown status was refused already, in words of its own.
 		errs = append(errs, notApplicableToStatus(ctx, a, f.Status))
 	}
@@ -642,7 +647,16 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 	if a == engine.ActionStop {
 		return T(ctx, "Stopping applies to running or held instances, not %s ones.", s)
 	}
-	return T(ctx, "Retrying and abandoning apply to held instances, not %s ones.", s)
+	if a == engine.ActionRetry {
+		return T(ctx, "Retrying applies to held instances, or to running ones whose retry waits, not %s ones.", s)
+	}
+	return T(ctx, "Abandoning applies to held instances, not %s ones.", s)
+}
+
+// bringsForward reports whether a retry over f brings running instances'
+// waiting retries forward (see engine.Action.BringsForward).
+func bringsForward(f instanceFilter) bool {
+	return f.Status == engine.InstanceRunning || f.RetryingAt != ""
 }
 
 // bulkView builds the confirmation for count matching instances.
@@ -663,13 +677,18 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		v.FollowHref, v.Follow = auditPath+"?bulk="+v.BulkID, T(ctx, "Follow it in the audit log (new tab)")
 	}
 	n := count
-	switch a {
-	case engine.ActionRetry:
+	switch {
+	case a == engine.ActionRetry && bringsForward(f):
+		v.Chrome = c.chrome(r, T(ctx, "Retry now every instance this filter matches whose retry waits"), "instances")
+		v.Question = T(ctx, "Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. Nothing is completed on anyone’s behalf.")
+		v.Count = T(ctx, "%d running instances wait a retry now.", n)
+		v.Confirm = T(ctx, "Retry %d instances now", n)
+	case a == engine.ActionRetry:
 		v.Chrome = c.chrome(r, T(ctx, "Retry every held instance this filter matches"), "instances")
 		v.Question = T(ctx, "Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.")
 		v.Count = T(ctx, "%d held instances match now.", n)
 		v.Confirm = T(ctx, "Retry %d instances", n)
-	case engine.ActionAbandon:
+	case a == engine.ActionAbandon:
 		v.Chrome = c.chrome(r, T(ctx, "Abandon every held instance this filter matches"), "instances")
 		v.Question = T(ctx, "Each one fails with the error code abandoned and cannot be resumed.")
 		v.Count = T(ctx, "%d held instances match now.", n)
@@ -718,6 +737,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		{Label: T(ctx, "Business key"), Value: f.BusinessKey, Code: true},
 		{Label: T(ctx, "Error code"), Value: f.ErrorCode, Code: true},
 		{Label: T(ctx, "Held at a node of"), Value: f.HeldAt, Code: true},
+		{Label: T(ctx, "Waiting a retry at a node of"), Value: f.RetryingAt, Code: true},
 		{Label: T(ctx, "Created from"), Value: f.CreatedFrom},
 		{Label: T(ctx, "Created to"), Value: f.CreatedTo},
 	}
@@ -760,7 +780,14 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			list := f
 			list.Process, list.ErrorCode, list.Status = g.ProcessKey, "", engine.InstanceRunning
 			row := bulkGroup{Process: g.ProcessKey, Count: number(ctx, g.Count)}
-			if g.ErrorCode != nil {
+			if a == engine.ActionRetry && bringsForward(f) {
+				// Running instances, grouped by the code their waiting
+				// occurrence failed with, which their list cannot filter
+				// by: the group's list is the process's.
+				if g.ErrorCode != nil {
+					row.ErrorCode = *g.ErrorCode
+				}
+			} else if g.ErrorCode != nil {
 				list.ErrorCode, list.Status, row.ErrorCode = *g.ErrorCode, engine.InstanceHeld, *g.ErrorCode
 			}
 			row.Href = list.href()
@@ -796,7 +823,7 @@ func mayHaveActed(code string) bool {
 // skipped either. An abandon applies to every held instance: the
 // difference of the two counts is those instances.
 func (c *Console) leaveOut(ctx context.Context, v *bulkView, a engine.Action, f engine.InstanceFilter, retryable int64) error {
-	if a != engine.ActionRetry {
+	if a != engine.ActionRetry || a.BringsForward(f) {
 		return nil
 	}
 	held, err := c.eng.CountForAction(ctx, engine.ActionAbandon, f)
@@ -852,7 +879,7 @@ func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) (fi
 	if err != nil {
 		return filterProblems{}, err
 	}
-	return unknownKeyMessages(ctx, u, ef.ProcessKey, ef.Version, ef.HeldAt, "", 0), nil
+	return unknownKeyMessages(ctx, u, ef.ProcessKey, ef.Version, ef.HeldAt, ef.RetryingAt, "", 0), nil
 }
 
 // unknownOccurrenceKeys is unknownKeys for the occurrences list's filter.
@@ -861,7 +888,7 @@ func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.Occurrenc
 	if err != nil {
 		return filterProblems{}, err
 	}
-	errs := unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", ef.Definition, ef.Revision)
+	errs := unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", "", ef.Definition, ef.Revision)
 	if u.Consumer {
 		errs.add(T(ctx, "Unknown consumer."), "consumer")
 	}
@@ -881,7 +908,7 @@ func withMeant(ctx context.Context, u engine.UnknownKeys, msg, param string) str
 }
 
 // unknownKeyMessages says which of the keys u found nothing for.
-func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) filterProblems {
+func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, retryingAt, definition string, revision int) filterProblems {
 	var errs filterProblems
 	meant := func(msg, param string) string { return withMeant(ctx, u, msg, param) }
 	switch {
@@ -899,6 +926,9 @@ func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process strin
 			msg += " " + T(ctx, "This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.")
 		}
 		errs.add(msg, "held_at")
+	}
+	if u.RetryingAt {
+		errs.add(meant(noDefinition(retryingAt), "retrying_at"), "retrying_at")
 	}
 	switch {
 	case u.Revision:

@@ -464,7 +464,7 @@ func TestBulkRefusalLeadsBackToTheList(t *testing.T) {
 	f := newIncidentFixture(t)
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, f.env.URL, lang, f.env.Operator)
-		for _, path := range []string{"/console/instances/bulk?action=bogus", "/console/instances/bulk?action=retry&status=running"} {
+		for _, path := range []string{"/console/instances/bulk?action=bogus", "/console/instances/bulk?action=abandon&status=running", "/console/instances/bulk?action=abandon&retrying_at=score_company"} {
 			r := b.mustGet(path, http.StatusBadRequest)
 			back := r.doc.Find(`main a[href="/console/instances"]`)
 			if want := []string{"Back to the list", "Revenir à la liste"}[i]; back.Length() == 0 || !strings.Contains(back.Text(), want) {
@@ -596,8 +596,8 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	}
 
 	// A filter the action cannot apply to is refused before counting.
-	if r := b.get("/console/instances/bulk?action=retry&status=running"); r.status != http.StatusBadRequest {
-		t.Errorf("bulk retry of running instances: %d, want 400", r.status)
+	if r := b.get("/console/instances/bulk?action=retry&status=completed"); r.status != http.StatusBadRequest {
+		t.Errorf("bulk retry of completed instances: %d, want 400", r.status)
 	}
 	// A status that does not exist is said to be unknown, once, in a
 	// sentence of its own.
@@ -1685,5 +1685,81 @@ func TestARetryNowFormDoesNotRetryAHeldInstance(t *testing.T) {
 	}
 	if s, n := f.status(t, id), f.auditCount(t, id, "retry"); s != "held" || n != 0 {
 		t.Errorf("after the refused form: instance %s, %d retry records; want held, none", s, n)
+	}
+}
+
+// An outage's retries are brought forward in one action: the Health
+// page's count lists the running instances whose retry waits, whose bulk
+// retry confirms that count, grouped by the code the occurrences failed
+// with, and offers each occurrence now, its attempts left unchanged (an
+// on-call operator on a phone had fifty confirmations to make).
+func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	env.Process("slow_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	})
+	var occs []string
+	for i := range 3 {
+		started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprintf("CRM-%d", i)}}).JSON(t)
+		occs = append(occs, started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string))
+	}
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1", "max_tasks": 3,
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 3 {
+		t.Fatalf("fetched %d, want 3", len(got))
+	}
+	for i, code := range []string{"SCORER_SLOW", "SCORER_SLOW", "SCORER_DOWN"} {
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+got[i].(map[string]any)["id"].(string)+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+			"error_code": code, "retryable": true, "retry_delay": "PT1H"})
+	}
+
+	b := signedIn(t, env.URL, "en", env.Operator)
+	list := b.mustGet("/console/instances?retrying_at=score_company", 200)
+	if n := count(list, "instance-row"); n != 3 {
+		t.Fatalf("%d instances listed as waiting a retry at score_company, want 3", n)
+	}
+	href, _ := list.doc.Find(`[data-testid=bulk-retry]`).Attr("href")
+	confirm := b.mustGet(href, 200)
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" || text(confirm, "bulk-count") != "3 running instances wait a retry now." {
+		t.Fatalf("bulk count %q: %q", got, text(confirm, "bulk-count"))
+	}
+	groups := map[string]string{}
+	confirm.doc.Find(`[data-testid=bulk-group]`).Each(func(_ int, row *goquery.Selection) {
+		groups[collapse(row.Find(`td`).First().Text())] = collapse(row.Find(`[data-testid=bulk-group-count]`).Text())
+	})
+	if groups["SCORER_SLOW"] != "2" || groups["SCORER_DOWN"] != "1" {
+		t.Errorf("groups %v, want 2 SCORER_SLOW and 1 SCORER_DOWN", groups)
+	}
+	if count(confirm, "bulk-left-out") != 0 {
+		t.Error("a retry of running instances says held ones are left out")
+	}
+	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet(href, 200)
+	if got := text(fr, "bulk-count"); got != "3 instances en cours attendent une nouvelle tentative maintenant." {
+		t.Errorf("French count %q", got)
+	}
+	action, form := formOf(t, confirm, "bulk-form")
+	form.Set("reason", "scorer is back")
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("bulk retry now: %d %.300s", r.status, r.body)
+	}
+	for _, occ := range occs {
+		o := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)
+		at, _ := time.Parse(time.RFC3339Nano, o["available_at"].(string))
+		if o["status"] != "available" || o["attempts_left"] != 5.0 || at.After(time.Now().Add(time.Minute)) {
+			t.Errorf("occurrence %s: %v available at %v, %v attempts left; want available now with its 5 left", occ, o["status"], at, o["attempts_left"])
+		}
+	}
+	if n := count(b.mustGet("/console/instances?retrying_at=score_company", 200), "instance-row"); n != 0 {
+		t.Errorf("%d still waiting a retry after the bulk retry now", n)
 	}
 }

@@ -171,11 +171,11 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 			row.Attention = dh.Held > 0
 			if dh.RetryDue != nil {
 				// Failures under way that the last hour does not count
-				// yet (an outage retried with backoff): listed with the
-				// definition's available occurrences, each with its
-				// next attempt.
+				// yet (an outage retried with backoff): their instances,
+				// from which to bring the retries forward once the
+				// service is back.
 				row.Retrying = number(ctx, dh.Retrying)
-				row.RetryingHref = occurrenceFilter{Definition: key, Status: engine.StatusAvailable}.href()
+				row.RetryingHref = instanceFilter{RetryingAt: key}.href()
 				due := formatTime(ctx, *dh.RetryDue)
 				row.RetryingTitle, row.RetryingNote = T(ctx, "the soonest due %s", due.Text), T(ctx, "next attempt %s", due.Rel)
 				row.Attention = true

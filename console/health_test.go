@@ -579,11 +579,23 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 	if got := retrying("score_company"); !regexp.MustCompile(`^1 \(next attempt in (59 min|1 h)\)$`).MatchString(got) {
 		t.Errorf("waiting a retry = %q, want 1 with the next attempt in an hour", got)
 	}
+	// The count lists their instances, which lead to the occurrences
+	// with their next attempts, and offer to bring the retries forward.
 	link := page.doc.Find(`[data-testid=health-row][data-key=score_company] [data-testid=health-retrying] a`)
 	href, _ := link.Attr("href")
 	list := b.mustGet(href, 200)
-	if !strings.Contains(list.body, occID) || !strings.Contains(list.body, "next attempt") {
-		t.Errorf("the count's link %s does not list %s with its next attempt", href, occID)
+	if got := count(list, "instance-row"); got != 1 || !strings.Contains(list.body, started["id"].(string)) {
+		t.Errorf("the count's link %s lists %d instances, want the one whose retry waits", href, got)
+	}
+	occs, _ := list.doc.Find(`[data-testid=retrying-occurrences]`).Attr("href")
+	if o := b.mustGet(occs, 200); !strings.Contains(o.body, occID) || !strings.Contains(o.body, "next attempt") {
+		t.Errorf("the list's link %s does not list %s with its next attempt", occs, occID)
+	}
+	if label := collapse(list.doc.Find(`[data-testid=bulk-retry]`).Text()); label != "Retry now every instance whose retry waits…" {
+		t.Errorf("bulk retry offered as %q", label)
+	}
+	if count(list, "bulk-abandon") != 0 {
+		t.Error("an abandon offered over running instances")
 	}
 	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet("/console/health", 200)
 	if got := collapse(fr.doc.Find(`[data-testid=health-row][data-key=score_company] [data-testid=health-retrying]`).Text()); !strings.HasPrefix(got, "1 (prochaine tentative dans ") {

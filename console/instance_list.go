@@ -19,6 +19,7 @@ var instanceStatuses = []string{engine.InstanceRunning, engine.InstanceHeld, eng
 // bulk actions take the same filter.
 type instanceFilter struct {
 	Process, Version, Status, BusinessKey, ErrorCode, HeldAt string
+	RetryingAt                                               string
 	CreatedFrom, CreatedTo                                   string
 	Limit                                                    string
 	Page                                                     page
@@ -27,13 +28,13 @@ type instanceFilter struct {
 // instanceCriteria are the parameters of an instance filter that select
 // (criteria's); instanceParams are those the instances list reads.
 var (
-	instanceCriteria = []string{"process", "version", "status", "business_key", "error_code", "held_at", "created_from", "created_to"}
+	instanceCriteria = []string{"process", "version", "status", "business_key", "error_code", "held_at", "retrying_at", "created_from", "created_to"}
 	instanceParams   = append(append(slices.Clone(instanceCriteria), "limit"), pagingParams...)
 )
 
 func instanceFilterFrom(get func(string) string) instanceFilter {
 	g := func(k string) string { return strings.TrimSpace(get(k)) }
-	return instanceFilter{Process: g("process"), Version: g("version"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"),
+	return instanceFilter{Process: g("process"), Version: g("version"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"), RetryingAt: g("retrying_at"),
 		CreatedFrom: g("created_from"), CreatedTo: g("created_to"), Limit: g("limit"),
 		Page: page{Before: g("before"), After: g("after"), From: g("from")}}
 }
@@ -42,7 +43,7 @@ func instanceFilterFrom(get func(string) string) instanceFilter {
 func (f instanceFilter) criteria() url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{{"process", f.Process}, {"version", f.Version}, {"status", f.Status}, {"business_key", f.BusinessKey},
-		{"error_code", f.ErrorCode}, {"held_at", f.HeldAt}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
+		{"error_code", f.ErrorCode}, {"held_at", f.HeldAt}, {"retrying_at", f.RetryingAt}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
@@ -64,10 +65,13 @@ func (f instanceFilter) href() string {
 
 // engineFilter validates the filter; each problem is a translated message.
 func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter, filterProblems) {
-	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, HeldAt: f.HeldAt, Limit: defaultPageSize}
+	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, HeldAt: f.HeldAt, RetryingAt: f.RetryingAt, Limit: defaultPageSize}
 	var errs filterProblems
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
 		errs.add(unknownStatus(ctx, f.Status, instanceStatuses), "status")
+	} else if f.RetryingAt != "" && f.Status != "" && f.Status != engine.InstanceRunning {
+		// Nothing would match, which would read as nothing waiting.
+		errs.add(T(ctx, "A retry waits on a running instance only: choose the status running, or none."), "status", "retrying_at")
 	}
 	if f.Version != "" {
 		n, err := strconv.Atoi(f.Version)
@@ -122,10 +126,16 @@ type instanceListView struct {
 	VersionLabel, VersionHint                                                  string
 	ErrorCodeLabel, ErrorCodeHint, HeldAtLabel                                 string
 	HeldAtOptions                                                              []option
-	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref                  string
-	ProcessOptions, StatusOptions                                              []option
-	Filter                                                                     instanceFilter
-	Errors                                                                     []string
+	RetryingAtLabel                                                            string
+	RetryingAtOptions                                                          []option
+	// RetryingNote, with a retrying_at filter, leads to the occurrences
+	// whose retry waits: each with its error and its next attempt, which
+	// the instances' rows do not show.
+	RetryingNote, RetryingHref                                string
+	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref string
+	ProcessOptions, StatusOptions                             []option
+	Filter                                                    instanceFilter
+	Errors                                                    []string
 	// Invalid are the query parameters an error is about: their fields
 	// say so (aria-invalid) and point at the errors.
 	Invalid map[string]bool
@@ -153,7 +163,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),
 		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"),
-		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), RetryingAtLabel: T(ctx, "Waiting a retry at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
 		Filter: f, Errors: errs, Invalid: problems.Params,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
@@ -179,18 +189,23 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	}
 	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
+	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.RetryingAt)
+	if f.RetryingAt != "" {
+		v.RetryingNote = T(ctx, "Each of their occurrences waiting a retry, with its error and its next attempt")
+		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, Status: engine.StatusAvailable}.href()
+	}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range instanceStatuses {
 		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})
 	}
 	if len(errs) == 0 {
 		for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
-			if f.Status != "" && !actionAppliesTo(a, f.Status) {
+			if !bulkApplies(a, f) {
 				continue
 			}
 			q := f.criteria()
 			q.Set("action", string(a))
-			v.Bulk = append(v.Bulk, bulkLink{Action: string(a), Label: bulkActionLabel(ctx, a, f.Status), Href: bulkPath + "?" + q.Encode()})
+			v.Bulk = append(v.Bulk, bulkLink{Action: string(a), Label: bulkActionLabel(ctx, a, f), Href: bulkPath + "?" + q.Encode()})
 		}
 
 		limit := ef.Limit
@@ -277,6 +292,19 @@ func instanceRowOf(ctx context.Context, in engine.Instance) instanceRow {
 }
 
 // actionAppliesTo reports whether action changes an instance in status.
+// bulkApplies reports whether action a, over what f matches, can change
+// anything: a retry of running instances brings their waiting retries
+// forward, retrying_at keeps running instances (no abandon).
+func bulkApplies(a engine.Action, f instanceFilter) bool {
+	switch {
+	case a == engine.ActionAbandon && f.RetryingAt != "":
+		return false
+	case a == engine.ActionRetry && f.Status == engine.InstanceRunning:
+		return true
+	}
+	return f.Status == "" || actionAppliesTo(a, f.Status)
+}
+
 func actionAppliesTo(a engine.Action, status string) bool {
 	if a == engine.ActionStop {
 		return status == engine.InstanceRunning || status == engine.InstanceHeld

@@ -39,1439 +39,1465 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              362,
-	"%[1]s %[2]s, %[3]s %[4]s":                 363,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          361,
-	"%[1]s; %[2]s":                             360,
-	"%d (0 lowest, 9 highest)":                 540,
-	"%d attempts":                              549,
-	"%d attempts, retry after %s, priority %d": 737,
-	"%d breaking":                              268,
-	"%d changes":                               267,
-	"%d completed":                             354,
-	"%d d":                                     370,
-	"%d days":                                  384,
-	"%d failed":                                355,
-	"%d h":                                     369,
-	"%d held instances match now.":             72,
-	"%d hours":                                 385,
-	"%d items":                                 818,
-	"%d left":                                  551,
-	"%d min":                                   368,
-	"%d minutes":                               386,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 102,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              816,
-	"%d ms": 388,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         725,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 724,
-	"%d occurrences": 654,
-	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       100,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 101,
-	"%d releases":                             292,
-	"%d running instances match now.":         79,
-	"%d running or held instances match now.": 81,
-	"%d s":       367,
-	"%d seconds": 387,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 116,
-	"%s (a fixed offset, no daylight saving time)":                                     686,
-	"%s (deferred; settled by %s)":                                                     616,
-	"%s (deferred; settled with its settle token)":                                     614,
-	"%s (deferred; settled with its settle token, as %s)":                              615,
-	"%s (token #%d, %s)":                                                               117,
-	"%s = %s":                                                                          731,
-	"%s ago":                                                                           365,
-	"%s at %s":                                                                         620,
-	"%s so far":                                                                        612,
-	"%s version %s":                                                                    284,
-	"%s versions %s":                                                                   285,
-	"%s ← %s":                                                                          730,
-	"%s → %s":                                                                          732,
-	"%s, %s: %s":                                                                       323,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         544,
-	"%s, cut to %s by the destination’s max_timeout":                       543,
-	"%s, multiplied by %s after each failure, up to %s":                    546,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 545,
-	"%s, revision %s":                         503,
-	"%s, version %s":                          504,
-	"%s: %s":                                  353,
-	"%s: %s → %s":                             275,
-	"%s: a date is written 2026-12-01.":       670,
-	"%s: every revision, present and future":  213,
-	"%s: revision %s":                         214,
-	"%s: revisions %s":                        215,
-	"%s: the first day comes after the last.": 671,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 541,
-	"%s–%s":                         352,
-	"(%d characters in all)":        820,
-	"(%d handed back, not counted)": 550,
-	"(each item)":                   806,
-	"(in %s)":                       819,
-	"(worker %s)":                   599,
-	"0 seconds":                     383,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            783,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 588,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       325,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 681,
-	"A revision is a definition’s: choose the definition too.": 636,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           446,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 771,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   770,
-	"A version is a process’s: choose the process too.":                                                                               434,
-	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Abandon %d instances":                                           76,
-	"Abandon every held instance this filter matches":                74,
-	"Abandon every held instance…":                                   8,
-	"Abandon process instance %s":                                    23,
-	"Abandon the instance":                                           26,
-	"Abandon this instance? It fails with the error code abandoned.": 24,
-	"Abandoned at node":                                              429,
-	"Abandoned by %s at %s — “%s”":                                   416,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 54,
+	"%[1]s %[2]s":                              370,
+	"%[1]s %[2]s, %[3]s %[4]s":                 371,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          369,
+	"%[1]s; %[2]s":                             368,
+	"%d (0 lowest, 9 highest)":                 550,
+	"%d attempts":                              559,
+	"%d attempts, retry after %s, priority %d": 747,
+	"%d breaking":                              276,
+	"%d changes":                               275,
+	"%d completed":                             362,
+	"%d d":                                     378,
+	"%d days":                                  392,
+	"%d failed":                                363,
+	"%d h":                                     377,
+	"%d held instances match now.":             79,
+	"%d hours":                                 393,
+	"%d items":                                 828,
+	"%d left":                                  561,
+	"%d min":                                   376,
+	"%d minutes":                               394,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 110,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              826,
+	"%d ms": 396,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         735,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 734,
+	"%d occurrences": 664,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       108,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 109,
+	"%d releases":                             300,
+	"%d running instances match now.":         86,
+	"%d running instances wait a retry now.":  75,
+	"%d running or held instances match now.": 88,
+	"%d s":       375,
+	"%d seconds": 395,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 124,
+	"%s (a fixed offset, no daylight saving time)":                                     696,
+	"%s (deferred; settled by %s)":                                                     626,
+	"%s (deferred; settled with its settle token)":                                     624,
+	"%s (deferred; settled with its settle token, as %s)":                              625,
+	"%s (token #%d, %s)":                                                               125,
+	"%s = %s":                                                                          741,
+	"%s ago":                                                                           373,
+	"%s at %s":                                                                         630,
+	"%s so far":                                                                        622,
+	"%s version %s":                                                                    292,
+	"%s versions %s":                                                                   293,
+	"%s ← %s":                                                                          740,
+	"%s → %s":                                                                          742,
+	"%s, %s: %s":                                                                       331,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         554,
+	"%s, cut to %s by the destination’s max_timeout":                       553,
+	"%s, multiplied by %s after each failure, up to %s":                    556,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 555,
+	"%s, revision %s":                         513,
+	"%s, version %s":                          514,
+	"%s: %s":                                  361,
+	"%s: %s → %s":                             283,
+	"%s: a date is written 2026-12-01.":       680,
+	"%s: every revision, present and future":  221,
+	"%s: revision %s":                         222,
+	"%s: revisions %s":                        223,
+	"%s: the first day comes after the last.": 681,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 551,
+	"%s–%s":                         360,
+	"(%d characters in all)":        830,
+	"(%d handed back, not counted)": 560,
+	"(each item)":                   816,
+	"(in %s)":                       829,
+	"(worker %s)":                   609,
+	"0 seconds":                     391,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            793,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 598,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       333,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 691,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        441,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             646,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           455,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 781,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   780,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    443,
+	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
+	"Abandon %d instances":                                           83,
+	"Abandon every held instance this filter matches":                81,
+	"Abandon every held instance…":                                   9,
+	"Abandon process instance %s":                                    24,
+	"Abandon the instance":                                           27,
+	"Abandon this instance? It fails with the error code abandoned.": 25,
+	"Abandoned at node":                                              437,
+	"Abandoned by %s at %s — “%s”":                                   424,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
+	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
+	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 440,
-	"Action":          120,
-	"All actions":     136,
-	"All consumers":   650,
-	"All definitions": 345,
-	"All its tasks":   212,
-	"All processes":   447,
-	"All statuses":    449,
-	"All workers":     833,
-	"An error code is matched exactly, capitals included.": 85,
-	"An operator abandoned the instance.":                  587,
-	"Any definition":                                       448,
-	"Apply filters":                                        133,
-	"Apr":                                                  374,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 337,
-	"Attempts":                         508,
-	"Audit log":                        126,
-	"Aug":                              378,
-	"Available from":                   561,
-	"Back to definitions":              180,
-	"Back to external tasks":           178,
-	"Back to sign-in":                  179,
-	"Back to the form":                 188,
-	"Back to the instance":             36,
-	"Back to the list":                 67,
-	"Back to the occurrence":           751,
-	"Back without saving":              683,
-	"Breaks processes":                 244,
-	"Breaks workers":                   245,
-	"Bulk %s applied to %d instances.": 115,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  144,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 143,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      142,
-	"Bulk action":                     124,
-	"Business key":                    90,
-	"By process and error code":       97,
-	"Call timeout":                    542,
-	"Calls":                           303,
-	"Calls signed (Relais-Signature)": 305,
-	"Camunda 7 facade":                838,
-	"Cancelled: the instance was stopped (%s).":               611,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 610,
-	"Cannot act on this filter":                               103,
-	"Cannot act on this instance":                             35,
-	"Cannot reveal":                                           753,
-	"Cannot reveal it here":                                   749,
-	"Change":                                                  242,
-	"Changes between the two revisions":                       254,
-	"Changes of the Working copy since revision %d":           263,
-	"Choose two existing revisions to compare.":               264,
-	"Classification":                                          221,
-	"Clear filters":                                           134,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            719,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 702,
-	"Compare":              241,
-	"Compare revisions":    237,
-	"Completed":            348,
-	"Completed (%s).":      605,
-	"Completed, last hour": 334,
-	"Completions and failures per 5 minutes, last hour: %s":    346,
-	"Completions and failures per 5-minute slot, oldest first": 350,
-	"Completions and failures, last hour":                      326,
-	"Connected":                                                829,
-	"Constraints":                                              222,
-	"Consumer":                                                 510,
-	"Consumer and worker":                                      647,
-	"Consumers":                                                159,
-	"Consumers, oldest first":                                  201,
-	"Counting the occurrences; the counts appear when you reload the page.":         216,
-	"Counts are unavailable right now.":                                             217,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 746,
-	"Counts by status": 642,
-	"Created":          399,
-	"Created from":     93,
-	"Created on":       205,
-	"Created to":       94,
-	"Creation date":    435,
-	"Dates":            506,
-	"Deadline":         538,
-	"Dec":              382,
-	"Deferred":         565,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 604,
-	"Definition":                                 328,
-	"Definition %s":                              224,
-	"Definition %s has no occurrence yet.":       344,
-	"Definition %s has no revision %d.":          111,
-	"Definitions":                                157,
-	"Definitions by key":                         287,
-	"Definitions served":                         827,
-	"Definitions, those needing attention first": 327,
-	"Deleted by retention":                       425,
-	"Description":                                223,
-	"Destination":                                522,
-	"Destinations":                               160,
-	"Destinations by name":                       296,
-	"Destination’s answer":                       515,
-	"Detail":                                     243,
-	"Did you mean “%s”?":                         106,
-	"Digest":                                     257,
-	"Display settings":                           165,
-	"Display settings saved.":                    689,
-	"Display settings: ":                         166,
-	"Duration":                                   514,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 324,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  82,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     75,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 71,
-	"Earlier attempt:":          657,
-	"End node":                  428,
-	"End node or error":         444,
-	"Ended":                     419,
-	"Erase process instance %s": 308,
-	"Erase the instance":        311,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 309,
-	"Erase this instance…": 409,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 313,
-	"Error":                      646,
-	"Error (before any attempt)": 568,
-	"Error (the deadline passed after attempt %d)": 567,
-	"Error code":       91,
-	"Error message":    517,
-	"Error: %s · %s":   146,
-	"Every %d seconds": 688,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 560,
-	"Every attempt, oldest first": 509,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 127,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  756,
-	"Expired token":                        793,
-	"Expires":                              790,
-	"External tasks":                       152,
-	"Failed":                               331,
-	"Failed (%s).":                         609,
-	"Failed at node":                       430,
-	"Failed occurrence":                    421,
-	"Failed, last hour":                    335,
-	"Feb":                                  372,
-	"Field":                                218,
-	"Filter":                               65,
-	"Filters":                              128,
-	"Find":                                 156,
-	"Find an instance or occurrence":       154,
-	"Finished":                             513,
-	"First page":                           667,
-	"Follow it in the audit log (new tab)": 69,
-	"Form not received":                    191,
-	"Form refused":                         186,
-	"Form too large":                       189,
-	"From revision":                        239,
-	"From revision %d to revision %d:":     265,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 60,
-	"Grants":                  204,
-	"Graph":                   701,
-	"Graph of %s":             723,
-	"HTTP 2xx, unusable body": 626,
-	"Headers sent":            299,
-	"Health":                  151,
-	"Held at a node of":       92,
-	"Held at node":            420,
-	"Held for":                422,
-	"Held instances":          330,
-	"ID":                      202,
-	"In flight":               828,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 347,
-	"Inputs": 247,
-	"Inputs an instance of this version is started with": 712,
-	"Inputs from":                710,
-	"Inputs of revision %d":      258,
-	"Inputs of the working copy": 249,
-	"Inputs the instance was started with, labelled by process version %d's contract": 407,
-	"Inputs, labelled by revision %d's contract":                                      552,
-	"Instance":                  443,
-	"Instances":                 98,
-	"Instances of this version": 713,
-	"Invalid request":           176,
-	"It takes every revision its consumer is granted.":     851,
-	"It takes every revision its consumer is granted: %s.": 850,
-	"It takes revision %d only.":                           854,
-	"It takes revisions %s only.":                          856,
-	"Its calls":                                            304,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         25,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 310,
-	"Its instance is held here, waiting for an operator.":                            606,
-	"Its instance went on along the node’s error path, and is held at a later node.": 607,
-	"Its instance went on along the node’s error path.":                              608,
-	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        33,
-	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    32,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      798,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 413,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 48,
-	"Jan":                     371,
-	"Jul":                     377,
-	"Jun":                     376,
-	"Keep it":                 800,
-	"Keep it held":            15,
-	"Keep it running":         14,
-	"Keep the instance":       306,
-	"Key":                     288,
-	"Kind":                    705,
-	"Language":                148,
-	"Last changed":            301,
-	"Last error (attempt %d)": 566,
-	"Last reserved":           563,
-	"Last saved":              228,
-	"Last seen":               830,
-	"Last used":               789,
-	"Latest":                  714,
-	"Latest revision":         289,
-	"Lists every change from one revision to another, and whom it may break.": 238,
-	"Local time in %s": 685,
-	"Lock expired %s — waiting to be offered again.": 596,
-	"Lock expires":    564,
-	"Longest timeout": 300,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 266,
-	"Main navigation":     150,
-	"Mar":                 373,
-	"Maximum attempts":    534,
-	"May":                 375,
-	"Message":             644,
-	"Message from Relais": 634,
-	"Message from Relais, quoting the destination’s answer":            633,
-	"Message from the worker (its own words, protected values masked)": 632,
-	"Method not allowed": 760,
-	"Mode":               532,
-	"More filters: instance, revision, consumer, destination, dates": 638,
-	"Name":                    203,
-	"Never":                   687,
-	"Next attempt":            562,
-	"Next attempt or settled": 648,
-	"Next node":               398,
-	"Next page":               666,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 140,
-	"No consumer yet.":                                    198,
-	"No definition has occurrences yet.":                  336,
-	"No definition has the key “%s”.":                     109,
-	"No definition yet.":                                  291,
-	"No destination yet.":                                 293,
-	"No inputs.":                                          248,
-	"No inputs: an instance starts with an empty object.": 711,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    769,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 767,
-	"No instance matches these filters.": 445,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 768,
-	"No live worker takes %s now (Workers page).":                                               590,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 591,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           592,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          593,
-	"No more consumers.":                                   199,
-	"No more destinations.":                                294,
-	"No occurrence matches these filters.":                 649,
-	"No operator action matches.":                          135,
-	"No operator has acted on this instance.":              403,
-	"No outputs yet: the occurrence has not completed.":    555,
-	"No outputs.":                                          251,
-	"No outputs: the occurrence ended without completing.": 557,
-	"No process has the key “%s”.":                         108,
-	"No process is published yet.":                         696,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             847,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             846,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    86,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 145,
-	"No release yet.": 232,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 740,
-	"No revision yet: the Working copy has never been snapshotted.":                     230,
-	"No token.":              787,
-	"No value was revealed.": 758,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              521,
-	"No worker has reserved this occurrence yet.":                                        518,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 848,
-	"No worker is connected.":           831,
-	"No worker serves this definition.": 834,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 845,
-	"Node":                  395,
-	"Nodes":                 703,
-	"Nodes of this version": 720,
-	"Nodes of this version, with their occurrences now": 704,
-	"Nodes reached, in order":                           394,
-	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 57,
-	"Not allowed": 174,
-	"Not found":   184,
-	"Notes":       235,
-	"Nothing exists at this address, or it is not visible to you.": 181,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 182,
-	"Nothing to do: no instance this action applies to matches the filter.": 84,
-	"Nothing to find: the search box is empty.":                             765,
-	"Nothing was done.":        34,
-	"Nov":                      381,
-	"Now":                      527,
-	"Occurrence":               396,
-	"Occurrence %s":            505,
-	"Occurrence offered again": 123,
-	"Occurrences now":          709,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          843,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 844,
-	"Occurrences, newest first": 643,
-	"Oct":                       380,
-	"Offered from %s — %s.":     595,
-	"Oldest claimable waits":    332,
-	"On error":                  708,
-	"On success":                707,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         754,
-	"Only administrators may reveal a sensitive value.":                                                           747,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 784,
-	"Open":             329,
-	"Operator actions": 391,
-	"Operator actions on this instance, newest first": 404,
-	"Operator actions, newest first":                  139,
-	"Other criteria":                                  95,
-	"Outcome":                                         516,
-	"Outputs":                                         250,
-	"Outputs of revision %d":                          259,
-	"Outputs of the working copy":                     252,
-	"Outputs, labelled by revision %d's contract":     554,
-	"Pages": 664,
-	"Paste your token in the field: it is empty.": 781,
-	"Path":                            392,
-	"Pause reloading":                 173,
-	"Pinned by":                       282,
-	"Pinned revision":                 706,
-	"Policy":                          507,
-	"Previous page":                   665,
-	"Priority":                        539,
-	"Process":                         87,
-	"Process %s":                      699,
-	"Process %s has no version %d.":   107,
-	"Process and node":                645,
-	"Process inputs":                  406,
-	"Process instance":                122,
-	"Process instance %s":             389,
-	"Process instances":               437,
-	"Process instances, newest first": 442,
-	"Processes":                       153,
-	"Processes by key":                694,
-	"Protocol":                        826,
-	"Published":                       236,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 692,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       693,
-	"Push destination": 639,
-	"Reason":           121,
-	"Reason (recorded in the audit log for every instance)": 66,
-	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            533,
-	"Recorded operator actions":                             402,
-	"Relais console":                                        147,
-	"Relais has not called the destination yet.":            524,
-	"Relais is calling the destination (since %s).":         601,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 526,
-	"Relais never called the destination: the occurrence ended before any call.":                                    525,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        622,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 624,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     621,
-	"Relais refused the action. Nothing was done.":                                                                  59,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           623,
-	"Release":                       233,
-	"Releases":                      231,
-	"Releases, oldest first":        253,
-	"Reload lists and detail pages": 680,
-	"Reloading paused":              170,
-	"Reloading paused: this page stays as it is until you resume.": 691,
-	"Reloading resumed.":                  690,
-	"Replica":                             523,
-	"Required":                            220,
-	"Reserved":                            512,
-	"Reserved by %s.":                     603,
-	"Reserved by %s; lock until %s — %s.": 602,
-	"Reserved now":                        211,
-	"Resume":                              171,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         359,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 358,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             357,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            356,
-	"Retried by %s at %s — “%s”": 417,
-	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 52,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       53,
-	"Retries":            536,
-	"Retry %d instances": 73,
-	"Retry at %s — %s.":  594,
-	"Retry delay":        535,
-	"Retry every held instance this filter matches": 70,
-	"Retry every held instance…":                    7,
-	"Retry now":                                     19,
-	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 17,
-	"Retry or abandon it from its instance": 528,
-	"Retry process instance %s":             16,
-	"Retry the instance":                    22,
-	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 20,
-	"Retryable": 569,
-	"Retrying and abandoning apply to held instances, not %s ones.": 64,
+	"Act on every instance this filter matches": 449,
+	"Action":          128,
+	"All actions":     144,
+	"All consumers":   660,
+	"All definitions": 353,
+	"All its tasks":   220,
+	"All processes":   456,
+	"All statuses":    459,
+	"All workers":     843,
+	"An error code is matched exactly, capitals included.": 92,
+	"An operator abandoned the instance.":                  597,
+	"Any definition":                                       457,
+	"Apply filters":                                        141,
+	"Apr":                                                  382,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 345,
+	"Attempts":                         518,
+	"Audit log":                        134,
+	"Aug":                              386,
+	"Available from":                   571,
+	"Back to definitions":              188,
+	"Back to external tasks":           186,
+	"Back to sign-in":                  187,
+	"Back to the form":                 196,
+	"Back to the instance":             37,
+	"Back to the list":                 70,
+	"Back to the occurrence":           761,
+	"Back without saving":              693,
+	"Breaks processes":                 252,
+	"Breaks workers":                   253,
+	"Bulk %s applied to %d instances.": 123,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  152,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 151,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      150,
+	"Bulk action":                     132,
+	"Business key":                    97,
+	"By process and error code":       105,
+	"Call timeout":                    552,
+	"Calls":                           311,
+	"Calls signed (Relais-Signature)": 313,
+	"Camunda 7 facade":                848,
+	"Cancelled: the instance was stopped (%s).":               621,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 620,
+	"Cannot act on this filter":                               111,
+	"Cannot act on this instance":                             36,
+	"Cannot reveal":                                           763,
+	"Cannot reveal it here":                                   759,
+	"Change":                                                  250,
+	"Changes between the two revisions":                       262,
+	"Changes of the Working copy since revision %d":           271,
+	"Choose two existing revisions to compare.":               272,
+	"Classification":                                          229,
+	"Clear filters":                                           142,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            729,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 712,
+	"Compare":              249,
+	"Compare revisions":    245,
+	"Completed":            356,
+	"Completed (%s).":      615,
+	"Completed, last hour": 342,
+	"Completions and failures per 5 minutes, last hour: %s":    354,
+	"Completions and failures per 5-minute slot, oldest first": 358,
+	"Completions and failures, last hour":                      334,
+	"Connected":                                                839,
+	"Constraints":                                              230,
+	"Consumer":                                                 520,
+	"Consumer and worker":                                      657,
+	"Consumers":                                                167,
+	"Consumers, oldest first":                                  209,
+	"Counting the occurrences; the counts appear when you reload the page.":         224,
+	"Counts are unavailable right now.":                                             225,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 756,
+	"Counts by status": 652,
+	"Created":          407,
+	"Created from":     101,
+	"Created on":       213,
+	"Created to":       102,
+	"Creation date":    444,
+	"Dates":            516,
+	"Deadline":         548,
+	"Dec":              390,
+	"Deferred":         575,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 614,
+	"Definition":                                 336,
+	"Definition %s":                              232,
+	"Definition %s has no occurrence yet.":       352,
+	"Definition %s has no revision %d.":          119,
+	"Definitions":                                165,
+	"Definitions by key":                         295,
+	"Definitions served":                         837,
+	"Definitions, those needing attention first": 335,
+	"Deleted by retention":                       433,
+	"Description":                                231,
+	"Destination":                                532,
+	"Destinations":                               168,
+	"Destinations by name":                       304,
+	"Destination’s answer":                       525,
+	"Detail":                                     251,
+	"Did you mean “%s”?":                         114,
+	"Digest":                                     265,
+	"Display settings":                           173,
+	"Display settings saved.":                    699,
+	"Display settings: ":                         174,
+	"Duration":                                   524,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 332,
+	"Each of their occurrences waiting a retry, with its error and its next attempt":                                                                                     458,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                                                             89,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                                                                82,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.":                                            78,
+	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. Nothing is completed on anyone’s behalf.": 74,
+	"Earlier attempt:":          667,
+	"End node":                  436,
+	"End node or error":         453,
+	"Ended":                     427,
+	"Erase process instance %s": 316,
+	"Erase the instance":        319,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 317,
+	"Erase this instance…": 417,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 321,
+	"Error":                      656,
+	"Error (before any attempt)": 578,
+	"Error (the deadline passed after attempt %d)": 577,
+	"Error code":       98,
+	"Error message":    527,
+	"Error: %s · %s":   154,
+	"Every %d seconds": 698,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 570,
+	"Every attempt, oldest first": 519,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 135,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  766,
+	"Expired token":                        803,
+	"Expires":                              800,
+	"External tasks":                       160,
+	"Failed":                               339,
+	"Failed (%s).":                         619,
+	"Failed at node":                       438,
+	"Failed occurrence":                    429,
+	"Failed, last hour":                    343,
+	"Feb":                                  380,
+	"Field":                                226,
+	"Filter":                               68,
+	"Filters":                              136,
+	"Find":                                 164,
+	"Find an instance or occurrence":       162,
+	"Finished":                             523,
+	"First page":                           677,
+	"Follow it in the audit log (new tab)": 72,
+	"Form not received":                    199,
+	"Form refused":                         194,
+	"Form too large":                       197,
+	"From revision":                        247,
+	"From revision %d to revision %d:":     273,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
+	"Grants":                  212,
+	"Graph":                   711,
+	"Graph of %s":             733,
+	"HTTP 2xx, unusable body": 636,
+	"Headers sent":            307,
+	"Health":                  159,
+	"Held at a node of":       99,
+	"Held at node":            428,
+	"Held for":                430,
+	"Held instances":          338,
+	"ID":                      210,
+	"In flight":               838,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 355,
+	"Inputs": 255,
+	"Inputs an instance of this version is started with": 722,
+	"Inputs from":                720,
+	"Inputs of revision %d":      266,
+	"Inputs of the working copy": 257,
+	"Inputs the instance was started with, labelled by process version %d's contract": 415,
+	"Inputs, labelled by revision %d's contract":                                      562,
+	"Instance":                  452,
+	"Instances":                 106,
+	"Instances of this version": 723,
+	"Invalid request":           184,
+	"It takes every revision its consumer is granted.":     861,
+	"It takes every revision its consumer is granted: %s.": 860,
+	"It takes revision %d only.":                           864,
+	"It takes revisions %s only.":                          866,
+	"Its calls":                                            312,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 318,
+	"Its instance is held here, waiting for an operator.":                            616,
+	"Its instance went on along the node’s error path, and is held at a later node.": 617,
+	"Its instance went on along the node’s error path.":                              618,
+	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
+	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      808,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 421,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
+	"Jan":                     379,
+	"Jul":                     385,
+	"Jun":                     384,
+	"Keep it":                 810,
+	"Keep it held":            16,
+	"Keep it running":         15,
+	"Keep the instance":       314,
+	"Key":                     296,
+	"Kind":                    715,
+	"Language":                156,
+	"Last changed":            309,
+	"Last error (attempt %d)": 576,
+	"Last reserved":           573,
+	"Last saved":              236,
+	"Last seen":               840,
+	"Last used":               799,
+	"Latest":                  724,
+	"Latest revision":         297,
+	"Lists every change from one revision to another, and whom it may break.": 246,
+	"Local time in %s": 695,
+	"Lock expired %s — waiting to be offered again.": 606,
+	"Lock expires":    574,
+	"Longest timeout": 308,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 274,
+	"Main navigation":     158,
+	"Mar":                 381,
+	"Maximum attempts":    544,
+	"May":                 383,
+	"Message":             654,
+	"Message from Relais": 644,
+	"Message from Relais, quoting the destination’s answer":            643,
+	"Message from the worker (its own words, protected values masked)": 642,
+	"Method not allowed": 770,
+	"Mode":               542,
+	"More filters: instance, revision, consumer, destination, dates": 648,
+	"Name":                    211,
+	"Never":                   697,
+	"Next attempt":            572,
+	"Next attempt or settled": 658,
+	"Next node":               406,
+	"Next page":               676,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 148,
+	"No consumer yet.":                                    206,
+	"No definition has occurrences yet.":                  344,
+	"No definition has the key “%s”.":                     117,
+	"No definition yet.":                                  299,
+	"No destination yet.":                                 301,
+	"No inputs.":                                          256,
+	"No inputs: an instance starts with an empty object.": 721,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    779,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 777,
+	"No instance matches these filters.": 454,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 778,
+	"No live worker takes %s now (Workers page).":                                               600,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 601,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           602,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          603,
+	"No more consumers.":                                   207,
+	"No more destinations.":                                302,
+	"No occurrence matches these filters.":                 659,
+	"No operator action matches.":                          143,
+	"No operator has acted on this instance.":              411,
+	"No outputs yet: the occurrence has not completed.":    565,
+	"No outputs.":                                          259,
+	"No outputs: the occurrence ended without completing.": 567,
+	"No process has the key “%s”.":                         116,
+	"No process is published yet.":                         706,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             857,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             856,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    93,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 153,
+	"No release yet.": 240,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 750,
+	"No revision yet: the Working copy has never been snapshotted.":                     238,
+	"No token.":              797,
+	"No value was revealed.": 768,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              531,
+	"No worker has reserved this occurrence yet.":                                        528,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 858,
+	"No worker is connected.":           841,
+	"No worker serves this definition.": 844,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 855,
+	"Node":                  403,
+	"Nodes":                 713,
+	"Nodes of this version": 730,
+	"Nodes of this version, with their occurrences now": 714,
+	"Nodes reached, in order":                           402,
+	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
+	"Not allowed": 182,
+	"Not found":   192,
+	"Notes":       243,
+	"Nothing exists at this address, or it is not visible to you.": 189,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 190,
+	"Nothing to do: no instance this action applies to matches the filter.": 91,
+	"Nothing to find: the search box is empty.":                             775,
+	"Nothing was done.":        35,
+	"Nov":                      389,
+	"Now":                      537,
+	"Occurrence":               404,
+	"Occurrence %s":            515,
+	"Occurrence offered again": 131,
+	"Occurrences now":          719,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          853,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 854,
+	"Occurrences, newest first": 653,
+	"Oct":                       388,
+	"Offered from %s — %s.":     605,
+	"Oldest claimable waits":    340,
+	"On error":                  718,
+	"On success":                717,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         764,
+	"Only administrators may reveal a sensitive value.":                                                           757,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 794,
+	"Open":             337,
+	"Operator actions": 399,
+	"Operator actions on this instance, newest first": 412,
+	"Operator actions, newest first":                  147,
+	"Other criteria":                                  103,
+	"Outcome":                                         526,
+	"Outputs":                                         258,
+	"Outputs of revision %d":                          267,
+	"Outputs of the working copy":                     260,
+	"Outputs, labelled by revision %d's contract":     564,
+	"Pages": 674,
+	"Paste your token in the field: it is empty.": 791,
+	"Path":                            400,
+	"Pause reloading":                 181,
+	"Pinned by":                       290,
+	"Pinned revision":                 716,
+	"Policy":                          517,
+	"Previous page":                   675,
+	"Priority":                        549,
+	"Process":                         94,
+	"Process %s":                      709,
+	"Process %s has no version %d.":   115,
+	"Process and node":                655,
+	"Process inputs":                  414,
+	"Process instance":                130,
+	"Process instance %s":             397,
+	"Process instances":               446,
+	"Process instances, newest first": 451,
+	"Processes":                       161,
+	"Processes by key":                704,
+	"Protocol":                        836,
+	"Published":                       244,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 702,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       703,
+	"Push destination": 649,
+	"Reason":           129,
+	"Reason (recorded in the audit log for every instance)": 69,
+	"Reason (recorded in the audit log)":                    14,
+	"Reason given by the worker":                            543,
+	"Recorded operator actions":                             410,
+	"Relais console":                                        155,
+	"Relais has not called the destination yet.":            534,
+	"Relais is calling the destination (since %s).":         611,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 536,
+	"Relais never called the destination: the occurrence ended before any call.":                                    535,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        632,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 634,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     631,
+	"Relais refused the action. Nothing was done.":                                                                  60,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           633,
+	"Release":                       241,
+	"Releases":                      239,
+	"Releases, oldest first":        261,
+	"Reload lists and detail pages": 690,
+	"Reloading paused":              178,
+	"Reloading paused: this page stays as it is until you resume.": 701,
+	"Reloading resumed.":                  700,
+	"Replica":                             533,
+	"Required":                            228,
+	"Reserved":                            522,
+	"Reserved by %s.":                     613,
+	"Reserved by %s; lock until %s — %s.": 612,
+	"Reserved now":                        219,
+	"Resume":                              179,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         367,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 366,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             365,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            364,
+	"Retried by %s at %s — “%s”": 425,
+	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
+	"Retries":                546,
+	"Retry %d instances":     80,
+	"Retry %d instances now": 76,
+	"Retry at %s — %s.":      604,
+	"Retry delay":            545,
+	"Retry every held instance this filter matches": 77,
+	"Retry every held instance…":                    8,
+	"Retry now":                                     20,
+	"Retry now every instance this filter matches whose retry waits":                                                    73,
+	"Retry now every instance whose retry waits…":                                                                       7,
+	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
+	"Retry or abandon it from its instance":                                                                             538,
+	"Retry process instance %s":                                                                                         17,
+	"Retry the instance":                                                                                                23,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
+	"Retryable": 579,
+	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 558,
-	"Revealed by %s at %s; recorded in the audit log.": 752,
-	"Reveals":               162,
-	"Reveals, newest first": 757,
-	"Revision":              234,
-	"Revision %d":           255,
-	"Revisions":             229,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 852,
-	"Revoke the %s token “%s”?": 797,
-	"Revoke the token":          799,
-	"Revoke token %d":           796,
-	"Revoke…":                   794,
-	"Role":                      788,
-	"Route":                     397,
-	"Routing output":            227,
-	"Row %s":                    668,
-	"Rows %s–%s":                669,
-	"Save settings":             682,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      748,
-	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 307,
-	"Search":                               763,
-	"Secret values can never be revealed.": 755,
-	"Sep":                                  379,
-	"Served by %d workers":                 849,
-	"Settled":                              400,
-	"Settlement date":                      637,
-	"Show all definitions":                 343,
-	"Show times in":                        678,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 141,
-	"Sign in": 776,
-	"Sign in with an operator, designer or administrator token.": 777,
-	"Sign out":             164,
-	"Signed in as %s (%s)": 163,
-	"Since revision %d:":   261,
-	"Skip to content":      149,
-	"Slot":                 351,
-	"Snapshotted":          256,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 37,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                45,
-	"Something went wrong": 196,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 785,
-	"Staff tokens, oldest first": 786,
-	"Start node":                 700,
-	"Started":                    418,
-	"State":                      206,
-	"Status":                     89,
-	"Stop %d instances":          83,
-	"Stop every held instance this filter matches":            77,
-	"Stop every held instance…":                               9,
-	"Stop every running instance this filter matches":         78,
-	"Stop every running instance…":                            10,
-	"Stop every running or held instance this filter matches": 80,
-	"Stop every running or held instance…":                    11,
-	"Stop process instance %s":                                27,
-	"Stop the instance":                                       30,
-	"Stop this instance? Its open occurrences are cancelled.": 28,
+	"Reveal — this is recorded": 568,
+	"Revealed by %s at %s; recorded in the audit log.": 762,
+	"Reveals":               170,
+	"Reveals, newest first": 767,
+	"Revision":              242,
+	"Revision %d":           263,
+	"Revisions":             237,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 862,
+	"Revoke the %s token “%s”?": 807,
+	"Revoke the token":          809,
+	"Revoke token %d":           806,
+	"Revoke…":                   804,
+	"Role":                      798,
+	"Route":                     405,
+	"Routing output":            235,
+	"Row %s":                    678,
+	"Rows %s–%s":                679,
+	"Save settings":             692,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      758,
+	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 315,
+	"Search":                               773,
+	"Secret values can never be revealed.": 765,
+	"Sep":                                  387,
+	"Served by %d workers":                 859,
+	"Settled":                              408,
+	"Settlement date":                      647,
+	"Show all definitions":                 351,
+	"Show times in":                        688,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 149,
+	"Sign in": 786,
+	"Sign in with an operator, designer or administrator token.": 787,
+	"Sign out":             172,
+	"Signed in as %s (%s)": 171,
+	"Since revision %d:":   269,
+	"Skip to content":      157,
+	"Slot":                 359,
+	"Snapshotted":          264,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
+	"Something went wrong": 204,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 795,
+	"Staff tokens, oldest first": 796,
+	"Start node":                 710,
+	"Started":                    426,
+	"State":                      214,
+	"Status":                     96,
+	"Stop %d instances":          90,
+	"Stop every held instance this filter matches":            84,
+	"Stop every held instance…":                               10,
+	"Stop every running instance this filter matches":         85,
+	"Stop every running instance…":                            11,
+	"Stop every running or held instance this filter matches": 87,
+	"Stop every running or held instance…":                    12,
+	"Stop process instance %s":                                28,
+	"Stop the instance":                                       31,
+	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              415,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 55,
-	"Stopping applies to running or held instances, not %s ones.":                              63,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   414,
-	"Summary": 390,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 286,
-	"Tasks":                   207,
-	"Temporarily unavailable": 194,
-	"That is too long to be an id or a business key.":                                           766,
-	"The %d largest groups; the filter matches more.":                                           99,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 530,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 295,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    260,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            581,
-	"The bulk action must be its id (a UUID).":                                      138,
-	"The call could not be prepared.":                                               582,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 743,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 600,
-	"The chart’s numbers": 349,
-	"The confirmed count is missing: start again from the list.":                                                                                                        112,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       197,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      679,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 113,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             195,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            579,
-	"The destination answered HTTP %s.":     589,
-	"The destination could not be reached.": 583,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    573,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         574,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   572,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 571,
-	"The destination’s answer was too large.": 584,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      200,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          177,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                586,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         618,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      619,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    617,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            585,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               576,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 575,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     577,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             578,
-	"The latest %d attempts, oldest first":                                                         529,
-	"The next page counts them and asks for a reason before anything changes.":                     441,
-	"The nodes this instance reached, in order, each with its occurrence.":                         393,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 226,
-	"The page cursor is invalid: go back to the first page.":                                       676,
-	"The page size must be between 1 and %d.":                                                      436,
-	"The parameter “%s” is given %d times: give it once.":                                          675,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 137,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 61,
-	"The reason you gave, not recorded:":                        50,
-	"The result did not match the revision's outputs contract.": 580,
-	"The revision must be a whole number, 1 or more.":           635,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 779,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        773,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     803,
-	"The version must be a whole number from 1.":                                                                                                        433,
-	"These revisions have the same contracts.":                                                                                                          246,
-	"These settings are kept in this browser only.":                                                                                                     677,
-	"They take every revision their consumer is granted.":                                                                                               853,
-	"They take revision %d only.":                                                                                                                       855,
-	"They take revisions %s only.":                                                                                                                      857,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 672,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         114,
-	"This contract has no inputs.":  553,
-	"This contract has no outputs.": 556,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 110,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 193,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            192,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  190,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  187,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           762,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      31,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 314,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              38,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    47,
-	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 58,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 410,
-	"This instance has not reached a task yet.":                                                                                                                                     401,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   43,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     42,
-	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 40,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 312,
-	"This instance is %s: there is nothing to stop.":                            44,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 411,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 412,
-	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              56,
-	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               39,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          46,
-	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             41,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      51,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   49,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  185,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            802,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           801,
-	"This page does not accept that request.": 761,
-	"This page reloads every %d seconds.":     172,
-	"This process takes no inputs.":           408,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 750,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       68,
-	"This token is unknown, revoked or expired.": 782,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 721,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            722,
-	"Times in %s · no auto-reload":    169,
-	"Times in %s · reload every %d s": 168,
-	"Times in %s · reloading paused":  167,
-	"To revision":                     240,
-	"Token":                           778,
-	"Tokens":                          161,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 780,
-	"Totals of all definitions, not narrowed by the other filters":         653,
-	"Totals of definition %s, not narrowed by the other filters":           652,
-	"Type": 219,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 764,
-	"URL":                              298,
-	"UTC (coordinated universal time)": 684,
-	"Unknown action.":                  62,
-	"Unknown consumer.":                104,
-	"Unknown destination “%s”.":        105,
-	"Unknown parameter “%s” (did you mean “%s”?).": 673,
-	"Unknown parameter “%s”.":                      674,
-	"Unknown status “%s” (did you mean “%s”?).":    450,
-	"Unknown status “%s”.":                         452,
-	"Value":                                        405,
-	"Version":                                      88,
-	"Versions, newest first":                       695,
-	"Waiting a retry":                              333,
-	"Waiting for Relais to call the destination since %s (%s).": 597,
-	"Waiting for a worker since %s (%s).":                       598,
-	"When":                                                      118,
-	"Who":                                                       119,
-	"Whole message":                                             520,
-	"Why (recorded with the reveal)":                            559,
-	"Worker":                                                    825,
-	"Worker id":                                                 511,
-	"Workers":                                                   158,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        823,
-	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 21,
-	"Workers seen within three heartbeats": 824,
-	"Workers serving %s":                   832,
-	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 29,
-	"Working copy":        225,
-	"You are signed out.": 772,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              175,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 774,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          775,
-	"[redacted]":                          631,
-	"a token’s name, exact":               129,
+	"Stopped by %s at %s — “%s”":                              423,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
+	"Stopping applies to running or held instances, not %s ones.":                              65,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   422,
+	"Summary": 398,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 294,
+	"Tasks":                   215,
+	"Temporarily unavailable": 202,
+	"That is too long to be an id or a business key.":                                           776,
+	"The %d largest groups; the filter matches more.":                                           107,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 540,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 303,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    268,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            591,
+	"The bulk action must be its id (a UUID).":                                      146,
+	"The call could not be prepared.":                                               592,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 753,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 610,
+	"The chart’s numbers": 357,
+	"The confirmed count is missing: start again from the list.":                                                                                                        120,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       205,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      689,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 121,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             203,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            589,
+	"The destination answered HTTP %s.":     599,
+	"The destination could not be reached.": 593,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    583,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         584,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   582,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 581,
+	"The destination’s answer was too large.": 594,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      208,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          185,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                596,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         628,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      629,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    627,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            595,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               586,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 585,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     587,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             588,
+	"The latest %d attempts, oldest first":                                                         539,
+	"The next page counts them and asks for a reason before anything changes.":                     450,
+	"The nodes this instance reached, in order, each with its occurrence.":                         401,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 234,
+	"The page cursor is invalid: go back to the first page.":                                       686,
+	"The page size must be between 1 and %d.":                                                      445,
+	"The parameter “%s” is given %d times: give it once.":                                          685,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 145,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
+	"The reason you gave, not recorded:":                        51,
+	"The result did not match the revision's outputs contract.": 590,
+	"The revision must be a whole number, 1 or more.":           645,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 789,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        783,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     813,
+	"The version must be a whole number from 1.":                                                                                                        442,
+	"These revisions have the same contracts.":                                                                                                          254,
+	"These settings are kept in this browser only.":                                                                                                     687,
+	"They take every revision their consumer is granted.":                                                                                               863,
+	"They take revision %d only.":                                                                                                                       865,
+	"They take revisions %s only.":                                                                                                                      867,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 682,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         122,
+	"This contract has no inputs.":  563,
+	"This contract has no outputs.": 566,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 118,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 201,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            200,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  198,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  195,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           772,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 322,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
+	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 418,
+	"This instance has not reached a task yet.":                                                                                                                                     409,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   44,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     43,
+	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 320,
+	"This instance is %s: there is nothing to stop.":                            45,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 419,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 420,
+	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
+	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
+	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  193,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            812,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           811,
+	"This page does not accept that request.": 771,
+	"This page reloads every %d seconds.":     180,
+	"This process takes no inputs.":           416,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 760,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
+	"This token is unknown, revoked or expired.": 792,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 731,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            732,
+	"Times in %s · no auto-reload":    177,
+	"Times in %s · reload every %d s": 176,
+	"Times in %s · reloading paused":  175,
+	"To revision":                     248,
+	"Token":                           788,
+	"Tokens":                          169,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 790,
+	"Totals of all definitions, not narrowed by the other filters":         663,
+	"Totals of definition %s, not narrowed by the other filters":           662,
+	"Type": 227,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 774,
+	"URL":                              306,
+	"UTC (coordinated universal time)": 694,
+	"Unknown action.":                  63,
+	"Unknown consumer.":                112,
+	"Unknown destination “%s”.":        113,
+	"Unknown parameter “%s” (did you mean “%s”?).": 683,
+	"Unknown parameter “%s”.":                      684,
+	"Unknown status “%s” (did you mean “%s”?).":    460,
+	"Unknown status “%s”.":                         462,
+	"Value":                                        413,
+	"Version":                                      95,
+	"Versions, newest first":                       705,
+	"Waiting a retry":                              341,
+	"Waiting a retry at a node of":                 100,
+	"Waiting for Relais to call the destination since %s (%s).": 607,
+	"Waiting for a worker since %s (%s).":                       608,
+	"When":                                                      126,
+	"Who":                                                       127,
+	"Whole message":                                             530,
+	"Why (recorded with the reveal)":                            569,
+	"Worker":                                                    835,
+	"Worker id":                                                 521,
+	"Workers":                                                   166,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        833,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
+	"Workers seen within three heartbeats": 834,
+	"Workers serving %s":                   842,
+	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
+	"Working copy":        233,
+	"You are signed out.": 782,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              183,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 784,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          785,
+	"[redacted]":                          641,
+	"a token’s name, exact":               137,
 	"abandon":                             4,
-	"active":                              208,
-	"administrator":                       481,
-	"after %s’s retry at %s":              531,
-	"an incident: retry, abandon or stop": 318,
-	"answer too large":                    629,
-	"any":                                 438,
-	"any other code → %s":                 735,
-	"any other error":                     316,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 655,
-	"at least %d characters":                   807,
-	"at least %d items":                        814,
-	"at most %d":                               547,
-	"at most %d characters":                    808,
-	"at most %d items":                         815,
-	"at most %d since the last operator retry": 548,
-	"available":                                453,
-	"boolean":                                  468,
-	"call in progress since":                   661,
-	"cancelled":                                458,
-	"choice":                                   471,
-	"claimable since":                          660,
-	"claimable since %s":                       340,
-	"classification changed":                   492,
-	"completed":                                456,
-	"constraint changed":                       493,
-	"consumer":                                 484,
-	"consumer #%s":                             613,
-	"date":                                     469,
-	"date and time":                            470,
-	"deadline %s":                              739,
-	"deferred":                                 455,
-	"deferred since":                           663,
-	"deleted":                                  125,
-	"designer":                                 483,
-	"disconnected":                             464,
-	"each item of %s":                          805,
-	"end (completes)":                          728,
-	"end (fails)":                              729,
-	"end: completes the instance":              319,
-	"end: fails the instance":                  320,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         426,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 427,
+	"active":                              216,
+	"administrator":                       491,
+	"after %s’s retry at %s":              541,
+	"an incident: retry, abandon or stop": 326,
+	"answer too large":                    639,
+	"any":                                 447,
+	"any other code → %s":                 745,
+	"any other error":                     324,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 665,
+	"at least %d characters":                   817,
+	"at least %d items":                        824,
+	"at most %d":                               557,
+	"at most %d characters":                    818,
+	"at most %d items":                         825,
+	"at most %d since the last operator retry": 558,
+	"available":                                463,
+	"boolean":                                  478,
+	"call in progress since":                   671,
+	"cancelled":                                468,
+	"choice":                                   481,
+	"claimable since":                          670,
+	"claimable since %s":                       348,
+	"classification changed":                   502,
+	"completed":                                466,
+	"constraint changed":                       503,
+	"consumer":                                 494,
+	"consumer #%s":                             623,
+	"date":                                     479,
+	"date and time":                            480,
+	"deadline %s":                              749,
+	"deferred":                                 465,
+	"deferred since":                           673,
+	"deleted":                                  133,
+	"designer":                                 493,
+	"disconnected":                             474,
+	"each item of %s":                          815,
+	"end (completes)":                          738,
+	"end (fails)":                              739,
+	"end: completes the instance":              327,
+	"end: fails the instance":                  328,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         434,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 435,
 	"erase":                                  6,
-	"every revision its consumer is granted": 839,
-	"every revision its consumer is granted: %s":   835,
-	"exact, case-sensitive":                        439,
-	"exact; instances deleted since are not found": 130,
-	"expired":                             461,
-	"failed":                              457,
-	"fails the instance":                  736,
-	"field added":                         487,
-	"field removed":                       488,
-	"format":                              498,
-	"format %s":                           810,
-	"from":                                131,
-	"held":                                460,
-	"held for an operator":                317,
-	"held, then abandoned by an operator": 432,
-	"held, then stopped by an operator":   431,
-	"hidden (secret)":                     478,
-	"hidden (sensitive)":                  477,
-	"hold (an incident for an operator)":  734,
-	"id or business key":                  155,
-	"in %s":                               364,
-	"in progress":                         519,
-	"instance held here":                  651,
-	"instance id":                         641,
-	"instances held":                      744,
-	"instances held: %s":                  745,
-	"integer":                             466,
-	"its name, exactly":                   640,
-	"just now":                            366,
-	"list":                                473,
-	"lock until":                          662,
-	"long polling":                        837,
-	"long wait":                           341,
-	"masked value":                        297,
-	"maximum":                             500,
-	"maximum %s":                          812,
-	"maximum items":                       502,
-	"maximum length":                      496,
-	"minimum":                             499,
-	"minimum %s":                          811,
-	"minimum items":                       501,
-	"minimum length":                      495,
-	"never":                               791,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 424,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       423,
-	"next attempt":                 659,
-	"next attempt %s":              339,
-	"no":                           486,
-	"no answer within the timeout": 627,
-	"no connection":                628,
-	"no grant: it takes nothing":   210,
-	"no header":                    302,
-	"no process version":           283,
-	"no worker":                    342,
-	"no worker takes revision %d":  841,
-	"no worker takes revisions %s": 842,
-	"no: the latest is version %d": 716,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 570,
-	"none": 280,
-	"none (revealed before reasons were asked for)": 759,
-	"none given": 96,
-	"none yet":   290,
-	"none: a failed call takes the node’s error path": 537,
-	"normal":       474,
-	"not provided": 817,
-	"not set":      281,
-	"not yet":      792,
-	"null":         821,
-	"number":       467,
-	"object":       472,
-	"older versions, from version %d (each links the one before)": 698,
-	"on error":                           315,
-	"one attempt, no retry, priority %d": 738,
-	"one of: %s":                         813,
-	"operator":                           482,
-	"optional %s field of type %s":       277,
-	"optional field of type %s":          279,
-	"optional → required":                270,
-	"pattern":                            497,
-	"pattern %s":                         809,
-	"pull":                               726,
-	"pull %s":                            322,
-	"pull (a worker fetches it)":         479,
-	"push %s":                            321,
-	"push (Relais calls the service)":    480,
-	"push to %s":                         727,
-	"rejected":                           462,
-	"released":                           463,
-	"required %s field of type %s":       276,
-	"required changed":                   490,
-	"required field of type %s":          278,
-	"required → optional":                271,
-	"reserved":                           454,
+	"every revision its consumer is granted": 849,
+	"every revision its consumer is granted: %s":   845,
+	"exact, case-sensitive":                        448,
+	"exact; instances deleted since are not found": 138,
+	"expired":                             471,
+	"failed":                              467,
+	"fails the instance":                  746,
+	"field added":                         497,
+	"field removed":                       498,
+	"format":                              508,
+	"format %s":                           820,
+	"from":                                139,
+	"held":                                470,
+	"held for an operator":                325,
+	"held, then abandoned by an operator": 440,
+	"held, then stopped by an operator":   439,
+	"hidden (secret)":                     488,
+	"hidden (sensitive)":                  487,
+	"hold (an incident for an operator)":  744,
+	"id or business key":                  163,
+	"in %s":                               372,
+	"in progress":                         529,
+	"instance held here":                  661,
+	"instance id":                         651,
+	"instances held":                      754,
+	"instances held: %s":                  755,
+	"integer":                             476,
+	"its name, exactly":                   650,
+	"just now":                            374,
+	"list":                                483,
+	"lock until":                          672,
+	"long polling":                        847,
+	"long wait":                           349,
+	"masked value":                        305,
+	"maximum":                             510,
+	"maximum %s":                          822,
+	"maximum items":                       512,
+	"maximum length":                      506,
+	"minimum":                             509,
+	"minimum %s":                          821,
+	"minimum items":                       511,
+	"minimum length":                      505,
+	"never":                               801,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 432,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       431,
+	"next attempt":                 669,
+	"next attempt %s":              347,
+	"no":                           496,
+	"no answer within the timeout": 637,
+	"no connection":                638,
+	"no grant: it takes nothing":   218,
+	"no header":                    310,
+	"no process version":           291,
+	"no worker":                    350,
+	"no worker takes revision %d":  851,
+	"no worker takes revisions %s": 852,
+	"no: the latest is version %d": 726,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 580,
+	"none": 288,
+	"none (revealed before reasons were asked for)": 769,
+	"none given": 104,
+	"none yet":   298,
+	"none: a failed call takes the node’s error path": 547,
+	"normal":       484,
+	"not provided": 827,
+	"not set":      289,
+	"not yet":      802,
+	"null":         831,
+	"number":       477,
+	"object":       482,
+	"older versions, from version %d (each links the one before)": 708,
+	"on error":                           323,
+	"one attempt, no retry, priority %d": 748,
+	"one of: %s":                         823,
+	"operator":                           492,
+	"optional %s field of type %s":       285,
+	"optional field of type %s":          287,
+	"optional → required":                278,
+	"pattern":                            507,
+	"pattern %s":                         819,
+	"pull":                               736,
+	"pull %s":                            330,
+	"pull (a worker fetches it)":         489,
+	"push %s":                            329,
+	"push (Relais calls the service)":    490,
+	"push to %s":                         737,
+	"rejected":                           472,
+	"released":                           473,
+	"required %s field of type %s":       284,
+	"required changed":                   500,
+	"required field of type %s":          286,
+	"required → optional":                279,
+	"reserved":                           464,
 	"retry":                              3,
-	"revision %d":                        656,
-	"revisions %s":                       840,
-	"revoked":                            209,
-	"routing changed":                    494,
-	"routing output":                     804,
-	"routing output %s → %s":             269,
-	"running":                            459,
-	"secret":                             476,
-	"sensitive":                          475,
-	"settled":                            658,
+	"revision %d":                        666,
+	"revisions %s":                       850,
+	"revoked":                            217,
+	"routing changed":                    504,
+	"routing output":                     814,
+	"routing output %s → %s":             277,
+	"running":                            469,
+	"secret":                             486,
+	"sensitive":                          485,
+	"settled":                            668,
 	"stop":                               5,
-	"stream":                             836,
-	"text":                               465,
-	"the contracts are the same (the name or a description changed).": 262,
-	"the soonest due %s":       338,
-	"this session":             795,
-	"timeout %s":               741,
-	"timeout %s (the default)": 742,
-	"to":                       132,
-	"type changed":             489,
-	"unexpected value":         822,
-	"unknown":                  630,
-	"values added: %s":         272,
-	"values changed":           491,
-	"values removed: %s":       273,
-	"values reordered":         274,
-	"version %d":               697,
-	"version %d →":             718,
-	"waiting":                  625,
-	"yes":                      485,
-	"yes: a start that names no version runs this one":                                                                      715,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 183,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     451,
-	"← version %d": 717,
-	"→ %s":         733,
+	"stream":                             846,
+	"text":                               475,
+	"the contracts are the same (the name or a description changed).": 270,
+	"the soonest due %s":       346,
+	"this session":             805,
+	"timeout %s":               751,
+	"timeout %s (the default)": 752,
+	"to":                       140,
+	"type changed":             499,
+	"unexpected value":         832,
+	"unknown":                  640,
+	"values added: %s":         280,
+	"values changed":           501,
+	"values removed: %s":       281,
+	"values reordered":         282,
+	"version %d":               707,
+	"version %d →":             728,
+	"waiting":                  635,
+	"yes":                      495,
+	"yes: a start that names no version runs this one":                                                                      725,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 191,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     461,
+	"← version %d": 727,
+	"→ %s":         743,
 }
 
-var enIndex = []uint32{ // 859 elements
+var enIndex = []uint32{ // 869 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
-	0x00000060, 0x0000007f, 0x0000009b, 0x000000ba,
-	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
-	0x000001c3, 0x000001e0, 0x00000258, 0x000002da,
-	0x000002e4, 0x0000034f, 0x000003fe, 0x00000411,
-	0x00000430, 0x0000046f, 0x000004e5, 0x000004fa,
-	0x00000516, 0x0000054e, 0x000006b1, 0x000006c3,
+	0x00000071, 0x0000008e, 0x000000ad, 0x000000c9,
+	0x000000e8, 0x0000010f, 0x000001b1, 0x000001d4,
+	0x000001e4, 0x000001f1, 0x0000020e, 0x00000286,
+	0x00000308, 0x00000312, 0x0000037d, 0x0000042c,
+	0x0000043f, 0x0000045e, 0x0000049d, 0x00000513,
+	0x00000528, 0x00000544, 0x0000057c, 0x000006df,
 	// Entry 20 - 3F
-	0x0000076f, 0x00000831, 0x000008ff, 0x00000911,
-	0x0000092d, 0x00000942, 0x000009c9, 0x00000a56,
-	0x00000ae3, 0x00000bdb, 0x00000c3e, 0x00000c7b,
-	0x00000cba, 0x00000cec, 0x00000d5b, 0x00000dc4,
-	0x00000dff, 0x00000ea4, 0x00000ef1, 0x00000f14,
-	0x00000f74, 0x00000fcd, 0x00001020, 0x00001079,
-	0x000010d2, 0x000011b4, 0x0000122b, 0x0000128c,
-	0x000012b9, 0x00001316, 0x00001371, 0x00001381,
+	0x000006f1, 0x0000079d, 0x0000085f, 0x0000092d,
+	0x0000093f, 0x0000095b, 0x00000970, 0x000009f7,
+	0x00000a84, 0x00000b11, 0x00000c09, 0x00000c6c,
+	0x00000ca9, 0x00000ce8, 0x00000d1a, 0x00000d89,
+	0x00000df2, 0x00000e2d, 0x00000ed2, 0x00000f1f,
+	0x00000f42, 0x00000fa2, 0x00000ffb, 0x0000104e,
+	0x000010a7, 0x00001100, 0x000011e2, 0x00001259,
+	0x000012ba, 0x000012e7, 0x00001344, 0x0000139f,
 	// Entry 40 - 5F
-	0x000013c0, 0x00001401, 0x00001408, 0x0000143e,
-	0x0000144f, 0x000014ca, 0x000014ef, 0x0000151d,
-	0x00001599, 0x000015e3, 0x00001617, 0x00001647,
-	0x0000168b, 0x000016c3, 0x000016f0, 0x00001720,
-	0x00001770, 0x000017a8, 0x00001808, 0x0000185f,
-	0x00001891, 0x000018d7, 0x0000190c, 0x00001985,
-	0x0000198d, 0x00001995, 0x0000199c, 0x000019a9,
-	0x000019b4, 0x000019c6, 0x000019d3, 0x000019de,
+	0x000013af, 0x00001410, 0x0000144f, 0x000014a9,
+	0x000014df, 0x000014e6, 0x0000151c, 0x0000152d,
+	0x000015a8, 0x000015cd, 0x0000160c, 0x000016b3,
+	0x00001710, 0x0000174c, 0x0000177a, 0x000017f6,
+	0x00001840, 0x00001874, 0x000018a4, 0x000018e8,
+	0x00001920, 0x0000194d, 0x0000197d, 0x000019cd,
+	0x00001a05, 0x00001a65, 0x00001abc, 0x00001aee,
+	0x00001b34, 0x00001b69, 0x00001be2, 0x00001bea,
 	// Entry 60 - 7F
-	0x000019ed, 0x000019f8, 0x00001a12, 0x00001a1c,
-	0x00001a4f, 0x00001b99, 0x00001e8f, 0x00001fbe,
-	0x00001fd8, 0x00001fea, 0x0000200b, 0x00002025,
-	0x00002049, 0x0000206d, 0x00002094, 0x00002104,
-	0x0000212c, 0x00002167, 0x0000220c, 0x00002285,
-	0x000022da, 0x00002389, 0x000023a5, 0x000023aa,
-	0x000023ae, 0x000023b5, 0x000023bc, 0x000023cd,
-	0x000023e6, 0x000023f2, 0x000023fa, 0x00002404,
+	0x00001bf2, 0x00001bf9, 0x00001c06, 0x00001c11,
+	0x00001c23, 0x00001c40, 0x00001c4d, 0x00001c58,
+	0x00001c67, 0x00001c72, 0x00001c8c, 0x00001c96,
+	0x00001cc9, 0x00001e13, 0x00002109, 0x00002238,
+	0x00002252, 0x00002264, 0x00002285, 0x0000229f,
+	0x000022c3, 0x000022e7, 0x0000230e, 0x0000237e,
+	0x000023a6, 0x000023e1, 0x00002486, 0x000024ff,
+	0x00002554, 0x00002603, 0x0000261f, 0x00002624,
 	// Entry 80 - 9F
-	0x000024ec, 0x000024f4, 0x0000250c, 0x00002539,
-	0x0000253e, 0x00002541, 0x0000254f, 0x0000255d,
-	0x00002579, 0x00002585, 0x0000261a, 0x00002643,
-	0x00002662, 0x000026ba, 0x00002792, 0x00002825,
-	0x000028da, 0x0000296e, 0x000029ed, 0x00002a03,
-	0x00002a12, 0x00002a1b, 0x00002a2b, 0x00002a3b,
-	0x00002a42, 0x00002a51, 0x00002a5b, 0x00002a7a,
-	0x00002a8d, 0x00002a92, 0x00002a9e, 0x00002aa6,
+	0x00002628, 0x0000262f, 0x00002636, 0x00002647,
+	0x00002660, 0x0000266c, 0x00002674, 0x0000267e,
+	0x00002766, 0x0000276e, 0x00002786, 0x000027b3,
+	0x000027b8, 0x000027bb, 0x000027c9, 0x000027d7,
+	0x000027f3, 0x000027ff, 0x00002894, 0x000028bd,
+	0x000028dc, 0x00002934, 0x00002a0c, 0x00002a9f,
+	0x00002b54, 0x00002be8, 0x00002c67, 0x00002c7d,
+	0x00002c8c, 0x00002c95, 0x00002ca5, 0x00002cb5,
 	// Entry A0 - BF
-	0x00002ab0, 0x00002abd, 0x00002ac4, 0x00002acc,
-	0x00002ae7, 0x00002af0, 0x00002b01, 0x00002b18,
-	0x00002b3b, 0x00002b62, 0x00002b83, 0x00002b94,
-	0x00002b9b, 0x00002bc2, 0x00002bd2, 0x00002bde,
-	0x00002c5c, 0x00002c6c, 0x00002cd4, 0x00002ceb,
-	0x00002cfb, 0x00002d0f, 0x00002d4c, 0x00002e65,
-	0x00002ee2, 0x00002eec, 0x00002fa7, 0x00002fb4,
-	0x00003031, 0x00003042, 0x00003051, 0x000030b1,
+	0x00002cbc, 0x00002ccb, 0x00002cd5, 0x00002cf4,
+	0x00002d07, 0x00002d0c, 0x00002d18, 0x00002d20,
+	0x00002d2a, 0x00002d37, 0x00002d3e, 0x00002d46,
+	0x00002d61, 0x00002d6a, 0x00002d7b, 0x00002d92,
+	0x00002db5, 0x00002ddc, 0x00002dfd, 0x00002e0e,
+	0x00002e15, 0x00002e3c, 0x00002e4c, 0x00002e58,
+	0x00002ed6, 0x00002ee6, 0x00002f4e, 0x00002f65,
+	0x00002f75, 0x00002f89, 0x00002fc6, 0x000030df,
 	// Entry C0 - DF
-	0x000030c3, 0x00003106, 0x00003144, 0x0000315c,
-	0x000031a2, 0x000031b7, 0x00003226, 0x00003237,
-	0x0000324a, 0x0000330f, 0x00003327, 0x0000332a,
-	0x0000332f, 0x00003336, 0x00003341, 0x00003347,
-	0x0000334d, 0x00003354, 0x0000335c, 0x00003377,
-	0x00003384, 0x00003392, 0x000033bc, 0x000033d2,
-	0x000033e9, 0x0000342f, 0x00003451, 0x00003457,
-	0x0000345c, 0x00003465, 0x00003474, 0x00003480,
+	0x0000315c, 0x00003166, 0x00003221, 0x0000322e,
+	0x000032ab, 0x000032bc, 0x000032cb, 0x0000332b,
+	0x0000333d, 0x00003380, 0x000033be, 0x000033d6,
+	0x0000341c, 0x00003431, 0x000034a0, 0x000034b1,
+	0x000034c4, 0x00003589, 0x000035a1, 0x000035a4,
+	0x000035a9, 0x000035b0, 0x000035bb, 0x000035c1,
+	0x000035c7, 0x000035ce, 0x000035d6, 0x000035f1,
+	0x000035fe, 0x0000360c, 0x00003636, 0x0000364c,
 	// Entry E0 - FF
-	0x0000348c, 0x0000349d, 0x000034aa, 0x00003507,
-	0x00003516, 0x00003521, 0x0000352b, 0x00003569,
-	0x00003572, 0x00003582, 0x0000358a, 0x00003593,
-	0x00003599, 0x000035a3, 0x000035b5, 0x000035fd,
-	0x0000360b, 0x00003617, 0x0000361f, 0x00003626,
-	0x0000362d, 0x0000363e, 0x0000364d, 0x00003676,
-	0x0000367d, 0x00003688, 0x000036a3, 0x000036ab,
-	0x000036b7, 0x000036d3, 0x000036ea, 0x0000370c,
+	0x00003663, 0x000036a9, 0x000036cb, 0x000036d1,
+	0x000036d6, 0x000036df, 0x000036ee, 0x000036fa,
+	0x00003706, 0x00003717, 0x00003724, 0x00003781,
+	0x00003790, 0x0000379b, 0x000037a5, 0x000037e3,
+	0x000037ec, 0x000037fc, 0x00003804, 0x0000380d,
+	0x00003813, 0x0000381d, 0x0000382f, 0x00003877,
+	0x00003885, 0x00003891, 0x00003899, 0x000038a0,
+	0x000038a7, 0x000038b8, 0x000038c7, 0x000038f0,
 	// Entry 100 - 11F
-	0x0000371b, 0x00003727, 0x0000372e, 0x00003747,
-	0x00003761, 0x0000380a, 0x00003820, 0x00003860,
-	0x00003891, 0x000038bb, 0x000038e2, 0x00003959,
-	0x0000397d, 0x000039a4, 0x000039c3, 0x000039d9,
-	0x000039ef, 0x00003a03, 0x00003a19, 0x00003a2a,
-	0x00003a41, 0x00003a64, 0x00003a87, 0x00003aa4,
-	0x00003ac1, 0x00003ac6, 0x00003ace, 0x00003ad8,
-	0x00003aeb, 0x00003aff, 0x00003b14, 0x00003b60,
+	0x000038f7, 0x00003902, 0x0000391d, 0x00003925,
+	0x00003931, 0x0000394d, 0x00003964, 0x00003986,
+	0x00003995, 0x000039a1, 0x000039a8, 0x000039c1,
+	0x000039db, 0x00003a84, 0x00003a9a, 0x00003ada,
+	0x00003b0b, 0x00003b35, 0x00003b5c, 0x00003bd3,
+	0x00003bf7, 0x00003c1e, 0x00003c3d, 0x00003c53,
+	0x00003c69, 0x00003c7d, 0x00003c93, 0x00003ca4,
+	0x00003cbb, 0x00003cde, 0x00003d01, 0x00003d1e,
 	// Entry 120 - 13F
-	0x00003b73, 0x00003b77, 0x00003b87, 0x00003b90,
-	0x00003ba3, 0x00003bc9, 0x00003bdd, 0x00003bf3,
-	0x00003d09, 0x00003d1e, 0x00003d2b, 0x00003d2f,
-	0x00003d3c, 0x00003d4c, 0x00003d59, 0x00003d63,
-	0x00003d69, 0x00003d73, 0x00003d93, 0x00003da5,
-	0x00003e59, 0x00003e76, 0x00003ee4, 0x00003fa4,
-	0x00003fb7, 0x00004004, 0x00004068, 0x000040cc,
-	0x000040d5, 0x000040e5, 0x000040fa, 0x0000411e,
+	0x00003d3b, 0x00003d40, 0x00003d48, 0x00003d52,
+	0x00003d65, 0x00003d79, 0x00003d8e, 0x00003dda,
+	0x00003ded, 0x00003df1, 0x00003e01, 0x00003e0a,
+	0x00003e1d, 0x00003e43, 0x00003e57, 0x00003e6d,
+	0x00003f83, 0x00003f98, 0x00003fa5, 0x00003fa9,
+	0x00003fb6, 0x00003fc6, 0x00003fd3, 0x00003fdd,
+	0x00003fe3, 0x00003fed, 0x0000400d, 0x0000401f,
+	0x000040d3, 0x000040f0, 0x0000415e, 0x0000421e,
 	// Entry 140 - 15F
-	0x0000413a, 0x00004152, 0x0000415d, 0x00004168,
-	0x0000417c, 0x0000429c, 0x000042ec, 0x00004310,
-	0x0000433b, 0x00004346, 0x0000434b, 0x0000435a,
-	0x00004361, 0x00004378, 0x00004388, 0x0000439d,
-	0x000043af, 0x000043d2, 0x0000441f, 0x00004435,
-	0x00004448, 0x0000445e, 0x00004468, 0x00004472,
-	0x00004487, 0x000044af, 0x000044bf, 0x000044f8,
-	0x0000454c, 0x00004556, 0x0000456c, 0x000045a5,
+	0x00004231, 0x0000427e, 0x000042e2, 0x00004346,
+	0x0000434f, 0x0000435f, 0x00004374, 0x00004398,
+	0x000043b4, 0x000043cc, 0x000043d7, 0x000043e2,
+	0x000043f6, 0x00004516, 0x00004566, 0x0000458a,
+	0x000045b5, 0x000045c0, 0x000045c5, 0x000045d4,
+	0x000045db, 0x000045f2, 0x00004602, 0x00004617,
+	0x00004629, 0x0000464c, 0x00004699, 0x000046af,
+	0x000046c2, 0x000046d8, 0x000046e2, 0x000046ec,
 	// Entry 160 - 17F
-	0x000045aa, 0x000045b8, 0x000045c5, 0x000045ee,
-	0x00004611, 0x00004664, 0x000046a4, 0x00004725,
-	0x0000478c, 0x00004799, 0x000047b9, 0x000047c5,
-	0x000047de, 0x000047e7, 0x000047f1, 0x000047fa,
-	0x00004802, 0x0000480c, 0x00004814, 0x0000481c,
-	0x00004820, 0x00004824, 0x00004828, 0x0000482c,
-	0x00004830, 0x00004834, 0x00004838, 0x0000483c,
-	0x00004840, 0x00004844, 0x00004848, 0x0000484c,
+	0x00004701, 0x00004729, 0x00004739, 0x00004772,
+	0x000047c6, 0x000047d0, 0x000047e6, 0x0000481f,
+	0x00004824, 0x00004832, 0x0000483f, 0x00004868,
+	0x0000488b, 0x000048de, 0x0000491e, 0x0000499f,
+	0x00004a06, 0x00004a13, 0x00004a33, 0x00004a3f,
+	0x00004a58, 0x00004a61, 0x00004a6b, 0x00004a74,
+	0x00004a7c, 0x00004a86, 0x00004a8e, 0x00004a96,
+	0x00004a9a, 0x00004a9e, 0x00004aa2, 0x00004aa6,
 	// Entry 180 - 19F
-	0x00004856, 0x00004874, 0x00004894, 0x000048b8,
-	0x000048dc, 0x000048e5, 0x000048fc, 0x00004904,
-	0x00004915, 0x0000491a, 0x0000495f, 0x00004977,
-	0x0000497c, 0x00004987, 0x0000498d, 0x00004997,
-	0x0000499f, 0x000049a7, 0x000049d1, 0x000049eb,
-	0x00004a13, 0x00004a43, 0x00004a49, 0x00004a58,
-	0x00004aab, 0x00004ac9, 0x00004ae0, 0x00004b90,
-	0x00004cb2, 0x00004d71, 0x00004e82, 0x00004ed9,
+	0x00004aaa, 0x00004aae, 0x00004ab2, 0x00004ab6,
+	0x00004aba, 0x00004abe, 0x00004ac2, 0x00004ac6,
+	0x00004ad0, 0x00004aee, 0x00004b0e, 0x00004b32,
+	0x00004b56, 0x00004b5f, 0x00004b76, 0x00004b7e,
+	0x00004b8f, 0x00004b94, 0x00004bd9, 0x00004bf1,
+	0x00004bf6, 0x00004c01, 0x00004c07, 0x00004c11,
+	0x00004c19, 0x00004c21, 0x00004c4b, 0x00004c65,
+	0x00004c8d, 0x00004cbd, 0x00004cc3, 0x00004cd2,
 	// Entry 1A0 - 1BF
-	0x00004f03, 0x00004f2f, 0x00004f59, 0x00004f61,
-	0x00004f67, 0x00004f74, 0x00004f86, 0x00004f8f,
-	0x00004fd1, 0x0000501b, 0x00005030, 0x00005062,
-	0x000050ae, 0x000050b7, 0x000050c9, 0x000050d8,
-	0x000050fa, 0x0000511e, 0x00005149, 0x0000517d,
-	0x0000518b, 0x000051b6, 0x000051c8, 0x000051cc,
-	0x000051e2, 0x0000520c, 0x00005255, 0x00005275,
-	0x0000527e, 0x00005290, 0x000052b3, 0x0000534e,
+	0x00004d25, 0x00004d43, 0x00004d5a, 0x00004e0a,
+	0x00004f2c, 0x00004feb, 0x000050fc, 0x00005153,
+	0x0000517d, 0x000051a9, 0x000051d3, 0x000051db,
+	0x000051e1, 0x000051ee, 0x00005200, 0x00005209,
+	0x0000524b, 0x00005295, 0x000052aa, 0x000052dc,
+	0x00005328, 0x00005331, 0x00005343, 0x00005352,
+	0x00005374, 0x00005398, 0x000053e6, 0x00005411,
+	0x00005445, 0x00005453, 0x0000547e, 0x00005490,
 	// Entry 1C0 - 1DF
-	0x0000535c, 0x0000536b, 0x00005378, 0x000053b0,
-	0x00005419, 0x00005435, 0x0000543f, 0x00005448,
-	0x00005451, 0x0000545b, 0x00005462, 0x0000546c,
-	0x00005474, 0x00005479, 0x00005481, 0x0000548a,
-	0x00005493, 0x000054a0, 0x000054a5, 0x000054ad,
-	0x000054b4, 0x000054bc, 0x000054c1, 0x000054cf,
-	0x000054d6, 0x000054dd, 0x000054e2, 0x000054e9,
-	0x000054f3, 0x000054fa, 0x0000550d, 0x0000551d,
+	0x00005494, 0x000054aa, 0x000054d4, 0x0000551d,
+	0x0000553d, 0x00005546, 0x00005558, 0x0000557b,
+	0x00005616, 0x00005624, 0x00005633, 0x00005682,
+	0x0000568f, 0x000056c7, 0x00005730, 0x0000574c,
+	0x00005756, 0x0000575f, 0x00005768, 0x00005772,
+	0x00005779, 0x00005783, 0x0000578b, 0x00005790,
+	0x00005798, 0x000057a1, 0x000057aa, 0x000057b7,
+	0x000057bc, 0x000057c4, 0x000057cb, 0x000057d3,
 	// Entry 1E0 - 1FF
-	0x00005538, 0x00005558, 0x00005566, 0x0000556f,
-	0x00005578, 0x00005581, 0x00005585, 0x00005588,
-	0x00005594, 0x000055a2, 0x000055af, 0x000055c0,
-	0x000055cf, 0x000055e6, 0x000055f9, 0x00005609,
-	0x00005618, 0x00005627, 0x0000562f, 0x00005636,
-	0x0000563e, 0x00005646, 0x00005654, 0x00005662,
-	0x00005678, 0x0000568d, 0x0000569e, 0x000056a4,
-	0x000056ab, 0x000056b4, 0x000056d0, 0x000056d9,
+	0x000057d8, 0x000057e6, 0x000057ed, 0x000057f4,
+	0x000057f9, 0x00005800, 0x0000580a, 0x00005811,
+	0x00005824, 0x00005834, 0x0000584f, 0x0000586f,
+	0x0000587d, 0x00005886, 0x0000588f, 0x00005898,
+	0x0000589c, 0x0000589f, 0x000058ab, 0x000058b9,
+	0x000058c6, 0x000058d7, 0x000058e6, 0x000058fd,
+	0x00005910, 0x00005920, 0x0000592f, 0x0000593e,
+	0x00005946, 0x0000594d, 0x00005955, 0x0000595d,
 	// Entry 200 - 21F
-	0x000056e3, 0x000056ec, 0x000056f5, 0x000056fe,
-	0x00005715, 0x0000571d, 0x0000572b, 0x00005757,
-	0x00005763, 0x00005771, 0x000057b7, 0x000057c3,
-	0x000057cb, 0x000057f6, 0x00005841, 0x00005903,
-	0x00005907, 0x0000592d, 0x00005955, 0x000059b8,
-	0x000059d7, 0x000059dc, 0x000059f7, 0x00005a08,
-	0x00005a14, 0x00005a1c, 0x00005a4e, 0x00005a57,
-	0x00005a60, 0x00005a7c, 0x00005add, 0x00005aea,
+	0x0000596b, 0x00005979, 0x0000598f, 0x000059a4,
+	0x000059b5, 0x000059bb, 0x000059c2, 0x000059cb,
+	0x000059e7, 0x000059f0, 0x000059fa, 0x00005a03,
+	0x00005a0c, 0x00005a15, 0x00005a2c, 0x00005a34,
+	0x00005a42, 0x00005a6e, 0x00005a7a, 0x00005a88,
+	0x00005ace, 0x00005ada, 0x00005ae2, 0x00005b0d,
+	0x00005b58, 0x00005c1a, 0x00005c1e, 0x00005c44,
+	0x00005c6c, 0x00005ccf, 0x00005cee, 0x00005cf3,
 	// Entry 220 - 23F
-	0x00005b21, 0x00005b50, 0x00005ba0, 0x00005bdb,
-	0x00005be9, 0x00005c15, 0x00005c3b, 0x00005c5c,
-	0x00005c67, 0x00005c95, 0x00005cb2, 0x00005ce1,
-	0x00005d13, 0x00005d31, 0x00005d66, 0x00005d82,
-	0x00005da1, 0x00005dfc, 0x00005e0b, 0x00005e18,
-	0x00005e26, 0x00005e33, 0x00005e3c, 0x00005e57,
-	0x00005e87, 0x00005ea2, 0x00005eac, 0x00005efe,
-	0x00005fbe, 0x0000601a, 0x00006098, 0x0000610e,
+	0x00005d0e, 0x00005d1f, 0x00005d2b, 0x00005d33,
+	0x00005d65, 0x00005d6e, 0x00005d77, 0x00005d93,
+	0x00005df4, 0x00005e01, 0x00005e38, 0x00005e67,
+	0x00005eb7, 0x00005ef2, 0x00005f00, 0x00005f2c,
+	0x00005f52, 0x00005f73, 0x00005f7e, 0x00005fac,
+	0x00005fc9, 0x00005ff8, 0x0000602a, 0x00006048,
+	0x0000607d, 0x00006099, 0x000060b8, 0x00006113,
+	0x00006122, 0x0000612f, 0x0000613d, 0x0000614a,
 	// Entry 240 - 25F
-	0x000061e1, 0x000062a4, 0x000062dc, 0x0000633c,
-	0x00006393, 0x000063cd, 0x000064da, 0x000064fa,
-	0x00006520, 0x0000654a, 0x000065bb, 0x000065f8,
-	0x0000661c, 0x000066c0, 0x000066e5, 0x00006714,
-	0x00006774, 0x000067cd, 0x00006827, 0x00006841,
-	0x0000685f, 0x00006893, 0x000068d3, 0x000068fd,
-	0x0000690c, 0x000069d7, 0x00006a08, 0x00006a37,
-	0x00006a4a, 0x00006abf, 0x00006ad2, 0x00006b06,
+	0x00006153, 0x0000616e, 0x0000619e, 0x000061b9,
+	0x000061c3, 0x00006215, 0x000062d5, 0x00006331,
+	0x000063af, 0x00006425, 0x000064f8, 0x000065bb,
+	0x000065f3, 0x00006653, 0x000066aa, 0x000066e4,
+	0x000067f1, 0x00006811, 0x00006837, 0x00006861,
+	0x000068d2, 0x0000690f, 0x00006933, 0x000069d7,
+	0x000069fc, 0x00006a2b, 0x00006a8b, 0x00006ae4,
+	0x00006b3e, 0x00006b58, 0x00006b76, 0x00006baa,
 	// Entry 260 - 27F
-	0x00006b57, 0x00006b8b, 0x00006b9b, 0x00006be2,
-	0x00006c0f, 0x00006c1c, 0x00006c2c, 0x00006c5c,
-	0x00006c96, 0x00006cb9, 0x00006d30, 0x00006db2,
-	0x00006e37, 0x00006e46, 0x00006e96, 0x00006ef6,
-	0x00006f62, 0x00006fd9, 0x00006fe1, 0x00006ff9,
-	0x00007016, 0x00007024, 0x00007035, 0x0000703d,
-	0x00007048, 0x00007089, 0x000070c1, 0x000070d5,
-	0x00007105, 0x00007140, 0x00007150, 0x0000718f,
+	0x00006bea, 0x00006c14, 0x00006c23, 0x00006cee,
+	0x00006d1f, 0x00006d4e, 0x00006d61, 0x00006dd6,
+	0x00006de9, 0x00006e1d, 0x00006e6e, 0x00006ea2,
+	0x00006eb2, 0x00006ef9, 0x00006f26, 0x00006f33,
+	0x00006f43, 0x00006f73, 0x00006fad, 0x00006fd0,
+	0x00007047, 0x000070c9, 0x0000714e, 0x0000715d,
+	0x000071ad, 0x0000720d, 0x00007279, 0x000072f0,
+	0x000072f8, 0x00007310, 0x0000732d, 0x0000733b,
 	// Entry 280 - 29F
-	0x000071a0, 0x000071b2, 0x000071be, 0x000071cf,
-	0x000071e9, 0x000071f1, 0x00007202, 0x00007208,
-	0x0000721c, 0x00007234, 0x00007259, 0x00007267,
-	0x0000727a, 0x000072b8, 0x000072f5, 0x00007321,
-	0x00007379, 0x00007388, 0x00007399, 0x000073a1,
-	0x000073ae, 0x000073be, 0x000073d5, 0x000073e0,
-	0x000073ef, 0x000073f5, 0x00007403, 0x0000740d,
-	0x00007418, 0x00007422, 0x00007435, 0x0000745a,
+	0x0000734c, 0x00007354, 0x0000735f, 0x000073a0,
+	0x000073d8, 0x000073ec, 0x0000741c, 0x00007457,
+	0x00007467, 0x000074a6, 0x000074b7, 0x000074c9,
+	0x000074d5, 0x000074e6, 0x00007500, 0x00007508,
+	0x00007519, 0x0000751f, 0x00007533, 0x0000754b,
+	0x00007570, 0x0000757e, 0x00007591, 0x000075cf,
+	0x0000760c, 0x00007638, 0x00007690, 0x0000769f,
+	0x000076b0, 0x000076b8, 0x000076c5, 0x000076d5,
 	// Entry 2A0 - 2BF
-	0x00007485, 0x00007516, 0x00007551, 0x00007570,
-	0x000075ae, 0x000075e5, 0x00007613, 0x00007621,
-	0x000076c0, 0x000076de, 0x00007835, 0x00007843,
-	0x00007857, 0x00007878, 0x0000788c, 0x000078bc,
-	0x000078c2, 0x000078d6, 0x000078ee, 0x00007901,
-	0x0000793e, 0x000079b1, 0x000079fe, 0x00007a0f,
-	0x00007a26, 0x00007a43, 0x00007a51, 0x00007a90,
-	0x00007a9e, 0x00007aa9, 0x00007aaf, 0x00007ba1,
+	0x000076ec, 0x000076f7, 0x00007706, 0x0000770c,
+	0x0000771a, 0x00007724, 0x0000772f, 0x00007739,
+	0x0000774c, 0x00007771, 0x0000779c, 0x0000782d,
+	0x00007868, 0x00007887, 0x000078c5, 0x000078fc,
+	0x0000792a, 0x00007938, 0x000079d7, 0x000079f5,
+	0x00007b4c, 0x00007b5a, 0x00007b6e, 0x00007b8f,
+	0x00007ba3, 0x00007bd3, 0x00007bd9, 0x00007bed,
+	0x00007c05, 0x00007c18, 0x00007c55, 0x00007cc8,
 	// Entry 2C0 - 2DF
-	0x00007ba7, 0x00007bd9, 0x00007bde, 0x00007bee,
-	0x00007bf9, 0x00007c02, 0x00007c12, 0x00007c1e,
-	0x00007c52, 0x00007c85, 0x00007c9f, 0x00007ca6,
-	0x00007cd7, 0x00007cf7, 0x00007d09, 0x00007d1b,
-	0x00007dc0, 0x00007dd6, 0x00007e5b, 0x00007ed5,
-	0x00007ee4, 0x00007f9e, 0x00007fef, 0x00007ff4,
-	0x00008002, 0x00008012, 0x0000801e, 0x0000802e,
-	0x0000803c, 0x0000804c, 0x00008056, 0x00008079,
+	0x00007d15, 0x00007d26, 0x00007d3d, 0x00007d5a,
+	0x00007d68, 0x00007da7, 0x00007db5, 0x00007dc0,
+	0x00007dc6, 0x00007eb8, 0x00007ebe, 0x00007ef0,
+	0x00007ef5, 0x00007f05, 0x00007f10, 0x00007f19,
+	0x00007f29, 0x00007f35, 0x00007f69, 0x00007f9c,
+	0x00007fb6, 0x00007fbd, 0x00007fee, 0x0000800e,
+	0x00008020, 0x00008032, 0x000080d7, 0x000080ed,
+	0x00008172, 0x000081ec, 0x000081fb, 0x000082b5,
 	// Entry 2E0 - 2FF
-	0x00008092, 0x000080a5, 0x00008111, 0x00008137,
-	0x00008146, 0x00008198, 0x000081a6, 0x000081c2,
-	0x00008210, 0x0000821f, 0x00008235, 0x00008289,
-	0x000082bb, 0x00008313, 0x00008329, 0x000083f7,
-	0x0000840e, 0x00008445, 0x00008453, 0x00008497,
-	0x000084bc, 0x00008533, 0x00008549, 0x00008560,
-	0x0000858e, 0x000085a1, 0x000085c9, 0x0000864d,
-	0x00008654, 0x000086bc, 0x000086e6, 0x00008716,
+	0x00008306, 0x0000830b, 0x00008319, 0x00008329,
+	0x00008335, 0x00008345, 0x00008353, 0x00008363,
+	0x0000836d, 0x00008390, 0x000083a9, 0x000083bc,
+	0x00008428, 0x0000844e, 0x0000845d, 0x000084af,
+	0x000084bd, 0x000084d9, 0x00008527, 0x00008536,
+	0x0000854c, 0x000085a0, 0x000085d2, 0x0000862a,
+	0x00008640, 0x0000870e, 0x00008725, 0x0000875c,
+	0x0000876a, 0x000087ae, 0x000087d3, 0x0000884a,
 	// Entry 300 - 31F
-	0x0000886b, 0x000089a5, 0x00008a45, 0x00008b1c,
-	0x00008bf5, 0x00008c09, 0x00008c64, 0x00008d0f,
-	0x00008d91, 0x00008d99, 0x00008dd4, 0x00008dda,
-	0x00008e6c, 0x00008f04, 0x00008f30, 0x00008f5b,
-	0x00008fa9, 0x00009015, 0x000090bc, 0x000090d7,
-	0x000090e1, 0x000090e6, 0x000090f0, 0x000090f8,
-	0x000090fe, 0x00009106, 0x00009114, 0x0000911e,
-	0x0000912b, 0x0000913e, 0x00009162, 0x000091e2,
+	0x00008860, 0x00008877, 0x000088a5, 0x000088b8,
+	0x000088e0, 0x00008964, 0x0000896b, 0x000089d3,
+	0x000089fd, 0x00008a2d, 0x00008b82, 0x00008cbc,
+	0x00008d5c, 0x00008e33, 0x00008f0c, 0x00008f20,
+	0x00008f7b, 0x00009026, 0x000090a8, 0x000090b0,
+	0x000090eb, 0x000090f1, 0x00009183, 0x0000921b,
+	0x00009247, 0x00009272, 0x000092c0, 0x0000932c,
+	0x000093d3, 0x000093ee, 0x000093f8, 0x000093fd,
 	// Entry 320 - 33F
-	0x000091f3, 0x000091fb, 0x00009270, 0x000092c4,
-	0x0000930c, 0x0000931b, 0x0000932e, 0x0000933a,
-	0x00009376, 0x000093b0, 0x000093be, 0x000093cb,
-	0x000093d9, 0x000093e7, 0x000093f5, 0x00009427,
-	0x00009457, 0x000094b3, 0x000094c0, 0x000094e0,
-	0x000094eb, 0x00009505, 0x0000950a, 0x0000951b,
-	0x000095a1, 0x000095c6, 0x000095cd, 0x000095d6,
-	0x000095e9, 0x000095f3, 0x000095fd, 0x00009607,
+	0x00009407, 0x0000940f, 0x00009415, 0x0000941d,
+	0x0000942b, 0x00009435, 0x00009442, 0x00009455,
+	0x00009479, 0x000094f9, 0x0000950a, 0x00009512,
+	0x00009587, 0x000095db, 0x00009623, 0x00009632,
+	0x00009645, 0x00009651, 0x0000968d, 0x000096c7,
+	0x000096d5, 0x000096e2, 0x000096f0, 0x000096fe,
+	0x0000970c, 0x0000973e, 0x0000976e, 0x000097ca,
+	0x000097d7, 0x000097f7, 0x00009802, 0x0000981c,
 	// Entry 340 - 35F
-	0x0000961f, 0x00009635, 0x00009641, 0x00009663,
-	0x00009691, 0x00009698, 0x000096a5, 0x000096b6,
-	0x000096dd, 0x000096ed, 0x0000970c, 0x0000972c,
-	0x00009804, 0x000098e5, 0x00009939, 0x00009989,
-	0x000099e9, 0x00009a3c, 0x00009a74, 0x00009aac,
-	0x00009add, 0x00009b2d, 0x00009b61, 0x00009b7f,
-	0x00009b9e, 0x00009bbd, 0x00009bdd,
-} // Size: 3460 bytes
+	0x00009821, 0x00009832, 0x000098b8, 0x000098dd,
+	0x000098e4, 0x000098ed, 0x00009900, 0x0000990a,
+	0x00009914, 0x0000991e, 0x00009936, 0x0000994c,
+	0x00009958, 0x0000997a, 0x000099a8, 0x000099af,
+	0x000099bc, 0x000099cd, 0x000099f4, 0x00009a04,
+	0x00009a23, 0x00009a43, 0x00009b1b, 0x00009bfc,
+	0x00009c50, 0x00009ca0, 0x00009d00, 0x00009d53,
+	0x00009d8b, 0x00009dc3, 0x00009df4, 0x00009e44,
+	// Entry 360 - 37F
+	0x00009e78, 0x00009e96, 0x00009eb5, 0x00009ed4,
+	0x00009ef4,
+} // Size: 3500 bytes
 
-const enData string = "" + // Size: 39901 bytes
+const enData string = "" + // Size: 40692 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
-	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
-	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
-	"ery running or held instance…\x02Say why, for whoever reads the log late" +
-	"r: at most %[1]d characters. Every operator reads it, and it is kept wha" +
-	"tever the retention: write no customer data in it.\x02Reason (recorded i" +
-	"n the audit log)\x02Keep it running\x02Keep it held\x02Retry process ins" +
-	"tance %[1]s\x02Retry now? The occurrence at node %[1]s waits for its ret" +
-	"ry, due %[2]s; it is offered now, its attempts left unchanged.\x02A work" +
-	"er may take it at once. Its earlier attempts and last error stay in its " +
-	"history. Nothing is completed on anyone’s behalf.\x02Retry now\x02Retry " +
-	"this instance? Its failed occurrence at node %[1]s is offered again with" +
-	" a fresh budget of attempts.\x02Workers may take it again (a push occurr" +
-	"ence calls its destination again). Its earlier attempts and last error s" +
-	"tay in its history. Nothing is completed on anyone’s behalf.\x02Retry th" +
-	"e instance\x02Abandon process instance %[1]s\x02Abandon this instance? I" +
-	"t fails with the error code abandoned.\x02Its failed occurrence stays as" +
-	" it is and nothing is completed on its behalf. An abandoned instance can" +
-	"not be resumed.\x02Abandon the instance\x02Stop process instance %[1]s" +
-	"\x02Stop this instance? Its open occurrences are cancelled.\x02Workers t" +
-	"hat hold one of them are told at once on a stream, at their next lock ex" +
-	"tension or report when long polling, and their results are refused; a pu" +
-	"sh call in flight is aborted, though its destination may already have ac" +
-	"ted on the request (a card charged: check there). Nothing is completed o" +
-	"n their behalf, and a stopped instance cannot be resumed.\x02Stop the in" +
-	"stance\x02This instance cannot be retried: its occurrence at node %[1]s " +
-	"failed before any attempt (its inputs could not be built), so it would f" +
-	"ail the same way. Abandon or stop it.\x02Its last call was answered as a" +
-	" success, with outputs the contract refused: the destination most likely" +
-	" acted. Check at the destination before retrying, or it acts twice (a ca" +
-	"rd charged twice).\x02Its last call may have been carried out all the sa" +
-	"me (its answer was lost, or came after the timeout): check at the destin" +
-	"ation that it did not act before retrying, or it acts twice (a card char" +
-	"ged twice).\x02Nothing was done.\x02Cannot act on this instance\x02Back " +
-	"to the instance\x02Someone acted on this instance after this page was op" +
-	"ened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it again before " +
-	"deciding.\x02This instance has already ended (it is %[1]s now): someone " +
-	"acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing " +
-	"was done.\x02This instance is no longer held (it is %[1]s now): someone " +
-	"acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing " +
-	"was done.\x02This instance is %[1]s, not held: there is nothing to retry" +
-	". A failure ends its instance unless the node’s on_error leads to hold (" +
-	"an incident waiting for an operator); start a new instance (with a new I" +
-	"dempotency-Key, or none) to redo the work.\x02This instance is running a" +
-	"nd none of its occurrences waits for a retry: there is nothing to retry." +
-	"\x02This instance is %[1]s, not held: there is nothing to retry.\x02This" +
-	" instance is %[1]s, not held: there is nothing to abandon.\x02This insta" +
-	"nce is %[1]s: there is nothing to stop.\x02Someone acted on this instanc" +
-	"e after this page was opened. Nothing was done: look at it again before " +
-	"deciding.\x02This instance is no longer held (it is %[1]s now): someone " +
-	"may have acted on it first. Nothing was done.\x02This instance has alrea" +
-	"dy ended; there is nothing to stop.\x02Its occurrence failed before any " +
-	"attempt: its inputs could not be built, so a retry would fail the same w" +
-	"ay. Abandon or stop the instance instead. Nothing was done.\x02This inst" +
-	"ance was already stopped; nothing changed and nothing was recorded.\x02T" +
-	"he reason you gave, not recorded:\x02This instance was already stopped, " +
-	"by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02Retried " +
-	"now: the occurrence at node %[1]s is offered at once. Recorded in the au" +
-	"dit log.\x02Retried: the occurrence at node %[1]s is offered again. Reco" +
-	"rded in the audit log.\x02Abandoned: the instance failed with the error " +
-	"code abandoned. Recorded in the audit log.\x02Stopped: the instance and " +
-	"its open occurrences are cancelled. Recorded in the audit log.\x02This i" +
-	"nstance is held now: its occurrence failed again since this page was ope" +
-	"ned (its attempts spent, or a failure that is not retried). Nothing was " +
-	"done: look at it again before retrying, which would give it a fresh budg" +
-	"et.\x02None of its occurrences waits for a retry any more: it was offere" +
-	"d, or taken by a worker, meanwhile. Nothing was done.\x02This instance h" +
-	"as ended (it is %[1]s now): nothing waits for a retry any more. Nothing " +
-	"was done.\x02Relais refused the action. Nothing was done.\x02Give a reas" +
-	"on: it is recorded in the audit log (at most %[1]d characters). Nothing " +
-	"was done.\x02The reason is too long: %[1]d characters, for at most %[2]d" +
-	". Shorten it. Nothing was done.\x02Unknown action.\x02Stopping applies t" +
-	"o running or held instances, not %[1]s ones.\x02Retrying and abandoning " +
-	"apply to held instances, not %[1]s ones.\x02Filter\x02Reason (recorded i" +
-	"n the audit log for every instance)\x02Back to the list\x02This takes ab" +
-	"out %[1]s. Keep this page open until it answers: if it stops waiting fir" +
-	"st, the action still runs to its end.\x02Follow it in the audit log (new" +
-	" tab)\x02Retry every held instance this filter matches\x02Each one’s fai" +
-	"led occurrence is offered again with a fresh budget of attempts. Nothing" +
-	" is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held" +
-	" instance matches now.\x00 \x02%[1]d held instances match now.\x14\x01" +
-	"\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d inst" +
-	"ances\x02Abandon every held instance this filter matches\x02Each one fai" +
-	"ls with the error code abandoned and cannot be resumed.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instance" +
-	"s\x02Stop every held instance this filter matches\x02Stop every running " +
-	"instance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running i" +
-	"nstance matches now.\x00#\x02%[1]d running instances match now.\x02Stop " +
-	"every running or held instance this filter matches\x14\x01\x81\x01\x00" +
-	"\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1]d runni" +
-	"ng or held instances match now.\x02Each one and its open occurrences are" +
-	" cancelled; a stopped instance cannot be resumed.\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothi" +
-	"ng to do: no instance this action applies to matches the filter.\x02An e" +
-	"rror code is matched exactly, capitals included.\x02No process, business" +
-	" key, error code or creation date narrows this filter: it applies to the" +
-	" instances of every process.\x02Process\x02Version\x02Status\x02Business" +
-	" key\x02Error code\x02Held at a node of\x02Created from\x02Created to" +
-	"\x02Other criteria\x02none given\x02By process and error code\x02Instanc" +
-	"es\x02The %[1]d largest groups; the filter matches more.\x14\x01\x81\x01" +
-	"\x00\x02\x9f\x01\x02%[1]d of them is calling a destination now: a stop a" +
-	"borts the call, but the destination may already have acted on the reques" +
-	"t (a card charged: check with it).\x00\xa0\x01\x02%[1]d of them are call" +
-	"ing a destination now: a stop aborts the call, but the destination may a" +
-	"lready have acted on the request (a card charged: check with it).\x14" +
-	"\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push call tha" +
-	"t may have been carried out all the same: it ended outcome_unknown or de" +
-	"adline_exceeded (its answer was lost, or came after the timeout), or inv" +
-	"alid_outputs (the destination answered a success whose outputs the contr" +
-	"act refused). Check at the destination that it did not act before retryi" +
-	"ng, or it acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d of the" +
-	"m are held at a push call that may have been carried out all the same: i" +
-	"t ended outcome_unknown or deadline_exceeded (its answer was lost, or ca" +
-	"me after the timeout), or invalid_outputs (the destination answered a su" +
-	"ccess whose outputs the contract refused). Check at the destination that" +
-	" it did not act before retrying, or it acts twice (a card charged twice)" +
-	".\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed bef" +
-	"ore any attempt (its inputs could not be built): it cannot be retried an" +
-	"d is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instan" +
-	"ces failed before any attempt (their inputs could not be built): they ca" +
-	"nnot be retried and are left out. Abandon or stop them.\x02Cannot act on" +
-	" this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did" +
-	" you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process " +
-	"has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02This filte" +
-	"r takes the key of a definition: the one the node an instance is held at" +
-	" runs, not the node’s name.\x02Definition %[1]s has no revision %[2]d." +
-	"\x02The confirmed count is missing: start again from the list.\x02The co" +
-	"unt changed since it was taken (it was %[1]d): instances were settled, r" +
-	"etried or acted on meanwhile. Nothing was done; check the new count and " +
-	"confirm again.\x02This bulk action was already applied (the form was sen" +
-	"t again): its records are in the audit log. Nothing more was done.\x14" +
-	"\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk " +
-	"%[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skip" +
-	"ped: it changed after the count (settled, or acted on by someone else)." +
-	"\x00T\x02%[1]d skipped: they changed after the count (settled, or acted " +
-	"on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Ac" +
-	"tion\x02Reason\x02Process instance\x02Occurrence offered again\x02Bulk a" +
-	"ction\x02deleted\x02Audit log\x02Every retry, abandon and stop an operat" +
-	"or applied, and every erasure an administrator made, with its reason. Re" +
-	"veals of sensitive values have their own log, which administrators read " +
-	"on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s" +
-	" name, exact\x02exact; instances deleted since are not found\x02from\x02" +
-	"to\x02Apply filters\x02Clear filters\x02No operator action matches.\x02A" +
-	"ll actions\x02The process instance must be a whole instance id (a UUID):" +
-	" the lists show the end of each id; open the instance, or copy its link," +
-	" for the whole id.\x02The bulk action must be its id (a UUID).\x02Operat" +
-	"or actions, newest first\x02No bulk action has the id %[1]s: check the l" +
-	"ink, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02" +
-	"Showing the %[1]d instance bulk action %[2]s changed. While it runs, eac" +
-	"h reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk " +
-	"action %[2]s changed. While it runs, each reload shows how far it got." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d in" +
-	"stances counted, %[6]d skipped (they changed after the count). It ended " +
-	"%[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error af" +
-	"ter %[4]d of the %[5]d instances counted (%[6]d skipped). What it applie" +
-	"d stays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, s" +
-	"tarted %[3]s, is running: %[4]d of the %[5]d instances counted done so f" +
-	"ar (%[6]d skipped). Each reload shows how far it got.\x02No progress sin" +
-	"ce %[1]s: the replica running it may have stopped. What it applied stays" +
-	"; act on the filter again for the rest.\x02Error: %[1]s · %[2]s\x02Relai" +
-	"s console\x02Language\x02Skip to content\x02Main navigation\x02Health" +
-	"\x02External tasks\x02Processes\x02Find an instance or occurrence\x02id " +
-	"or business key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destin" +
-	"ations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
-	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
-	"[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s\x02Time" +
-	"s in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02This page r" +
-	"eloads every %[1]d seconds.\x02Pause reloading\x02Not allowed\x02Your ro" +
-	"le can read definitions and processes only: external tasks and process i" +
-	"nstances are for operators and administrators.\x02Invalid request\x02The" +
-	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
-	"orrect it and try again.\x02Back to external tasks\x02Back to sign-in" +
-	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
-	"visible to you.\x02Nothing exists at this address, or it is not visible " +
-	"to you. An ended instance is deleted, with its occurrences and attempts," +
-	" once the retention period (RELAIS_RETENTION) has passed, or at once whe" +
-	"n an administrator erases it; the audit log keeps the operator actions t" +
-	"aken on it.\x02“%[1]s” is not a whole id (a UUID): the lists show the en" +
-	"d of each id; open the row, or copy its link, for the whole id.\x02Not f" +
-	"ound\x02This instance was erased by %[1]s on %[2]s, for this reason: “%[" +
-	"3]s”. Its inputs, occurrences and attempts were deleted with it; the aud" +
-	"it log keeps the operator actions taken on it.\x02Form refused\x02This f" +
-	"orm was not sent from this console session, or it has expired: nothing w" +
-	"as done. Open the form again and send it anew.\x02Back to the form\x02Fo" +
-	"rm too large\x02This form is larger than %[1]d KiB: nothing was done. Sh" +
-	"orten what you typed and send it again.\x02Form not received\x02This for" +
-	"m did not arrive in time: nothing was done. Send it again.\x02This form " +
-	"could not be read: nothing was done. Send it again.\x02Temporarily unava" +
-	"ilable\x02The database cannot be reached right now. Try again in a few s" +
-	"econds.\x02Something went wrong\x02The console could not show this page." +
-	" Try again; if it persists, give your administrator the request id %[1]s" +
-	".\x02No consumer yet.\x02No more consumers.\x02The external services tha" +
-	"t take tasks, and the definitions each may take. Create consumers, chang" +
-	"e their grants and rotate their tokens through the API (/api/v1/consumer" +
-	"s); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02" +
-	"Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant:" +
-	" it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revis" +
-	"ion, present and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2" +
-	"]s\x02Counting the occurrences; the counts appear when you reload the pa" +
-	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
-	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
-	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
-	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
-	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
-	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
-	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
-	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
-	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
-	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
-	" they are in no revision (workers and processes use revision %[1]d at mo" +
-	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
-	"\x02the contracts are the same (the name or a description changed).\x02C" +
-	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
-	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers" +
-	" protection: %[1]s. Under the newer contract these fields’ values are le" +
-	"ss protected than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02not" +
-	" set\x02Pinned by\x02no process version\x02%[1]s version %[2]s\x02%[1]s " +
-	"versions %[2]s\x02Task contracts: their Working copy, immutable revision" +
-	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
-	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
-	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
-	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
-	"ry and of the headers, and signing secrets, are sealed and never shown. " +
-	"Create and change destinations with relais apply (kind: Destination docu" +
-	"ments) or through the API (/api/v1/destinations), which also deletes the" +
-	"m.\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Lon" +
-	"gest timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls" +
-	" signed (Relais-Signature)\x02Keep the instance\x02Say why, for whoever " +
-	"reads the log later: at most %[1]d characters. It is kept after the eras" +
-	"ure, whatever the retention: write the request’s reference, not the pers" +
-	"on’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
-	"t is deleted with its occurrences and their attempts, as retention would" +
-	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
-	"es go with it; this cannot be undone. The audit records naming it stay (" +
-	"who did what, and why), and so do backups until they expire.\x02Erase th" +
-	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
-	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
-	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
-	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
-	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
-	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
-	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
-	"ach definition’s queue and incidents now, and what its workers finished " +
-	"in the last hour: occurrences that ended completed or failed. An occurre" +
-	"nce retried since counts where it ends next; a failed attempt with attem" +
-	"pts left counts under Waiting a retry until its next attempt is due.\x02" +
-	"A held instance’s failed occurrence counts in both Held instances and Fa" +
-	"iled.\x02Completions and failures, last hour\x02Definitions, those needi" +
-	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
-	"Oldest claimable waits\x02Waiting a retry\x02Completed, last hour\x02Fai" +
-	"led, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2" +
-	"]s); recounted every few seconds, shown anew at each reload.\x02the soon" +
-	"est due %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wai" +
-	"t\x02no worker\x02Show all definitions\x02Definition %[1]s has no occurr" +
-	"ence yet.\x02All definitions\x02Completions and failures per 5 minutes, " +
-	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
-	"chart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02C" +
-	"ompletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s" +
-	"–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
-	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
-	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
-	"d with their occurrences %[1]s after they end, another replica’s longer " +
-	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
-	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
-	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
-	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
-	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
-	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
-	"nd its open occurrences. Neither completes anything; each asks for a rea" +
-	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
-	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
-	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
-	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
-	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
-	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
-	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
-	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
-	"by an operator\x02The version must be a whole number from 1.\x02A versio" +
-	"n is a process’s: choose the process too.\x02Creation date\x02The page s" +
-	"ize must be between 1 and %[1]d.\x02Process instances\x02any\x02exact, c" +
-	"ase-sensitive\x02Act on every instance this filter matches\x02The next p" +
-	"age counts them and asks for a reason before anything changes.\x02Proces" +
-	"s instances, newest first\x02Instance\x02End node or error\x02No instanc" +
-	"e matches these filters.\x02A running instance has no error code yet: oc" +
-	"currences that failed with it and wait for their retry are listed under " +
-	"External tasks, filtered by that code.\x02All processes\x02Any definitio" +
-	"n\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02" +
-	"“%[1]s” is the status of an instance, not of a task: the Instances pag" +
-	"e lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
+	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
+	"nce…\x02Stop every running instance…\x02Stop every running or held insta" +
+	"nce…\x02Say why, for whoever reads the log later: at most %[1]d characte" +
+	"rs. Every operator reads it, and it is kept whatever the retention: writ" +
+	"e no customer data in it.\x02Reason (recorded in the audit log)\x02Keep " +
+	"it running\x02Keep it held\x02Retry process instance %[1]s\x02Retry now?" +
+	" The occurrence at node %[1]s waits for its retry, due %[2]s; it is offe" +
+	"red now, its attempts left unchanged.\x02A worker may take it at once. I" +
+	"ts earlier attempts and last error stay in its history. Nothing is compl" +
+	"eted on anyone’s behalf.\x02Retry now\x02Retry this instance? Its failed" +
+	" occurrence at node %[1]s is offered again with a fresh budget of attemp" +
+	"ts.\x02Workers may take it again (a push occurrence calls its destinatio" +
+	"n again). Its earlier attempts and last error stay in its history. Nothi" +
+	"ng is completed on anyone’s behalf.\x02Retry the instance\x02Abandon pro" +
+	"cess instance %[1]s\x02Abandon this instance? It fails with the error co" +
+	"de abandoned.\x02Its failed occurrence stays as it is and nothing is com" +
+	"pleted on its behalf. An abandoned instance cannot be resumed.\x02Abando" +
+	"n the instance\x02Stop process instance %[1]s\x02Stop this instance? Its" +
+	" open occurrences are cancelled.\x02Workers that hold one of them are to" +
+	"ld at once on a stream, at their next lock extension or report when long" +
+	" polling, and their results are refused; a push call in flight is aborte" +
+	"d, though its destination may already have acted on the request (a card " +
+	"charged: check there). Nothing is completed on their behalf, and a stopp" +
+	"ed instance cannot be resumed.\x02Stop the instance\x02This instance can" +
+	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
+	"its inputs could not be built), so it would fail the same way. Abandon o" +
+	"r stop it.\x02Its last call was answered as a success, with outputs the " +
+	"contract refused: the destination most likely acted. Check at the destin" +
+	"ation before retrying, or it acts twice (a card charged twice).\x02Its l" +
+	"ast call may have been carried out all the same (its answer was lost, or" +
+	" came after the timeout): check at the destination that it did not act b" +
+	"efore retrying, or it acts twice (a card charged twice).\x02Nothing was " +
+	"done.\x02Cannot act on this instance\x02Back to the instance\x02Someone " +
+	"acted on this instance after this page was opened (%[1]s by %[2]s, %[3]s" +
+	"). Nothing was done: look at it again before deciding.\x02This instance " +
+	"has already ended (it is %[1]s now): someone acted on it after this page" +
+	" was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance " +
+	"is no longer held (it is %[1]s now): someone acted on it after this page" +
+	" was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance " +
+	"is %[1]s, not held: there is nothing to retry. A failure ends its instan" +
+	"ce unless the node’s on_error leads to hold (an incident waiting for an " +
+	"operator); start a new instance (with a new Idempotency-Key, or none) to" +
+	" redo the work.\x02This instance is running and none of its occurrences " +
+	"waits for a retry: there is nothing to retry.\x02This instance is %[1]s," +
+	" not held: there is nothing to retry.\x02This instance is %[1]s, not hel" +
+	"d: there is nothing to abandon.\x02This instance is %[1]s: there is noth" +
+	"ing to stop.\x02Someone acted on this instance after this page was opene" +
+	"d. Nothing was done: look at it again before deciding.\x02This instance " +
+	"is no longer held (it is %[1]s now): someone may have acted on it first." +
+	" Nothing was done.\x02This instance has already ended; there is nothing " +
+	"to stop.\x02Its occurrence failed before any attempt: its inputs could n" +
+	"ot be built, so a retry would fail the same way. Abandon or stop the ins" +
+	"tance instead. Nothing was done.\x02This instance was already stopped; n" +
+	"othing changed and nothing was recorded.\x02The reason you gave, not rec" +
+	"orded:\x02This instance was already stopped, by %[1]s at %[2]s; nothing " +
+	"changed and nothing was recorded.\x02Retried now: the occurrence at node" +
+	" %[1]s is offered at once. Recorded in the audit log.\x02Retried: the oc" +
+	"currence at node %[1]s is offered again. Recorded in the audit log.\x02A" +
+	"bandoned: the instance failed with the error code abandoned. Recorded in" +
+	" the audit log.\x02Stopped: the instance and its open occurrences are ca" +
+	"ncelled. Recorded in the audit log.\x02This instance is held now: its oc" +
+	"currence failed again since this page was opened (its attempts spent, or" +
+	" a failure that is not retried). Nothing was done: look at it again befo" +
+	"re retrying, which would give it a fresh budget.\x02None of its occurren" +
+	"ces waits for a retry any more: it was offered, or taken by a worker, me" +
+	"anwhile. Nothing was done.\x02This instance has ended (it is %[1]s now):" +
+	" nothing waits for a retry any more. Nothing was done.\x02Relais refused" +
+	" the action. Nothing was done.\x02Give a reason: it is recorded in the a" +
+	"udit log (at most %[1]d characters). Nothing was done.\x02The reason is " +
+	"too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was d" +
+	"one.\x02Unknown action.\x02Abandoning applies to held instances, and thi" +
+	"s filter keeps running instances whose retry waits.\x02Stopping applies " +
+	"to running or held instances, not %[1]s ones.\x02Retrying applies to hel" +
+	"d instances, or to running ones whose retry waits, not %[1]s ones.\x02Ab" +
+	"andoning applies to held instances, not %[1]s ones.\x02Filter\x02Reason " +
+	"(recorded in the audit log for every instance)\x02Back to the list\x02Th" +
+	"is takes about %[1]s. Keep this page open until it answers: if it stops " +
+	"waiting first, the action still runs to its end.\x02Follow it in the aud" +
+	"it log (new tab)\x02Retry now every instance this filter matches whose r" +
+	"etry waits\x02Each one’s occurrence waiting out a retry delay is offered" +
+	" now, its attempts left unchanged: its workers take it at once. Nothing " +
+	"is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02*\x02%[1]d runni" +
+	"ng instance waits a retry now.\x00*\x02%[1]d running instances wait a re" +
+	"try now.\x14\x01\x81\x01\x00\x02\x19\x02Retry %[1]d instance now\x00\x1a" +
+	"\x02Retry %[1]d instances now\x02Retry every held instance this filter m" +
+	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
+	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
+	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
+	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
+	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
+	"lter matches\x02Each one fails with the error code abandoned and cannot " +
+	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
+	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
+	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
+	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
+	"ng instances match now.\x02Stop every running or held instance this filt" +
+	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
+	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
+	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
+	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
+	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
+	"matches the filter.\x02An error code is matched exactly, capitals includ" +
+	"ed.\x02No process, business key, error code or creation date narrows thi" +
+	"s filter: it applies to the instances of every process.\x02Process\x02Ve" +
+	"rsion\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Wa" +
+	"iting a retry at a node of\x02Created from\x02Created to\x02Other criter" +
+	"ia\x02none given\x02By process and error code\x02Instances\x02The %[1]d " +
+	"largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01" +
+	"\x02%[1]d of them is calling a destination now: a stop aborts the call, " +
+	"but the destination may already have acted on the request (a card charge" +
+	"d: check with it).\x00\xa0\x01\x02%[1]d of them are calling a destinatio" +
+	"n now: a stop aborts the call, but the destination may already have acte" +
+	"d on the request (a card charged: check with it).\x14\x01\x81\x01\x00" +
+	"\x02\xf5\x02\x02%[1]d of them is held at a push call that may have been " +
+	"carried out all the same: it ended outcome_unknown or deadline_exceeded " +
+	"(its answer was lost, or came after the timeout), or invalid_outputs (th" +
+	"e destination answered a success whose outputs the contract refused). Ch" +
+	"eck at the destination that it did not act before retrying, or it acts t" +
+	"wice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are held at a " +
+	"push call that may have been carried out all the same: it ended outcome_" +
+	"unknown or deadline_exceeded (its answer was lost, or came after the tim" +
+	"eout), or invalid_outputs (the destination answered a success whose outp" +
+	"uts the contract refused). Check at the destination that it did not act " +
+	"before retrying, or it acts twice (a card charged twice).\x14\x01\x81" +
+	"\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any attem" +
+	"pt (its inputs could not be built): it cannot be retried and is left out" +
+	". Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances failed be" +
+	"fore any attempt (their inputs could not be built): they cannot be retri" +
+	"ed and are left out. Abandon or stop them.\x02Cannot act on this filter" +
+	"\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%" +
+	"[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has the key " +
+	"“%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter takes th" +
+	"e key of a definition: the one the node an instance is held at runs, not" +
+	" the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The conf" +
+	"irmed count is missing: start again from the list.\x02The count changed " +
+	"since it was taken (it was %[1]d): instances were settled, retried or ac" +
+	"ted on meanwhile. Nothing was done; check the new count and confirm agai" +
+	"n.\x02This bulk action was already applied (the form was sent again): it" +
+	"s records are in the audit log. Nothing more was done.\x14\x02\x80\x01" +
+	"\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applie" +
+	"d to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chan" +
+	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
+	"d skipped: they changed after the count (settled, or acted on by someone" +
+	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
+	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02dele" +
+	"ted\x02Audit log\x02Every retry, abandon and stop an operator applied, a" +
+	"nd every erasure an administrator made, with its reason. Reveals of sens" +
+	"itive values have their own log, which administrators read on the Reveal" +
+	"s page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact" +
+	"\x02exact; instances deleted since are not found\x02from\x02to\x02Apply " +
+	"filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
+	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
+	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
+	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
+	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
+	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
+	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
+	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
+	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
+	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
+	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
+	"e replica running it may have stopped. What it applied stays; act on the" +
+	" filter again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console" +
+	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
+	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
+	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
+	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
+	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
+	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
+	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
+	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
+	"initions and processes only: external tasks and process instances are fo" +
+	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
+	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
+	"ry again.\x02Back to external tasks\x02Back to sign-in\x02Back to defini" +
+	"tions\x02Nothing exists at this address, or it is not visible to you." +
+	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
+	"d instance is deleted, with its occurrences and attempts, once the reten" +
+	"tion period (RELAIS_RETENTION) has passed, or at once when an administra" +
+	"tor erases it; the audit log keeps the operator actions taken on it.\x02" +
+	"“%[1]s” is not a whole id (a UUID): the lists show the end of each id;" +
+	" open the row, or copy its link, for the whole id.\x02Not found\x02This " +
+	"instance was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inp" +
+	"uts, occurrences and attempts were deleted with it; the audit log keeps " +
+	"the operator actions taken on it.\x02Form refused\x02This form was not s" +
+	"ent from this console session, or it has expired: nothing was done. Open" +
+	" the form again and send it anew.\x02Back to the form\x02Form too large" +
+	"\x02This form is larger than %[1]d KiB: nothing was done. Shorten what y" +
+	"ou typed and send it again.\x02Form not received\x02This form did not ar" +
+	"rive in time: nothing was done. Send it again.\x02This form could not be" +
+	" read: nothing was done. Send it again.\x02Temporarily unavailable\x02Th" +
+	"e database cannot be reached right now. Try again in a few seconds.\x02S" +
+	"omething went wrong\x02The console could not show this page. Try again; " +
+	"if it persists, give your administrator the request id %[1]s.\x02No cons" +
+	"umer yet.\x02No more consumers.\x02The external services that take tasks" +
+	", and the definitions each may take. Create consumers, change their gran" +
+	"ts and rotate their tokens through the API (/api/v1/consumers); tokens a" +
+	"re never shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Cr" +
+	"eated on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes no" +
+	"thing\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present" +
+	" and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counti" +
+	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
+	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
+	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
+	"\x02The only mutable part of a definition. Processes never use it direct" +
+	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers protect" +
+	"ion: %[1]s. Under the newer contract these fields’ values are less prote" +
+	"cted than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
+	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
+	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
+	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
+	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
+	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
+	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02not set" +
+	"\x02Pinned by\x02no process version\x02%[1]s version %[2]s\x02%[1]s vers" +
+	"ions %[2]s\x02Task contracts: their Working copy, immutable revisions an" +
+	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
+	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
+	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
+	"of the headers, and signing secrets, are sealed and never shown. Create " +
+	"and change destinations with relais apply (kind: Destination documents) " +
+	"or through the API (/api/v1/destinations), which also deletes them.\x02D" +
+	"estinations by name\x02masked value\x02URL\x02Headers sent\x02Longest ti" +
+	"meout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed" +
+	" (Relais-Signature)\x02Keep the instance\x02Say why, for whoever reads t" +
+	"he log later: at most %[1]d characters. It is kept after the erasure, wh" +
+	"atever the retention: write the request’s reference, not the person’s na" +
+	"me.\x02Erase process instance %[1]s\x02Erase this instance now? It is de" +
+	"leted with its occurrences and their attempts, as retention would delete" +
+	" it.\x02Its inputs, outputs, business key and the workers’ messages go w" +
+	"ith it; this cannot be undone. The audit records naming it stay (who did" +
+	" what, and why), and so do backups until they expire.\x02Erase the insta" +
+	"nce\x02This instance is %[1]s: only an ended instance can be erased. Sto" +
+	"p it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, at" +
+	"tempts: %[3]d). Recorded in the audit log.\x02This instance had already " +
+	"been erased, by %[1]s at %[2]s; nothing changed and nothing was recorded" +
+	".\x02on error\x02any other error\x02held for an operator\x02an incident:" +
+	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
+	" instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each def" +
+	"inition’s queue and incidents now, and what its workers finished in the " +
+	"last hour: occurrences that ended completed or failed. An occurrence ret" +
+	"ried since counts where it ends next; a failed attempt with attempts lef" +
+	"t counts under Waiting a retry until its next attempt is due.\x02A held " +
+	"instance’s failed occurrence counts in both Held instances and Failed." +
+	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
+	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
+	"t claimable waits\x02Waiting a retry\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"recounted every few seconds, shown anew at each reload.\x02the soonest d" +
+	"ue %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wait\x02" +
+	"no worker\x02Show all definitions\x02Definition %[1]s has no occurrence " +
+	"yet.\x02All definitions\x02Completions and failures per 5 minutes, last " +
+	"hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart" +
+	" gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Comple" +
+	"tions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]" +
+	"s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
+	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
+	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
+	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
+	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
+	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
+	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
+	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
+	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
+	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
+	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
+	"his instance…\x02This instance has ended. As an administrator you may er" +
+	"ase it now rather than wait for retention (a data subject’s request): it" +
+	" is deleted with its occurrences and attempts.\x02This instance is held " +
+	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
+	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
+	"it would fail the same way. Abandon fails the instance; stop cancels it." +
+	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
+	"held at a failed node: an incident. Retry offers the failed occurrence a" +
+	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02Its occurrence at node %[1]s failed (%[" +
+	"2]s) and waits for its retry, due %[3]s (%[4]s): retry offers it now, it" +
+	"s attempts left unchanged. Stopping cancels the instance and its open oc" +
+	"currences. Neither completes anything; each asks for a reason, recorded " +
+	"in the audit log.\x02Stopping cancels the instance and its open occurren" +
+	"ces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]" +
+	"s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s" +
+	" — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02H" +
+	"eld for\x02never: retention keeps ended instances forever (RELAIS_RETENT" +
+	"ION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances " +
+	"forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELAI" +
+	"S_RETENTION)\x02ended instances are kept %[1]s, another replica’s longer" +
+	" RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02" +
+	"held, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02A retry waits on a running instance only: choose the status running," +
+	" or none.\x02The version must be a whole number from 1.\x02A version is " +
+	"a process’s: choose the process too.\x02Creation date\x02The page size m" +
+	"ust be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-s" +
+	"ensitive\x02Act on every instance this filter matches\x02The next page c" +
+	"ounts them and asks for a reason before anything changes.\x02Process ins" +
+	"tances, newest first\x02Instance\x02End node or error\x02No instance mat" +
+	"ches these filters.\x02A running instance has no error code yet: occurre" +
+	"nces that failed with it and wait for their retry are listed under Exter" +
+	"nal tasks, filtered by that code.\x02All processes\x02Any definition\x02" +
+	"Each of their occurrences waiting a retry, with its error and its next a" +
+	"ttempt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)" +
+	".\x02“%[1]s” is the status of an instance, not of a task: the Instances " +
+	"page lists the instances with it.\x02Unknown status “%[1]s”.\x02availabl" +
+	"e\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
 	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
 	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
 	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
@@ -1747,443 +1773,461 @@ const enData string = "" + // Size: 39901 bytes
 	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
 	"isions %[1]s only."
 
-var frIndex = []uint32{ // 859 elements
+var frIndex = []uint32{ // 869 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
-	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
-	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
-	0x00000263, 0x0000028d, 0x00000343, 0x0000040a,
-	0x0000041f, 0x000004a1, 0x0000059c, 0x000005b3,
-	0x000005de, 0x00000634, 0x000006ba, 0x000006d2,
-	0x000006fb, 0x00000740, 0x000008fc, 0x00000912,
+	0x000000a7, 0x000000d3, 0x00000100, 0x0000012b,
+	0x00000155, 0x0000018c, 0x0000025d, 0x00000289,
+	0x0000029e, 0x000002b2, 0x000002dc, 0x00000392,
+	0x00000459, 0x0000046e, 0x000004f0, 0x000005eb,
+	0x00000602, 0x0000062d, 0x00000683, 0x00000709,
+	0x00000721, 0x0000074a, 0x0000078f, 0x0000094b,
 	// Entry 20 - 3F
-	0x000009fe, 0x00000afe, 0x00000c09, 0x00000c20,
-	0x00000c47, 0x00000c5e, 0x00000d04, 0x00000db7,
-	0x00000e6b, 0x00000f90, 0x0000100c, 0x00001055,
-	0x0000109f, 0x000010d9, 0x00001166, 0x000011eb,
-	0x00001230, 0x00001308, 0x00001365, 0x00001396,
-	0x00001407, 0x0000147a, 0x000014e3, 0x0000155a,
-	0x000015c3, 0x000016e7, 0x00001783, 0x00001803,
-	0x00001837, 0x000018ac, 0x00001917, 0x00001928,
+	0x00000961, 0x00000a4d, 0x00000b4d, 0x00000c58,
+	0x00000c6f, 0x00000c96, 0x00000cad, 0x00000d53,
+	0x00000e06, 0x00000eba, 0x00000fdf, 0x0000105b,
+	0x000010a4, 0x000010ee, 0x00001128, 0x000011b5,
+	0x0000123a, 0x0000127f, 0x00001357, 0x000013b4,
+	0x000013e5, 0x00001456, 0x000014c9, 0x00001532,
+	0x000015a9, 0x00001612, 0x00001736, 0x000017d2,
+	0x00001852, 0x00001886, 0x000018fb, 0x00001966,
 	// Entry 40 - 5F
-	0x0000198e, 0x000019f9, 0x00001a00, 0x00001a41,
-	0x00001a55, 0x00001af3, 0x00001b27, 0x00001b66,
-	0x00001c0a, 0x00001c8a, 0x00001cc6, 0x00001d06,
-	0x00001d5f, 0x00001d9d, 0x00001ddb, 0x00001e18,
-	0x00001e97, 0x00001ee1, 0x00001f79, 0x00001fe2,
-	0x0000201c, 0x0000207d, 0x000020bd, 0x00002166,
-	0x00002170, 0x00002178, 0x0000217f, 0x0000218c,
-	0x0000219c, 0x000021b4, 0x000021c7, 0x000021db,
+	0x00001977, 0x000019f8, 0x00001a5e, 0x00001af1,
+	0x00001b4c, 0x00001b53, 0x00001b94, 0x00001ba8,
+	0x00001c46, 0x00001c7a, 0x00001cdf, 0x00001de0,
+	0x00001e71, 0x00001ec3, 0x00001f02, 0x00001fa6,
+	0x00002026, 0x00002062, 0x000020a2, 0x000020fb,
+	0x00002139, 0x00002177, 0x000021b4, 0x00002233,
+	0x0000227d, 0x00002315, 0x0000237e, 0x000023b8,
+	0x00002419, 0x00002459, 0x00002502, 0x0000250c,
 	// Entry 60 - 7F
-	0x000021ec, 0x000021f2, 0x00002213, 0x0000221d,
-	0x00002265, 0x0000240c, 0x000027c1, 0x0000296d,
-	0x0000298f, 0x000029a5, 0x000029cb, 0x000029f1,
-	0x00002a20, 0x00002a4f, 0x00002a81, 0x00002b02,
-	0x00002b35, 0x00002b6a, 0x00002c43, 0x00002cec,
-	0x00002d61, 0x00002e44, 0x00002e64, 0x00002e6a,
-	0x00002e6e, 0x00002e75, 0x00002e7b, 0x00002e91,
-	0x00002eb1, 0x00002ec1, 0x00002ecc, 0x00002ede,
+	0x00002514, 0x0000251b, 0x00002528, 0x00002538,
+	0x00002550, 0x00002585, 0x00002598, 0x000025ac,
+	0x000025bd, 0x000025c3, 0x000025e4, 0x000025ee,
+	0x00002636, 0x000027dd, 0x00002b92, 0x00002d3e,
+	0x00002d60, 0x00002d76, 0x00002d9c, 0x00002dc2,
+	0x00002df1, 0x00002e20, 0x00002e52, 0x00002ed3,
+	0x00002f06, 0x00002f3b, 0x00003014, 0x000030bd,
+	0x00003132, 0x00003215, 0x00003235, 0x0000323b,
 	// Entry 80 - 9F
-	0x00002ff4, 0x00002ffc, 0x00003017, 0x00003059,
-	0x0000305c, 0x0000305f, 0x00003075, 0x00003090,
-	0x000030bc, 0x000030cf, 0x000031a2, 0x000031eb,
-	0x00003221, 0x0000329d, 0x000033be, 0x00003482,
-	0x0000357d, 0x00003643, 0x000036fa, 0x00003714,
-	0x00003723, 0x0000372a, 0x0000373b, 0x00003751,
-	0x00003757, 0x00003768, 0x00003772, 0x00003799,
-	0x000037b5, 0x000037bd, 0x000037ca, 0x000037d6,
+	0x0000323f, 0x00003246, 0x0000324c, 0x00003262,
+	0x00003282, 0x00003292, 0x0000329d, 0x000032af,
+	0x000033c5, 0x000033cd, 0x000033e8, 0x0000342a,
+	0x0000342d, 0x00003430, 0x00003446, 0x00003461,
+	0x0000348d, 0x000034a0, 0x00003573, 0x000035bc,
+	0x000035f2, 0x0000366e, 0x0000378f, 0x00003853,
+	0x0000394e, 0x00003a14, 0x00003acb, 0x00003ae5,
+	0x00003af4, 0x00003afb, 0x00003b0c, 0x00003b22,
 	// Entry A0 - BF
-	0x000037e4, 0x000037f1, 0x000037f8, 0x00003806,
-	0x0000382a, 0x0000383a, 0x00003852, 0x00003873,
-	0x000038a5, 0x000038e1, 0x0000391b, 0x00003931,
-	0x0000394b, 0x0000397d, 0x00003997, 0x000039a6,
-	0x00003a5a, 0x00003a6c, 0x00003aec, 0x00003b08,
-	0x00003b1f, 0x00003b37, 0x00003b7a, 0x00003cc8,
-	0x00003d81, 0x00003d8d, 0x00003e78, 0x00003e8b,
-	0x00003f30, 0x00003f45, 0x00003f60, 0x00003fdc,
+	0x00003b28, 0x00003b39, 0x00003b43, 0x00003b6a,
+	0x00003b86, 0x00003b8e, 0x00003b9b, 0x00003ba7,
+	0x00003bb5, 0x00003bc2, 0x00003bc9, 0x00003bd7,
+	0x00003bfb, 0x00003c0b, 0x00003c23, 0x00003c44,
+	0x00003c76, 0x00003cb2, 0x00003cec, 0x00003d02,
+	0x00003d1c, 0x00003d4e, 0x00003d68, 0x00003d77,
+	0x00003e2b, 0x00003e3d, 0x00003ebd, 0x00003ed9,
+	0x00003ef0, 0x00003f08, 0x00003f4b, 0x00004099,
 	// Entry C0 - DF
-	0x00003ff1, 0x0000404e, 0x000040a4, 0x000040c0,
-	0x00004117, 0x0000412f, 0x000041c7, 0x000041ec,
-	0x00004206, 0x000042f7, 0x00004325, 0x00004328,
-	0x0000432c, 0x00004333, 0x0000433d, 0x00004343,
-	0x0000434b, 0x00004351, 0x0000435b, 0x0000437c,
-	0x00004395, 0x000043a8, 0x000043e0, 0x000043fa,
-	0x00004415, 0x0000447b, 0x000044ad, 0x000044b3,
-	0x000044b8, 0x000044c4, 0x000044d3, 0x000044df,
+	0x00004152, 0x0000415e, 0x00004249, 0x0000425c,
+	0x00004301, 0x00004316, 0x00004331, 0x000043ad,
+	0x000043c2, 0x0000441f, 0x00004475, 0x00004491,
+	0x000044e8, 0x00004500, 0x00004598, 0x000045bd,
+	0x000045d7, 0x000046c8, 0x000046f6, 0x000046f9,
+	0x000046fd, 0x00004704, 0x0000470e, 0x00004714,
+	0x0000471c, 0x00004722, 0x0000472c, 0x0000474d,
+	0x00004766, 0x00004779, 0x000047b1, 0x000047cb,
 	// Entry E0 - FF
-	0x000044eb, 0x000044fd, 0x0000450e, 0x00004592,
-	0x000045a4, 0x000045bb, 0x000045c6, 0x0000461b,
-	0x00004628, 0x0000464d, 0x00004659, 0x00004663,
-	0x00004669, 0x00004675, 0x0000468d, 0x000046df,
-	0x000046ef, 0x000046ff, 0x00004708, 0x00004713,
-	0x0000471b, 0x0000473b, 0x0000475d, 0x00004785,
-	0x0000478e, 0x0000479e, 0x000047be, 0x000047c6,
-	0x000047d5, 0x000047f4, 0x0000481f, 0x00004845,
+	0x000047e6, 0x0000484c, 0x0000487e, 0x00004884,
+	0x00004889, 0x00004895, 0x000048a4, 0x000048b0,
+	0x000048bc, 0x000048ce, 0x000048df, 0x00004963,
+	0x00004975, 0x0000498c, 0x00004997, 0x000049ec,
+	0x000049f9, 0x00004a1e, 0x00004a2a, 0x00004a34,
+	0x00004a3a, 0x00004a46, 0x00004a5e, 0x00004ab0,
+	0x00004ac0, 0x00004ad0, 0x00004ad9, 0x00004ae4,
+	0x00004aec, 0x00004b0c, 0x00004b2e, 0x00004b56,
 	// Entry 100 - 11F
-	0x00004855, 0x0000485f, 0x00004869, 0x00004888,
-	0x000048a6, 0x0000497e, 0x0000499c, 0x000049e0,
-	0x00004a1d, 0x00004a50, 0x00004a80, 0x00004b09,
-	0x00004b35, 0x00004b65, 0x00004b87, 0x00004ba2,
-	0x00004bbd, 0x00004bd9, 0x00004bf5, 0x00004c0b,
-	0x00004c25, 0x00004c5c, 0x00004c92, 0x00004cb2,
-	0x00004cd1, 0x00004cd8, 0x00004cdf, 0x00004cee,
-	0x00004d0a, 0x00004d1e, 0x00004d33, 0x00004d9d,
+	0x00004b5f, 0x00004b6f, 0x00004b8f, 0x00004b97,
+	0x00004ba6, 0x00004bc5, 0x00004bf0, 0x00004c16,
+	0x00004c26, 0x00004c30, 0x00004c3a, 0x00004c59,
+	0x00004c77, 0x00004d4f, 0x00004d6d, 0x00004db1,
+	0x00004dee, 0x00004e21, 0x00004e51, 0x00004eda,
+	0x00004f06, 0x00004f36, 0x00004f58, 0x00004f73,
+	0x00004f8e, 0x00004faa, 0x00004fc6, 0x00004fdc,
+	0x00004ff6, 0x0000502d, 0x00005063, 0x00005083,
 	// Entry 120 - 13F
-	0x00004db3, 0x00004db8, 0x00004dcc, 0x00004de4,
-	0x00004e09, 0x00004e37, 0x00004e5c, 0x00004e76,
-	0x00004fbf, 0x00004fd4, 0x00004fe4, 0x00004fe8,
-	0x00004ffb, 0x0000500a, 0x00005021, 0x00005030,
-	0x00005037, 0x00005042, 0x00005064, 0x00005078,
-	0x00005156, 0x0000517e, 0x00005207, 0x0000530d,
-	0x00005322, 0x00005388, 0x0000540d, 0x00005482,
-	0x00005494, 0x000054a7, 0x000054c3, 0x000054f0,
+	0x000050a2, 0x000050a9, 0x000050b0, 0x000050bf,
+	0x000050db, 0x000050ef, 0x00005104, 0x0000516e,
+	0x00005184, 0x00005189, 0x0000519d, 0x000051b5,
+	0x000051da, 0x00005208, 0x0000522d, 0x00005247,
+	0x00005390, 0x000053a5, 0x000053b5, 0x000053b9,
+	0x000053cc, 0x000053db, 0x000053f2, 0x00005401,
+	0x00005408, 0x00005413, 0x00005435, 0x00005449,
+	0x00005527, 0x0000554f, 0x000055d8, 0x000056de,
 	// Entry 140 - 15F
-	0x0000550d, 0x00005530, 0x0000553b, 0x00005546,
-	0x0000555d, 0x000056e4, 0x00005755, 0x0000577c,
-	0x000057ba, 0x000057c6, 0x000057cf, 0x000057e3,
-	0x000057ed, 0x00005814, 0x0000583a, 0x00005856,
-	0x00005871, 0x000058a1, 0x00005911, 0x00005931,
-	0x0000594b, 0x00005966, 0x00005975, 0x00005986,
-	0x000059a7, 0x000059dd, 0x000059f5, 0x00005a3c,
-	0x00005aa7, 0x00005ab2, 0x00005acc, 0x00005b16,
+	0x000056f3, 0x00005759, 0x000057de, 0x00005853,
+	0x00005865, 0x00005878, 0x00005894, 0x000058c1,
+	0x000058de, 0x00005901, 0x0000590c, 0x00005917,
+	0x0000592e, 0x00005ab5, 0x00005b26, 0x00005b4d,
+	0x00005b8b, 0x00005b97, 0x00005ba0, 0x00005bb4,
+	0x00005bbe, 0x00005be5, 0x00005c0b, 0x00005c27,
+	0x00005c42, 0x00005c72, 0x00005ce2, 0x00005d02,
+	0x00005d1c, 0x00005d37, 0x00005d46, 0x00005d57,
 	// Entry 160 - 17F
-	0x00005b1e, 0x00005b2c, 0x00005b3c, 0x00005b66,
-	0x00005b8f, 0x00005c08, 0x00005c61, 0x00005cff,
-	0x00005d79, 0x00005d89, 0x00005da8, 0x00005db4,
-	0x00005dcd, 0x00005dd8, 0x00005de5, 0x00005df4,
-	0x00005dfc, 0x00005e06, 0x00005e0e, 0x00005e16,
-	0x00005e1c, 0x00005e23, 0x00005e28, 0x00005e2d,
-	0x00005e31, 0x00005e36, 0x00005e3c, 0x00005e42,
-	0x00005e48, 0x00005e4d, 0x00005e52, 0x00005e58,
+	0x00005d78, 0x00005dae, 0x00005dc6, 0x00005e0d,
+	0x00005e78, 0x00005e83, 0x00005e9d, 0x00005ee7,
+	0x00005eef, 0x00005efd, 0x00005f0d, 0x00005f37,
+	0x00005f60, 0x00005fd9, 0x00006032, 0x000060d0,
+	0x0000614a, 0x0000615a, 0x00006179, 0x00006185,
+	0x0000619e, 0x000061a9, 0x000061b6, 0x000061c5,
+	0x000061cd, 0x000061d7, 0x000061df, 0x000061e7,
+	0x000061ed, 0x000061f4, 0x000061f9, 0x000061fe,
 	// Entry 180 - 19F
-	0x00005e62, 0x00005e82, 0x00005ea4, 0x00005ec8,
-	0x00005eee, 0x00005ef7, 0x00005f13, 0x00005f1c,
-	0x00005f34, 0x00005f3d, 0x00005f91, 0x00005fb1,
-	0x00005fb7, 0x00005fc2, 0x00005fc8, 0x00005fd6,
-	0x00005fe1, 0x00005fef, 0x00006022, 0x00006046,
-	0x00006075, 0x000060be, 0x000060c5, 0x000060db,
-	0x0000614e, 0x00006174, 0x0000618e, 0x00006276,
-	0x00006405, 0x0000650c, 0x00006670, 0x000066c0,
+	0x00006202, 0x00006207, 0x0000620d, 0x00006213,
+	0x00006219, 0x0000621e, 0x00006223, 0x00006229,
+	0x00006233, 0x00006253, 0x00006275, 0x00006299,
+	0x000062bf, 0x000062c8, 0x000062e4, 0x000062ed,
+	0x00006305, 0x0000630e, 0x00006362, 0x00006382,
+	0x00006388, 0x00006393, 0x00006399, 0x000063a7,
+	0x000063b2, 0x000063c0, 0x000063f3, 0x00006417,
+	0x00006446, 0x0000648f, 0x00006496, 0x000064ac,
 	// Entry 1A0 - 1BF
-	0x000066f1, 0x00006724, 0x00006753, 0x0000675e,
-	0x00006762, 0x00006774, 0x00006789, 0x00006797,
-	0x000067f1, 0x00006856, 0x00006873, 0x000068b6,
-	0x0000691d, 0x0000692a, 0x0000693f, 0x00006952,
-	0x0000697d, 0x000069aa, 0x000069e1, 0x00006a2b,
-	0x00006a3d, 0x00006a75, 0x00006a8c, 0x00006a98,
-	0x00006aaf, 0x00006ae3, 0x00006b2d, 0x00006b62,
-	0x00006b6b, 0x00006b82, 0x00006bb0, 0x00006c7b,
+	0x0000651f, 0x00006545, 0x0000655f, 0x00006647,
+	0x000067d6, 0x000068dd, 0x00006a41, 0x00006a91,
+	0x00006ac2, 0x00006af5, 0x00006b24, 0x00006b2f,
+	0x00006b33, 0x00006b45, 0x00006b5a, 0x00006b68,
+	0x00006bc2, 0x00006c27, 0x00006c44, 0x00006c87,
+	0x00006cee, 0x00006cfb, 0x00006d10, 0x00006d23,
+	0x00006d4e, 0x00006d7b, 0x00006df2, 0x00006e29,
+	0x00006e73, 0x00006e85, 0x00006ebd, 0x00006ed4,
 	// Entry 1C0 - 1DF
-	0x00006c8e, 0x00006ca0, 0x00006cb1, 0x00006cfd,
-	0x00006d77, 0x00006d9b, 0x00006da6, 0x00006db1,
-	0x00006dbc, 0x00006dc6, 0x00006dd0, 0x00006dd9,
-	0x00006de2, 0x00006deb, 0x00006df4, 0x00006dfd,
-	0x00006e04, 0x00006e12, 0x00006e18, 0x00006e1f,
-	0x00006e26, 0x00006e2f, 0x00006e34, 0x00006e42,
-	0x00006e48, 0x00006e4e, 0x00006e54, 0x00006e5c,
-	0x00006e65, 0x00006e6e, 0x00006e81, 0x00006e92,
+	0x00006ee0, 0x00006ef7, 0x00006f2b, 0x00006f75,
+	0x00006faa, 0x00006fb3, 0x00006fca, 0x00006ff8,
+	0x000070c3, 0x000070d6, 0x000070e8, 0x00007156,
+	0x00007167, 0x000071b3, 0x0000722d, 0x00007251,
+	0x0000725c, 0x00007267, 0x00007272, 0x0000727c,
+	0x00007286, 0x0000728f, 0x00007298, 0x000072a1,
+	0x000072aa, 0x000072b3, 0x000072ba, 0x000072c8,
+	0x000072ce, 0x000072d5, 0x000072dc, 0x000072e5,
 	// Entry 1E0 - 1FF
-	0x00006eb5, 0x00006ed6, 0x00006ee5, 0x00006ef0,
-	0x00006efb, 0x00006f08, 0x00006f0c, 0x00006f10,
-	0x00006f1e, 0x00006f2c, 0x00006f3a, 0x00006f5a,
-	0x00006f6d, 0x00006f86, 0x00006f9b, 0x00006fac,
-	0x00006fbe, 0x00006fd0, 0x00006fd6, 0x00006fdd,
-	0x00006fe5, 0x00006fed, 0x0000700b, 0x00007029,
-	0x00007040, 0x00007055, 0x00007066, 0x0000706c,
-	0x00007085, 0x00007090, 0x000070c4, 0x000070d1,
+	0x000072ea, 0x000072f8, 0x000072fe, 0x00007304,
+	0x0000730a, 0x00007312, 0x0000731b, 0x00007324,
+	0x00007337, 0x00007348, 0x0000736b, 0x0000738c,
+	0x0000739b, 0x000073a6, 0x000073b1, 0x000073be,
+	0x000073c2, 0x000073c6, 0x000073d4, 0x000073e2,
+	0x000073f0, 0x00007410, 0x00007423, 0x0000743c,
+	0x00007451, 0x00007462, 0x00007474, 0x00007486,
+	0x0000748c, 0x00007493, 0x0000749b, 0x000074a3,
 	// Entry 200 - 21F
-	0x000070ef, 0x000070fd, 0x00007106, 0x0000710d,
-	0x00007128, 0x00007132, 0x00007145, 0x0000717f,
-	0x00007188, 0x00007197, 0x000071fb, 0x00007207,
-	0x00007211, 0x00007241, 0x0000729c, 0x00007383,
-	0x0000738e, 0x000073c1, 0x000073ff, 0x00007478,
-	0x0000749d, 0x000074a2, 0x000074c2, 0x000074df,
-	0x000074ff, 0x00007514, 0x00007555, 0x00007560,
-	0x0000756a, 0x00007593, 0x00007608, 0x00007619,
+	0x000074c1, 0x000074df, 0x000074f6, 0x0000750b,
+	0x0000751c, 0x00007522, 0x0000753b, 0x00007546,
+	0x0000757a, 0x00007587, 0x000075a5, 0x000075b3,
+	0x000075bc, 0x000075c3, 0x000075de, 0x000075e8,
+	0x000075fb, 0x00007635, 0x0000763e, 0x0000764d,
+	0x000076b1, 0x000076bd, 0x000076c7, 0x000076f7,
+	0x00007752, 0x00007839, 0x00007844, 0x00007877,
+	0x000078b5, 0x0000792e, 0x00007953, 0x00007958,
 	// Entry 220 - 23F
-	0x00007656, 0x0000768a, 0x000076eb, 0x00007735,
-	0x00007743, 0x0000777f, 0x000077a9, 0x000077ee,
-	0x00007816, 0x00007855, 0x00007876, 0x000078b4,
-	0x000078f4, 0x00007914, 0x00007955, 0x0000797f,
-	0x000079a6, 0x00007a29, 0x00007a41, 0x00007a55,
-	0x00007a6c, 0x00007a7a, 0x00007a85, 0x00007aa8,
-	0x00007ae6, 0x00007b05, 0x00007b21, 0x00007b8f,
-	0x00007c61, 0x00007cc0, 0x00007d45, 0x00007dc2,
+	0x00007978, 0x00007995, 0x000079b5, 0x000079ca,
+	0x00007a0b, 0x00007a16, 0x00007a20, 0x00007a49,
+	0x00007abe, 0x00007acf, 0x00007b0c, 0x00007b40,
+	0x00007ba1, 0x00007beb, 0x00007bf9, 0x00007c35,
+	0x00007c5f, 0x00007ca4, 0x00007ccc, 0x00007d0b,
+	0x00007d2c, 0x00007d6a, 0x00007daa, 0x00007dca,
+	0x00007e0b, 0x00007e35, 0x00007e5c, 0x00007edf,
+	0x00007ef7, 0x00007f0b, 0x00007f22, 0x00007f30,
 	// Entry 240 - 25F
-	0x00007ed6, 0x00007fd9, 0x00008020, 0x000080ad,
-	0x0000811c, 0x00008162, 0x000082af, 0x000082d7,
-	0x000082fa, 0x00008331, 0x000083c2, 0x00008415,
-	0x0000843e, 0x00008520, 0x00008546, 0x0000858d,
-	0x00008611, 0x0000868c, 0x00008709, 0x00008731,
-	0x00008759, 0x000087a0, 0x000087ea, 0x0000881d,
-	0x00008830, 0x00008938, 0x00008966, 0x000089a2,
-	0x000089b8, 0x00008a4c, 0x00008a5f, 0x00008a9c,
+	0x00007f3b, 0x00007f5e, 0x00007f9c, 0x00007fbb,
+	0x00007fd7, 0x00008045, 0x00008117, 0x00008176,
+	0x000081fb, 0x00008278, 0x0000838c, 0x0000848f,
+	0x000084d6, 0x00008563, 0x000085d2, 0x00008618,
+	0x00008765, 0x0000878d, 0x000087b0, 0x000087e7,
+	0x00008878, 0x000088cb, 0x000088f4, 0x000089d6,
+	0x000089fc, 0x00008a43, 0x00008ac7, 0x00008b42,
+	0x00008bbf, 0x00008be7, 0x00008c0f, 0x00008c56,
 	// Entry 260 - 27F
-	0x00008af5, 0x00008b31, 0x00008b44, 0x00008b98,
-	0x00008bcd, 0x00008bdf, 0x00008bf6, 0x00008c35,
-	0x00008c87, 0x00008cb3, 0x00008d50, 0x00008df6,
-	0x00008ea3, 0x00008eb3, 0x00008f13, 0x00008f84,
-	0x00009009, 0x0000909e, 0x000090a9, 0x000090c6,
-	0x000090e5, 0x000090f6, 0x00009110, 0x00009119,
-	0x00009123, 0x00009171, 0x000091b6, 0x000091d5,
-	0x0000920a, 0x0000925b, 0x0000926c, 0x000092b6,
+	0x00008ca0, 0x00008cd3, 0x00008ce6, 0x00008dee,
+	0x00008e1c, 0x00008e58, 0x00008e6e, 0x00008f02,
+	0x00008f15, 0x00008f52, 0x00008fab, 0x00008fe7,
+	0x00008ffa, 0x0000904e, 0x00009083, 0x00009095,
+	0x000090ac, 0x000090eb, 0x0000913d, 0x00009169,
+	0x00009206, 0x000092ac, 0x00009359, 0x00009369,
+	0x000093c9, 0x0000943a, 0x000094bf, 0x00009554,
+	0x0000955f, 0x0000957c, 0x0000959b, 0x000095ac,
 	// Entry 280 - 29F
-	0x000092cc, 0x000092e0, 0x000092f9, 0x0000930f,
-	0x00009339, 0x00009341, 0x00009354, 0x0000935b,
-	0x00009376, 0x00009396, 0x000093c6, 0x000093dd,
-	0x000093f3, 0x0000942b, 0x00009466, 0x00009492,
-	0x00009515, 0x00009526, 0x00009540, 0x0000954b,
-	0x0000955f, 0x00009571, 0x00009587, 0x00009599,
-	0x000095ab, 0x000095b1, 0x000095c3, 0x000095d1,
-	0x000095e0, 0x000095ec, 0x00009602, 0x0000962c,
+	0x000095c6, 0x000095cf, 0x000095d9, 0x00009627,
+	0x0000966c, 0x0000968b, 0x000096c0, 0x00009711,
+	0x00009722, 0x0000976c, 0x00009782, 0x00009796,
+	0x000097af, 0x000097c5, 0x000097ef, 0x000097f7,
+	0x0000980a, 0x00009811, 0x0000982c, 0x0000984c,
+	0x0000987c, 0x00009893, 0x000098a9, 0x000098e1,
+	0x0000991c, 0x00009948, 0x000099cb, 0x000099dc,
+	0x000099f6, 0x00009a01, 0x00009a15, 0x00009a27,
 	// Entry 2A0 - 2BF
-	0x0000965f, 0x00009707, 0x00009757, 0x0000977f,
-	0x000097d1, 0x00009813, 0x0000984f, 0x00009866,
-	0x00009930, 0x0000995d, 0x00009b17, 0x00009b31,
-	0x00009b4a, 0x00009b6b, 0x00009b82, 0x00009baf,
-	0x00009bb6, 0x00009bd0, 0x00009bf6, 0x00009c0b,
-	0x00009c65, 0x00009cfa, 0x00009d5d, 0x00009d70,
-	0x00009d97, 0x00009dbf, 0x00009dcd, 0x00009e21,
-	0x00009e31, 0x00009e42, 0x00009e49, 0x00009f7f,
+	0x00009a3d, 0x00009a4f, 0x00009a61, 0x00009a67,
+	0x00009a79, 0x00009a87, 0x00009a96, 0x00009aa2,
+	0x00009ab8, 0x00009ae2, 0x00009b15, 0x00009bbd,
+	0x00009c0d, 0x00009c35, 0x00009c87, 0x00009cc9,
+	0x00009d05, 0x00009d1c, 0x00009de6, 0x00009e13,
+	0x00009fcd, 0x00009fe7, 0x0000a000, 0x0000a021,
+	0x0000a038, 0x0000a065, 0x0000a06c, 0x0000a086,
+	0x0000a0ac, 0x0000a0c1, 0x0000a11b, 0x0000a1b0,
 	// Entry 2C0 - 2DF
-	0x00009f86, 0x00009fc0, 0x00009fc5, 0x00009fda,
-	0x00009fee, 0x0000a000, 0x0000a016, 0x0000a026,
-	0x0000a063, 0x0000a0a3, 0x0000a0be, 0x0000a0cf,
-	0x0000a113, 0x0000a134, 0x0000a146, 0x0000a158,
-	0x0000a22d, 0x0000a245, 0x0000a2e6, 0x0000a375,
-	0x0000a385, 0x0000a45f, 0x0000a521, 0x0000a526,
-	0x0000a536, 0x0000a544, 0x0000a554, 0x0000a564,
-	0x0000a572, 0x0000a582, 0x0000a58c, 0x0000a5b5,
+	0x0000a213, 0x0000a226, 0x0000a24d, 0x0000a275,
+	0x0000a283, 0x0000a2d7, 0x0000a2e7, 0x0000a2f8,
+	0x0000a2ff, 0x0000a435, 0x0000a43c, 0x0000a476,
+	0x0000a47b, 0x0000a490, 0x0000a4a4, 0x0000a4b6,
+	0x0000a4cc, 0x0000a4dc, 0x0000a519, 0x0000a559,
+	0x0000a574, 0x0000a585, 0x0000a5c9, 0x0000a5ea,
+	0x0000a5fc, 0x0000a60e, 0x0000a6e3, 0x0000a6fb,
+	0x0000a79c, 0x0000a82b, 0x0000a83b, 0x0000a915,
 	// Entry 2E0 - 2FF
-	0x0000a5cf, 0x0000a5ea, 0x0000a678, 0x0000a6b6,
-	0x0000a6c7, 0x0000a75e, 0x0000a76b, 0x0000a786,
-	0x0000a7df, 0x0000a7f3, 0x0000a811, 0x0000a88b,
-	0x0000a8cc, 0x0000a942, 0x0000a961, 0x0000aa77,
-	0x0000aa90, 0x0000aad6, 0x0000aaee, 0x0000ab41,
-	0x0000ab7c, 0x0000ac14, 0x0000ac40, 0x0000ac66,
-	0x0000ac9a, 0x0000acb2, 0x0000acdd, 0x0000ad86,
-	0x0000ad90, 0x0000ae18, 0x0000ae4d, 0x0000ae8e,
+	0x0000a9d7, 0x0000a9dc, 0x0000a9ec, 0x0000a9fa,
+	0x0000aa0a, 0x0000aa1a, 0x0000aa28, 0x0000aa38,
+	0x0000aa42, 0x0000aa6b, 0x0000aa85, 0x0000aaa0,
+	0x0000ab2e, 0x0000ab6c, 0x0000ab7d, 0x0000ac14,
+	0x0000ac21, 0x0000ac3c, 0x0000ac95, 0x0000aca9,
+	0x0000acc7, 0x0000ad41, 0x0000ad82, 0x0000adf8,
+	0x0000ae17, 0x0000af2d, 0x0000af46, 0x0000af8c,
+	0x0000afa4, 0x0000aff7, 0x0000b032, 0x0000b0ca,
 	// Entry 300 - 31F
-	0x0000b00a, 0x0000b189, 0x0000b262, 0x0000b377,
-	0x0000b493, 0x0000b4ac, 0x0000b528, 0x0000b5f1,
-	0x0000b67a, 0x0000b687, 0x0000b6d9, 0x0000b6df,
-	0x0000b793, 0x0000b843, 0x0000b875, 0x0000b8a1,
-	0x0000b90a, 0x0000b9b1, 0x0000ba73, 0x0000baa3,
-	0x0000bab0, 0x0000bab6, 0x0000bacc, 0x0000bad7,
-	0x0000bade, 0x0000bae9, 0x0000baf7, 0x0000bb04,
-	0x0000bb12, 0x0000bb2b, 0x0000bb58, 0x0000bc01,
+	0x0000b0f6, 0x0000b11c, 0x0000b150, 0x0000b168,
+	0x0000b193, 0x0000b23c, 0x0000b246, 0x0000b2ce,
+	0x0000b303, 0x0000b344, 0x0000b4c0, 0x0000b63f,
+	0x0000b718, 0x0000b82d, 0x0000b949, 0x0000b962,
+	0x0000b9de, 0x0000baa7, 0x0000bb30, 0x0000bb3d,
+	0x0000bb8f, 0x0000bb95, 0x0000bc49, 0x0000bcf9,
+	0x0000bd2b, 0x0000bd57, 0x0000bdc0, 0x0000be67,
+	0x0000bf29, 0x0000bf59, 0x0000bf66, 0x0000bf6c,
 	// Entry 320 - 33F
-	0x0000bc14, 0x0000bc1e, 0x0000bcad, 0x0000bd0e,
-	0x0000bd6a, 0x0000bd7c, 0x0000bd96, 0x0000bda9,
-	0x0000bde7, 0x0000be23, 0x0000be40, 0x0000be4d,
-	0x0000be5b, 0x0000be69, 0x0000be79, 0x0000beb5,
-	0x0000beef, 0x0000bf6c, 0x0000bf77, 0x0000bfa1,
-	0x0000bfae, 0x0000bfca, 0x0000bfce, 0x0000bfe0,
-	0x0000c0a2, 0x0000c0d5, 0x0000c0e0, 0x0000c0ea,
-	0x0000c0ff, 0x0000c108, 0x0000c112, 0x0000c127,
+	0x0000bf82, 0x0000bf8d, 0x0000bf94, 0x0000bf9f,
+	0x0000bfad, 0x0000bfba, 0x0000bfc8, 0x0000bfe1,
+	0x0000c00e, 0x0000c0b7, 0x0000c0ca, 0x0000c0d4,
+	0x0000c163, 0x0000c1c4, 0x0000c220, 0x0000c232,
+	0x0000c24c, 0x0000c25f, 0x0000c29d, 0x0000c2d9,
+	0x0000c2f6, 0x0000c303, 0x0000c311, 0x0000c31f,
+	0x0000c32f, 0x0000c36b, 0x0000c3a5, 0x0000c422,
+	0x0000c42d, 0x0000c457, 0x0000c464, 0x0000c480,
 	// Entry 340 - 35F
-	0x0000c14b, 0x0000c165, 0x0000c17a, 0x0000c1a6,
-	0x0000c1e5, 0x0000c1ea, 0x0000c1ff, 0x0000c211,
-	0x0000c246, 0x0000c257, 0x0000c284, 0x0000c2b3,
-	0x0000c3d5, 0x0000c4f7, 0x0000c56d, 0x0000c5f8,
-	0x0000c687, 0x0000c6ee, 0x0000c730, 0x0000c782,
-	0x0000c7ca, 0x0000c83d, 0x0000c885, 0x0000c8b3,
-	0x0000c8e1, 0x0000c914, 0x0000c947,
-} // Size: 3460 bytes
+	0x0000c484, 0x0000c496, 0x0000c558, 0x0000c58b,
+	0x0000c596, 0x0000c5a0, 0x0000c5b5, 0x0000c5be,
+	0x0000c5c8, 0x0000c5dd, 0x0000c601, 0x0000c61b,
+	0x0000c630, 0x0000c65c, 0x0000c69b, 0x0000c6a0,
+	0x0000c6b5, 0x0000c6c7, 0x0000c6fc, 0x0000c70d,
+	0x0000c73a, 0x0000c769, 0x0000c88b, 0x0000c9ad,
+	0x0000ca23, 0x0000caae, 0x0000cb3d, 0x0000cba4,
+	0x0000cbe6, 0x0000cc38, 0x0000cc80, 0x0000ccf3,
+	// Entry 360 - 37F
+	0x0000cd3b, 0x0000cd69, 0x0000cd97, 0x0000cdca,
+	0x0000cdfd,
+} // Size: 3500 bytes
 
-const frData string = "" + // Size: 51527 bytes
+const frData string = "" + // Size: 52733 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
-	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
-	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
-	"nstances bloquées…\x02Arrêter toutes les instances en cours…\x02Arrêter " +
-	"toutes les instances en cours ou bloquées…\x02Dites pourquoi, pour qui l" +
-	"ira le journal plus tard\u202f: %[1]d caractères au plus. Tous les opéra" +
-	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
-	"n’y écrivez aucune donnée de client.\x02Motif (consigné dans le journal " +
-	"d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre l’in" +
-	"stance de processus %[1]s\x02Reprendre maintenant\u202f? L’occurrence du" +
-	" nœud %[1]s attend sa nouvelle tentative (prévue\u202f: %[2]s)\u202f; el" +
-	"le est proposée dès maintenant, ses tentatives restantes inchangées.\x02" +
-	"Un exécutant peut la prendre en charge aussitôt. Ses tentatives précéden" +
-	"tes et sa dernière erreur restent dans son historique. Aucune occurrence" +
-	" n’est terminée à la place d’un exécutant.\x02Reprendre maintenant\x02Re" +
-	"prendre cette instance\u202f? Son occurrence en échec au nœud %[1]s est " +
-	"proposée de nouveau, avec un budget de tentatives neuf.\x02Les exécutant" +
-	"s peuvent de nouveau la prendre en charge (une occurrence push rappelle " +
-	"sa destination). Ses tentatives précédentes et sa dernière erreur resten" +
-	"t dans son historique. Aucune occurrence n’est terminée à la place d’un " +
-	"exécutant.\x02Reprendre l’instance\x02Abandonner l’instance de processus" +
-	" %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le c" +
-	"ode d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et" +
-	" rien n’est terminé à sa place. Une instance abandonnée ne peut pas être" +
-	" reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[" +
-	"1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annul" +
-	"ées.\x02Les exécutants qui en détiennent une en sont avertis aussitôt p" +
-	"ar un flux, à leur prochaine prolongation de verrou ou à leur prochain r" +
-	"etour en interrogation longue, et leurs résultats sont refusés\u202f; un" +
-	" appel push en cours est interrompu, mais sa destination a peut-être déj" +
-	"à traité la requête (une carte débitée\u202f: vérifiez-le chez elle). R" +
-	"ien n’est terminé à leur place, et une instance arrêtée ne peut pas repr" +
-	"endre.\x02Arrêter l’instance\x02Cette instance ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel a reçu " +
-	"une réponse de succès, avec des sorties que le contrat a refusées\u202f:" +
-	" la destination a très probablement agi. Vérifiez auprès de la destinati" +
-	"on avant de reprendre, sinon elle agira deux fois (une carte débitée deu" +
-	"x fois).\x02Son dernier appel a peut-être été exécuté malgré tout (sa ré" +
-	"ponse a été perdue, ou est arrivée après le délai)\u202f: vérifiez auprè" +
-	"s de la destination qu’elle n’a pas agi avant de reprendre, sinon elle a" +
-	"gira deux fois (une carte débitée deux fois).\x02Rien n’a été fait.\x02I" +
-	"mpossible d’agir sur cette instance\x02Retour à l’instance\x02Quelqu’un " +
-	"a agi sur cette instance après l’ouverture de cette page (%[1]s par %[2]" +
-	"s, %[3]s). Rien n’a été fait\u202f: regardez-la de nouveau avant de déci" +
-	"der.\x02Cette instance est déjà terminée (elle est %[1]s désormais)" +
-	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
-	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance n’est plus bloqu" +
-	"ée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’o" +
-	"uverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02C" +
-	"ette instance est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. U" +
-	"n échec termine son instance, sauf si le on_error du nœud mène à hold (u" +
-	"n incident qui attend un opérateur)\u202f; démarrez une nouvelle instanc" +
-	"e (avec une nouvelle Idempotency-Key, ou sans) pour refaire le travail." +
-	"\x02Cette instance est en cours et aucune de ses occurrences n’attend de" +
-	" nouvelle tentative\u202f: il n’y a rien à reprendre.\x02Cette instance " +
-	"est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instan" +
-	"ce est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette in" +
-	"stance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur " +
-	"cette instance après l’ouverture de cette page. Rien n’a été fait\u202f:" +
-	" regardez-la de nouveau avant de décider.\x02Cette instance n’est plus b" +
-	"loquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avan" +
-	"t vous. Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il" +
-	" n’y a rien à arrêter.\x02Son occurrence a échoué avant toute tentative" +
-	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
-	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
-	"’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a chan" +
-	"gé et rien n’a été consigné.\x02Le motif que vous avez donné, non consig" +
-	"né\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2]s\u202f" +
-	"; rien n’a changé et rien n’a été consigné.\x02Reprise immédiate\u202f: " +
-	"l’occurrence du nœud %[1]s est proposée aussitôt. Consigné dans le journ" +
-	"al d’audit.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de" +
-	" nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance" +
-	" est passée en échec avec le code d’erreur abandoned. Consigné dans le j" +
-	"ournal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes s" +
-	"ont annulées. Consigné dans le journal d’audit.\x02Cette instance est bl" +
-	"oquée désormais\u202f: son occurrence a de nouveau échoué depuis l’ouver" +
-	"ture de cette page (ses tentatives épuisées, ou un échec qui n’est pas r" +
-	"etenté). Rien n’a été fait\u202f: examinez-la de nouveau avant de la rep" +
-	"rendre, ce qui lui donnerait un budget neuf.\x02Aucune de ses occurrence" +
-	"s n’attend plus de nouvelle tentative\u202f: elle a été proposée, ou pri" +
-	"se par un exécutant, entre-temps. Rien n’a été fait.\x02Cette instance e" +
-	"st terminée (elle est %[1]s désormais)\u202f: plus rien n’attend de nouv" +
-	"elle tentative. Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a" +
-	" été fait.\x02Indiquez un motif\u202f: il est consigné dans le journal d" +
-	"’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est " +
-	"trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le." +
-	" Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instan" +
-	"ces en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
-	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
-	"elles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans l" +
-	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
-	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
-	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
-	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
-	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
-	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. A" +
-	"ucune occurrence n’est terminée à la place d’un exécutant.\x14\x01\x81" +
-	"\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre maintenant." +
-	"\x00>\x02%[1]d instances bloquées correspondent au filtre maintenant." +
-	"\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Repr" +
-	"endre %[1]d instances\x02Abandonner toutes les instances bloquées que ce" +
-	" filtre retient\x02Chacune passe en échec avec le code d’erreur abandone" +
-	"d et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonne" +
-	"r %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes" +
-	" les instances bloquées que ce filtre retient\x02Arrêter toutes les inst" +
-	"ances en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d i" +
-	"nstance en cours correspond au filtre maintenant.\x00=\x02%[1]d instance" +
-	"s en cours correspondent au filtre maintenant.\x02Arrêter toutes les ins" +
-	"tances en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00" +
-	"\x02E\x02%[1]d instance en cours ou bloquée correspond au filtre mainten" +
-	"ant.\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtr" +
-	"e maintenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f" +
-	"; une instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
-	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
-	"orrespond au filtre.\x02Un code d’erreur est comparé tel quel, majuscule" +
-	"s comprises.\x02Aucun processus, aucune clé métier, aucun code d’erreur " +
-	"ni date de création ne restreint ce filtre\u202f: l’action s’applique au" +
-	"x instances de tous les processus.\x02Processus\x02Version\x02Statut\x02" +
-	"Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le" +
-	"\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processus et code" +
-	" d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le " +
-	"filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’en" +
-	"tre elles appelle une destination en ce moment\u202f: un arrêt interromp" +
-	"t l’appel, mais la destination a peut-être déjà traité la requête (une c" +
-	"arte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre" +
-	" elles appellent une destination en ce moment\u202f: un arrêt interrompt" +
-	" l’appel, mais la destination a peut-être déjà traité la requête (une ca" +
-	"rte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4" +
-	"\x03\x02%[1]d d’entre elles est bloquée à un appel push qui a peut-être " +
-	"été exécuté malgré tout\u202f: il s’est terminé par outcome_unknown ou " +
-	"deadline_exceeded (sa réponse a été perdue, ou est arrivée après le déla" +
-	"i), ou par invalid_outputs (la destination a répondu un succès dont le c" +
-	"ontrat a refusé les sorties). Vérifiez auprès de la destination qu’elle " +
-	"n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte dé" +
-	"bitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un " +
-	"appel push qui a peut-être été exécuté malgré tout\u202f: il s’est termi" +
-	"né par outcome_unknown ou deadline_exceeded (sa réponse a été perdue, ou" +
-	" est arrivée après le délai), ou par invalid_outputs (la destination a r" +
-	"épondu un succès dont le contrat a refusé les sorties). Vérifiez auprès" +
-	" de la destination qu’elle n’a pas agi avant de reprendre, sinon elle ag" +
-	"ira deux fois (une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9" +
-	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
-	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
-	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
-	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
-	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
-	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
-	"\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»" +
-	"\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun process" +
-	"us n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «" +
-	"\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f: ce" +
-	"lle qu’exécute le nœud où une instance est bloquée, pas le nom du nœud." +
-	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
-	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis le déc" +
-	"ompte (il était de %[1]d)\u202f: entre-temps, des instances ont été clôt" +
-	"urées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouvea" +
-	"u nombre et confirmez de nouveau.\x02Cette action groupée a déjà été app" +
-	"liquée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont da" +
-	"ns le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026" +
-	"\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%" +
-	"[1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traité" +
-	"e par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé" +
-	" après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[" +
-	"1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02I" +
-	"nstance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
-	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
-	"liqué par un opérateur, et chaque effacement fait par un administrateur," +
-	" avec son motif. Les révélations de valeurs sensibles ont leur propre jo" +
-	"urnal, que les administrateurs lisent sur la page Révélations (GET /api/" +
-	"v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02exacte" +
-	"\u202f; les instances supprimées depuis ne sont pas trouvées\x02du\x02au" +
-	"\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune action " +
-	"d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proces" +
-	"sus doit être un identifiant d’instance complet (un UUID)\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou c" +
-	"opiez son lien, pour l’identifiant complet.\x02L’action groupée doit êtr" +
-	"e désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les p" +
-	"lus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[1]s" +
-	"\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audit." +
-	"\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action groupé" +
-	"e %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre o" +
-	"ù elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action gr" +
-	"oupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mon" +
-	"tre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[" +
-	"3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées c" +
-	"ar changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
+	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
+	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
+	"bloquées…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes" +
+	" les instances bloquées…\x02Arrêter toutes les instances en cours…\x02Ar" +
+	"rêter toutes les instances en cours ou bloquées…\x02Dites pourquoi, pour" +
+	" qui lira le journal plus tard\u202f: %[1]d caractères au plus. Tous les" +
+	" opérateurs le lisent, et il est conservé quelle que soit la rétention" +
+	"\u202f: n’y écrivez aucune donnée de client.\x02Motif (consigné dans le " +
+	"journal d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Repren" +
+	"dre l’instance de processus %[1]s\x02Reprendre maintenant\u202f? L’occur" +
+	"rence du nœud %[1]s attend sa nouvelle tentative (prévue\u202f: %[2]s)" +
+	"\u202f; elle est proposée dès maintenant, ses tentatives restantes incha" +
+	"ngées.\x02Un exécutant peut la prendre en charge aussitôt. Ses tentative" +
+	"s précédentes et sa dernière erreur restent dans son historique. Aucune " +
+	"occurrence n’est terminée à la place d’un exécutant.\x02Reprendre mainte" +
+	"nant\x02Reprendre cette instance\u202f? Son occurrence en échec au nœud " +
+	"%[1]s est proposée de nouveau, avec un budget de tentatives neuf.\x02Les" +
+	" exécutants peuvent de nouveau la prendre en charge (une occurrence push" +
+	" rappelle sa destination). Ses tentatives précédentes et sa dernière err" +
+	"eur restent dans son historique. Aucune occurrence n’est terminée à la p" +
+	"lace d’un exécutant.\x02Reprendre l’instance\x02Abandonner l’instance de" +
+	" processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec" +
+	" avec le code d’erreur abandoned.\x02Son occurrence en échec reste telle" +
+	" quelle et rien n’est terminé à sa place. Une instance abandonnée ne peu" +
+	"t pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance de pr" +
+	"ocessus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes " +
+	"sont annulées.\x02Les exécutants qui en détiennent une en sont avertis a" +
+	"ussitôt par un flux, à leur prochaine prolongation de verrou ou à leur p" +
+	"rochain retour en interrogation longue, et leurs résultats sont refusés" +
+	"\u202f; un appel push en cours est interrompu, mais sa destination a peu" +
+	"t-être déjà traité la requête (une carte débitée\u202f: vérifiez-le chez" +
+	" elle). Rien n’est terminé à leur place, et une instance arrêtée ne peut" +
+	" pas reprendre.\x02Arrêter l’instance\x02Cette instance ne peut pas être" +
+	" reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentat" +
+	"ive (ses entrées n’ont pas pu être construites), une reprise échouerait " +
+	"donc de la même façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel" +
+	" a reçu une réponse de succès, avec des sorties que le contrat a refusée" +
+	"s\u202f: la destination a très probablement agi. Vérifiez auprès de la d" +
+	"estination avant de reprendre, sinon elle agira deux fois (une carte déb" +
+	"itée deux fois).\x02Son dernier appel a peut-être été exécuté malgré tou" +
+	"t (sa réponse a été perdue, ou est arrivée après le délai)\u202f: vérifi" +
+	"ez auprès de la destination qu’elle n’a pas agi avant de reprendre, sino" +
+	"n elle agira deux fois (une carte débitée deux fois).\x02Rien n’a été fa" +
+	"it.\x02Impossible d’agir sur cette instance\x02Retour à l’instance\x02Qu" +
+	"elqu’un a agi sur cette instance après l’ouverture de cette page (%[1]s " +
+	"par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-la de nouveau avant" +
+	" de décider.\x02Cette instance est déjà terminée (elle est %[1]s désorma" +
+	"is)\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2" +
+	"]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance n’est plus bl" +
+	"oquée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l" +
+	"’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait." +
+	"\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à reprend" +
+	"re. Un échec termine son instance, sauf si le on_error du nœud mène à ho" +
+	"ld (un incident qui attend un opérateur)\u202f; démarrez une nouvelle in" +
+	"stance (avec une nouvelle Idempotency-Key, ou sans) pour refaire le trav" +
+	"ail.\x02Cette instance est en cours et aucune de ses occurrences n’atten" +
+	"d de nouvelle tentative\u202f: il n’y a rien à reprendre.\x02Cette insta" +
+	"nce est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette in" +
+	"stance est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cett" +
+	"e instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi " +
+	"sur cette instance après l’ouverture de cette page. Rien n’a été fait" +
+	"\u202f: regardez-la de nouveau avant de décider.\x02Cette instance n’est" +
+	" plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute a" +
+	"gi avant vous. Rien n’a été fait.\x02Cette instance est déjà terminée" +
+	"\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué avant toute " +
+	"tentative\u202f: ses entrées n’ont pas pu être construites, une reprise " +
+	"échouerait donc de la même façon. Abandonnez ou arrêtez plutôt l’instan" +
+	"ce. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien " +
+	"n’a changé et rien n’a été consigné.\x02Le motif que vous avez donné, no" +
+	"n consigné\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2" +
+	"]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise immédiate" +
+	"\u202f: l’occurrence du nœud %[1]s est proposée aussitôt. Consigné dans " +
+	"le journal d’audit.\x02Reprise\u202f: l’occurrence du nœud %[1]s est pro" +
+	"posée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’" +
+	"instance est passée en échec avec le code d’erreur abandoned. Consigné d" +
+	"ans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ou" +
+	"vertes sont annulées. Consigné dans le journal d’audit.\x02Cette instanc" +
+	"e est bloquée désormais\u202f: son occurrence a de nouveau échoué depuis" +
+	" l’ouverture de cette page (ses tentatives épuisées, ou un échec qui n’e" +
+	"st pas retenté). Rien n’a été fait\u202f: examinez-la de nouveau avant d" +
+	"e la reprendre, ce qui lui donnerait un budget neuf.\x02Aucune de ses oc" +
+	"currences n’attend plus de nouvelle tentative\u202f: elle a été proposée" +
+	", ou prise par un exécutant, entre-temps. Rien n’a été fait.\x02Cette in" +
+	"stance est terminée (elle est %[1]s désormais)\u202f: plus rien n’attend" +
+	" de nouvelle tentative. Rien n’a été fait.\x02Relais a refusé l’action. " +
+	"Rien n’a été fait.\x02Indiquez un motif\u202f: il est consigné dans le j" +
+	"ournal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le moti" +
+	"f est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourciss" +
+	"ez-le. Rien n’a été fait.\x02Action inconnue.\x02L’abandon s’applique au" +
+	"x instances bloquées, et ce filtre retient des instances en cours dont l" +
+	"a nouvelle tentative attend.\x02L’arrêt s’applique aux instances en cour" +
+	"s ou bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02La reprise" +
+	" s’applique aux instances bloquées, ou à celles en cours dont la nouvell" +
+	"e tentative attend, pas à celles au statut «\u202f%[1]s\u202f».\x02L’aba" +
+	"ndon s’applique aux instances bloquées, pas à celles au statut «\u202f%[" +
+	"1]s\u202f».\x02Filtre\x02Motif (consigné dans le journal d’audit pour ch" +
+	"aque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s. Gardez" +
+	" cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’attendre a" +
+	"vant, l’action va tout de même jusqu’au bout.\x02La suivre dans le journ" +
+	"al d’audit (nouvel onglet)\x02Reprendre maintenant toutes les instances " +
+	"que ce filtre retient et dont la nouvelle tentative attend\x02L’occurren" +
+	"ce de chacune, qui attend son délai avant une nouvelle tentative, est pr" +
+	"oposée dès maintenant, ses tentatives restantes inchangées\u202f: ses ex" +
+	"écutants la prennent aussitôt. Aucune occurrence n’est terminée à la pl" +
+	"ace d’un exécutant.\x14\x01\x81\x01\x00\x02B\x02%[1]d instance en cours " +
+	"attend une nouvelle tentative maintenant.\x00F\x02%[1]d instances en cou" +
+	"rs attendent une nouvelle tentative maintenant.\x14\x01\x81\x01\x00\x02$" +
+	"\x02Reprendre %[1]d instance maintenant\x00%\x02Reprendre %[1]d instance" +
+	"s maintenant\x02Reprendre toutes les instances bloquées que ce filtre re" +
+	"tient\x02L’occurrence en échec de chacune est proposée de nouveau, avec " +
+	"un budget de tentatives neuf. Aucune occurrence n’est terminée à la plac" +
+	"e d’un exécutant.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée cor" +
+	"respond au filtre maintenant.\x00>\x02%[1]d instances bloquées correspon" +
+	"dent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]" +
+	"d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les" +
+	" instances bloquées que ce filtre retient\x02Chacune passe en échec avec" +
+	" le code d’erreur abandoned et ne peut plus être reprise.\x14\x01\x81" +
+	"\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]" +
+	"d instances\x02Arrêter toutes les instances bloquées que ce filtre retie" +
+	"nt\x02Arrêter toutes les instances en cours que ce filtre retient\x14" +
+	"\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtre ma" +
+	"intenant.\x00=\x02%[1]d instances en cours correspondent au filtre maint" +
+	"enant.\x02Arrêter toutes les instances en cours ou bloquées que ce filtr" +
+	"e retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée" +
+	" correspond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bl" +
+	"oquées correspondent au filtre maintenant.\x02Chacune est annulée avec s" +
+	"es occurrences ouvertes\u202f; une instance arrêtée ne peut pas être rep" +
+	"rise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02A" +
+	"rrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle" +
+	" cette action s’applique ne correspond au filtre.\x02Un code d’erreur es" +
+	"t comparé tel quel, majuscules comprises.\x02Aucun processus, aucune clé" +
+	" métier, aucun code d’erreur ni date de création ne restreint ce filtre" +
+	"\u202f: l’action s’applique aux instances de tous les processus.\x02Proc" +
+	"essus\x02Version\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à u" +
+	"n nœud de\x02En attente d’une nouvelle tentative à un nœud de\x02Créées " +
+	"depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processu" +
+	"s et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux" +
+	"\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01" +
+	"\x02%[1]d d’entre elles appelle une destination en ce moment\u202f: un a" +
+	"rrêt interrompt l’appel, mais la destination a peut-être déjà traité la " +
+	"requête (une carte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01" +
+	"\x02%[1]d d’entre elles appellent une destination en ce moment\u202f: un" +
+	" arrêt interrompt l’appel, mais la destination a peut-être déjà traité l" +
+	"a requête (une carte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81" +
+	"\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel push " +
+	"qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par outc" +
+	"ome_unknown ou deadline_exceeded (sa réponse a été perdue, ou est arrivé" +
+	"e après le délai), ou par invalid_outputs (la destination a répondu un s" +
+	"uccès dont le contrat a refusé les sorties). Vérifiez auprès de la desti" +
+	"nation qu’elle n’a pas agi avant de reprendre, sinon elle agira deux foi" +
+	"s (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont" +
+	" bloquées à un appel push qui a peut-être été exécuté malgré tout\u202f:" +
+	" il s’est terminé par outcome_unknown ou deadline_exceeded (sa réponse a" +
+	" été perdue, ou est arrivée après le délai), ou par invalid_outputs (la " +
+	"destination a répondu un succès dont le contrat a refusé les sorties). V" +
+	"érifiez auprès de la destination qu’elle n’a pas agi avant de reprendre" +
+	", sinon elle agira deux fois (une carte débitée deux fois).\x14\x01\x81" +
+	"\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant tout" +
+	"e tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne p" +
+	"eut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
+	"\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute t" +
+	"entative (leurs entrées n’ont pas pu être construites)\u202f: elles ne p" +
+	"euvent pas être reprises et ne sont pas comptées. Abandonnez-les ou arrê" +
+	"tez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02" +
+	"Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[" +
+	"1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Auc" +
+	"un processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la" +
+	" clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition" +
+	"\u202f: celle qu’exécute le nœud où une instance est bloquée, pas le nom" +
+	" du nœud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre" +
+	" confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé depu" +
+	"is le décompte (il était de %[1]d)\u202f: entre-temps, des instances ont" +
+	" été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez " +
+	"le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déj" +
+	"à été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
+	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
+	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
+	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
+	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
+	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
+	"on groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et" +
+	" arrêt appliqué par un opérateur, et chaque effacement fait par un admin" +
+	"istrateur, avec son motif. Les révélations de valeurs sensibles ont leur" +
+	" propre journal, que les administrateurs lisent sur la page Révélations " +
+	"(GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02e" +
+	"xacte\u202f; les instances supprimées depuis ne sont pas trouvées\x02du" +
+	"\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune a" +
+	"ction d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de " +
+	"processus doit être un identifiant d’instance complet (un UUID)\u202f: l" +
+	"es listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance" +
+	", ou copiez son lien, pour l’identifiant complet.\x02L’action groupée do" +
+	"it être désignée par son identifiant (un UUID).\x02Actions d’opérateurs," +
+	" les plus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[" +
+	"1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audi" +
+	"t.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action grou" +
+	"pée %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre" +
+	" où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action g" +
+	"roupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mo" +
+	"ntre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %" +
+	"[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées " +
+	"car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
 	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par un" +
 	"e erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignor" +
 	"ées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
@@ -2384,359 +2428,362 @@ const frData string = "" + // Size: 51527 bytes
 	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
 	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
 	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
-	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La versio" +
-	"n doit être un nombre entier à partir de 1.\x02Une version est celle d’u" +
-	"n processus\u202f: choisissez aussi le processus.\x02Date de création" +
-	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
-	"de processus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes" +
-	" les instances que ce filtre retient\x02La page suivante les compte et d" +
-	"emande un motif avant que rien ne change.\x02Instances de processus, les" +
-	" plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune in" +
-	"stance ne correspond à ces filtres.\x02Une instance en cours n’a pas enc" +
-	"ore de code d’erreur\u202f: les occurrences en échec avec ce code qui at" +
-	"tendent leur nouvelle tentative sont listées dans les tâches externes, f" +
-	"iltrées par ce code.\x02Tous les processus\x02Toute définition\x02Tous l" +
-	"es statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous di" +
-	"re «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’u" +
-	"ne instance, pas d’une tâche\u202f: la page Instances liste les instance" +
-	"s qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible" +
-	"\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
-	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
-	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
-	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
-	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
-	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
-	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
-	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
-	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
-	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
-	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
-	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
-	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
-	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
-	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
-	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
-	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
+	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
+	"e statut «\u202fen cours\u202f», ou aucun.\x02La version doit être un no" +
+	"mbre entier à partir de 1.\x02Une version est celle d’un processus\u202f" +
+	": choisissez aussi le processus.\x02Date de création\x02La taille de pag" +
+	"e doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02sans" +
+	" filtre\x02exacte, casse comprise\x02Agir sur toutes les instances que c" +
+	"e filtre retient\x02La page suivante les compte et demande un motif avan" +
+	"t que rien ne change.\x02Instances de processus, les plus récentes d’abo" +
+	"rd\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond" +
+	" à ces filtres.\x02Une instance en cours n’a pas encore de code d’erreur" +
+	"\u202f: les occurrences en échec avec ce code qui attendent leur nouvell" +
+	"e tentative sont listées dans les tâches externes, filtrées par ce code." +
+	"\x02Tous les processus\x02Toute définition\x02Chacune de leurs occurrenc" +
+	"es en attente d’une nouvelle tentative, avec son erreur et sa prochaine " +
+	"tentative\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s" +
+	"\u202f» est le statut d’une instance, pas d’une tâche\u202f: la page Ins" +
+	"tances liste les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée\x02en éche" +
+	"c\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02d" +
+	"éconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
+	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02mas" +
+	"qué (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02" +
+	"push (Relais appelle le service)\x02administrateur\x02opérateur\x02conce" +
+	"pteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02t" +
+	"ype modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02cla" +
+	"ssification modifiée\x02contrainte modifiée\x02routage modifié\x02longue" +
+	"ur minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximu" +
+	"m\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, ré" +
+	"vision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Pol" +
+	"itique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus anci" +
+	"ennes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée " +
+	"le\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Mess" +
+	"age d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02" +
+	"en cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette o" +
+	"ccurrence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
+	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
+	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02après la repr" +
+	"ise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre " +
+	"maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles ten" +
+	"tatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœ" +
+	"ud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
+	"\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une dest" +
+	"ination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s" +
+	", ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à" +
+	" %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s a" +
+	"près chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai " +
+	"multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant que l’occurrence soit terminée\u202f: aucune tentative" +
+	" n’a abouti à temps.\x02Le résultat ne respectait pas le contrat de sort" +
+	"ies de la révision.\x02La réponse à l’appel a été perdue (la connexion s" +
+	"’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
+	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
+	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
+	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
+	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
+	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
+	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
+	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
+	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
+	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
+	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
+	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
+	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
+	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
+	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
+	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
+	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
+	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
+	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
+	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
+	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
+	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
+	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
+	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
+	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
+	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
+	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
+	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
+	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
+	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
+	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
+	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
+	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
+	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
+	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
+	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
+	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
+	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
+	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
+	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
+	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
+	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
+	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
+	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
+	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
+	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
+	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
+	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
+	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
+	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
+	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
+	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
+	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
+	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
+	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
+	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
+	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 98348 bytes (96KiB); checksum: 905414F6
+	// Total table size 100425 bytes (98KiB); checksum: 66A46AA5
