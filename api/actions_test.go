@@ -102,7 +102,7 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 	}
 	last, first := log[0].(map[string]any), log[1].(map[string]any)
 	if last["action"] != "abandon" || last["reason"] != "duplicate company" || last["instance_id"] != b || last["actor"] != "operator" || last["at"] == nil ||
-		first["action"] != "retry" || first["reason"] != "CRM is back" || first["occurrence_id"] != occ {
+		first["action"] != "retry" || first["reason"] != "CRM is back" || first["occurrence_id"] != occ || first["brought_forward"] != false {
 		t.Errorf("audit log %v", log)
 	}
 	if one := env.Must(200, "GET", "/api/v1/audit/actions?instance="+a, env.Operator, nil).JSON(t)["items"].([]any); len(one) != 1 {
@@ -991,7 +991,8 @@ func TestRetryBringsAWaitingRetryForward(t *testing.T) {
 		t.Fatalf("after retry now fetched %v, want attempt 2", got)
 	}
 	rec := env.Must(200, "GET", "/api/v1/audit/actions?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
-	if len(rec) != 1 || rec[0].(map[string]any)["action"] != "retry" || rec[0].(map[string]any)["occurrence_id"] != occ || rec[0].(map[string]any)["reason"] != "CRM is back" {
+	if len(rec) != 1 || rec[0].(map[string]any)["action"] != "retry" || rec[0].(map[string]any)["occurrence_id"] != occ || rec[0].(map[string]any)["reason"] != "CRM is back" ||
+		rec[0].(map[string]any)["brought_forward"] != true {
 		t.Errorf("audit log %v, want the retry of %s", rec, occ)
 	}
 	// Reserved now: nothing waits for a retry.
@@ -1065,6 +1066,10 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 		{map[string]any{"retrying_at": "add_company_to_crm", "status": "held"}, "/filter/retrying_at"},
 		{map[string]any{"retrying_at": ""}, "/filter/retrying_at"},
 		{map[string]any{"status": "failed"}, "/filter/status"},
+		// Running instances have no error code: the breakdown's codes
+		// are their occurrences', which no filter takes.
+		{map[string]any{"status": "running", "error_code": "CRM_DOWN"}, "/filter/error_code"},
+		{map[string]any{"retrying_at": "add_company_to_crm", "held_at": "add_company_to_crm"}, "/filter/held_at"},
 	} {
 		r := bulk(c.filter, nil)
 		if r.Status != 400 || !strings.Contains(string(r.Body), c.pointer) {
@@ -1074,8 +1079,10 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"retrying_at": "add_company_to_crm"}}); r.Status != 400 {
 		t.Errorf("abandon of retrying_at: %d %s; want 400", r.Status, r.Body)
 	}
-	if r := env.Do("GET", "/api/v1/instances?retrying_at=add_company_to_crm&status=held", env.Operator, nil); r.Status != 400 {
-		t.Errorf("list of retrying_at and held: %d %s; want 400", r.Status, r.Body)
+	for _, q := range []string{"status=held", "error_code=CRM_DOWN"} {
+		if r := env.Do("GET", "/api/v1/instances?retrying_at=add_company_to_crm&"+q, env.Operator, nil); r.Status != 400 {
+			t.Errorf("list of retrying_at and %s: %d %s; want 400", q, r.Status, r.Body)
+		}
 	}
 
 	three := 3
@@ -1096,7 +1103,7 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 		}
 	}
 	recs := env.Must(200, "GET", "/api/v1/audit/actions?action=retry", env.Operator, nil).JSON(t)["items"].([]any)
-	if len(recs) != 3 || recs[0].(map[string]any)["bulk_id"] == nil || recs[0].(map[string]any)["occurrence_id"] == nil {
+	if len(recs) != 3 || recs[0].(map[string]any)["bulk_id"] == nil || recs[0].(map[string]any)["occurrence_id"] == nil || recs[0].(map[string]any)["brought_forward"] != true {
 		t.Errorf("audit log %v, want 3 retries under the bulk id with their occurrences", recs)
 	}
 	// Reserved again: nothing waits, nothing counted.

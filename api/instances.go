@@ -329,9 +329,14 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
 		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs),
 		RetryingAt: textParam(q, "retrying_at", &errs)}
-	if f.RetryingAt != "" && f.Status != "" && f.Status != "running" {
+	if f.RetryingAt != "" {
 		// Nothing would match, which would read as nothing waiting.
-		errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
+		if f.Status != "" && f.Status != "running" {
+			errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
+		}
+		if f.ErrorCode != "" || f.HeldAt != "" {
+			errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances, which have no error code and are held nowhere: leave error_code and held_at out"})
+		}
 	}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled" +
@@ -547,6 +552,9 @@ type operatorActionJSON struct {
 	InstanceID   uuid.UUID  `json:"instance_id"`
 	OccurrenceID *uuid.UUID `json:"occurrence_id"`
 	BulkID       *uuid.UUID `json:"bulk_id"`
+	// BroughtForward is true on a retry of a running instance: it offered
+	// a waiting retry now, attempts unchanged (a held one's: a fresh budget).
+	BroughtForward bool `json:"brought_forward"`
 	// InstanceDeleted is true once retention deleted the instance, or it
 	// was erased: the record stays, GET /instances/{id} answers 404.
 	InstanceDeleted bool `json:"instance_deleted"`
@@ -597,7 +605,7 @@ func (a *API) listOperatorActions() http.Handler {
 				}
 				return operatorActionJSON{ID: x.ID, At: x.At, Actor: x.ActorName, ActorTokenID: x.ActorTokenID, ActorRole: role,
 					InstanceDeleted: x.InstanceDeleted, Action: x.Action, Reason: x.Reason,
-					InstanceID: x.InstanceID, OccurrenceID: x.OccurrenceID, BulkID: x.BulkID}
+					InstanceID: x.InstanceID, OccurrenceID: x.OccurrenceID, BulkID: x.BulkID, BroughtForward: x.BroughtForward}
 			}))
 		return nil
 	})

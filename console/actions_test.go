@@ -1762,4 +1762,8 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if n := count(b.mustGet("/console/instances?retrying_at=score_company", 200), "instance-row"); n != 0 {
 		t.Errorf("%d still waiting a retry after the bulk retry now", n)
 	}
+	// The audit log tells it from a held instance's retry (a fresh budget).
+	if log := b.mustGet("/console/audit", 200); strings.Count(log.body, "retry now (attempts unchanged)") != 3 {
+		t.Errorf("the audit log does not name the 3 retries brought forward as such")
+	}
 }

@@ -64,6 +64,10 @@ func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, 
 	for _, a := range acts {
 		row := auditRow{At: listTime(ctx, a.At), Who: actorLabel(ctx, a), WhoHref: auditPath + "?actor=" + url.QueryEscape(a.ActorName), Action: a.Action, ActionLabel: actionName(ctx, a.Action),
 			Reason: visibleBidi(a.Reason), InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
+		if a.BroughtForward {
+			// Not a held instance's retry with a fresh budget.
+			row.ActionLabel = T(ctx, "retry now (attempts unchanged)")
+		}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)
 		}

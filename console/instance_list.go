@@ -73,6 +73,9 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 		// Nothing would match, which would read as nothing waiting.
 		errs.add(T(ctx, "A retry waits on a running instance only: choose the status running, or none."), "status", "retrying_at")
 	}
+	if f.RetryingAt != "" && (f.ErrorCode != "" || f.HeldAt != "") {
+		errs.add(T(ctx, "A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out."), "error_code", "held_at", "retrying_at")
+	}
 	if f.Version != "" {
 		n, err := strconv.Atoi(f.Version)
 		switch {
@@ -191,7 +194,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
 	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.RetryingAt)
 	if f.RetryingAt != "" {
-		v.RetryingNote = T(ctx, "Each of their occurrences waiting a retry, with its error and its next attempt")
+		v.RetryingNote = T(ctx, "The available occurrences of %s: those waiting a retry show their error and their next attempt", f.RetryingAt)
 		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, Status: engine.StatusAvailable}.href()
 	}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
@@ -300,7 +303,8 @@ func bulkApplies(a engine.Action, f instanceFilter) bool {
 	case a == engine.ActionAbandon && f.RetryingAt != "":
 		return false
 	case a == engine.ActionRetry && f.Status == engine.InstanceRunning:
-		return true
+		// Running instances have no error code and are held nowhere.
+		return f.ErrorCode == "" && f.HeldAt == ""
 	}
 	return f.Status == "" || actionAppliesTo(a, f.Status)
 }

@@ -257,6 +257,19 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	if f.RetryingAt != "" && inst.Status != InstanceRunning {
 		return false, nil
 	}
+	if f.RetryingAt != "" && action != ActionRetry {
+		// A bulk stop's instance whose retry came due and moved on (its
+		// service back, it went on to the next step) left the filter:
+		// skipped, as one held again elsewhere is. A retry re-checks it
+		// as it brings the retry forward.
+		waits, err := q.OccurrenceWaitsRetryAt(ctx, queries.OccurrenceWaitsRetryAtParams{InstanceID: id, DefinitionKey: f.RetryingAt, Now: now})
+		if err != nil {
+			return false, err
+		}
+		if !waits {
+			return false, nil
+		}
+	}
 	if f.HeldAt != "" {
 		// Held again since, at a node of another definition: skipped too.
 		o, err := q.OccurrenceHeldAt(ctx, id)
@@ -359,7 +372,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	// they may not see (a reason listing guesses would show which one is
 	// the secret): the console warns instead, by the reason's field.
 	return true, q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: now, ActorID: actor.tokenID(), ActorName: actor.Name,
-		Action: string(action), Reason: reason, InstanceID: id, OccurrenceID: occurrence, BulkID: bulk})
+		Action: string(action), Reason: reason, InstanceID: id, OccurrenceID: occurrence, BulkID: bulk, BroughtForward: retryNow})
 }
 
 // Retryable reports whether an operator's retry can offer o, the failed
@@ -636,6 +649,22 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 		return fault.New(fault.BadRequest, "invalid_request", "retrying_at keeps running instances whose retry waits, and %s: nothing would match", other).
 			WithErrors([]fault.FieldError{{Path: "/filter/retrying_at", Message: "keeps running instances: leave it out, or give it with retry (their retries brought forward) or stop, and status running or none"}})
 	}
+	if action.BringsForward(f) || f.RetryingAt != "" {
+		// Running instances have neither an error code nor a node they
+		// are held at: either would count 0, which reads as nothing
+		// waiting (review: a script narrowed a bring-forward to the code
+		// its breakdown showed).
+		var errs []fault.FieldError
+		if f.ErrorCode != "" {
+			errs = append(errs, fault.FieldError{Path: "/filter/error_code", Message: "matches the code a held or failed instance stopped with, and running instances have none (a retry brought forward is broken down by the code its occurrence failed with, which no filter takes): leave it out"})
+		}
+		if f.HeldAt != "" {
+			errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: "keeps held instances, and this filter keeps running ones: leave it out (retrying_at names the definition a retry waits at)"})
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "this filter keeps running instances, which have no error code and are held nowhere: nothing would match").WithErrors(errs)
+		}
+	}
 	if f.Status == "" {
 		return nil
 	}
@@ -709,7 +738,16 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
-	if int64(len(ids)) != confirm {
+	// Retries brought forward leave the count as they come due: with
+	// matched_before (the console's), what a bring-forward counts only
+	// shrinks, and those that came due meanwhile need nothing (reported
+	// skipped) rather than a count to confirm again, which an outage's
+	// backoff would change as fast as an operator types a reason.
+	gone := int64(0)
+	if action.BringsForward(f) && f.MatchedBefore != nil && int64(len(ids)) < confirm {
+		gone = confirm - int64(len(ids))
+	}
+	if int64(len(ids))+gone != confirm {
 		count := int64(len(ids))
 		if count > confirm {
 			if count, err = e.CountForAction(ctx, action, f); err != nil {
@@ -743,6 +781,12 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if n == 0 {
 		// Another request with this id got there first.
 		return BulkResult{}, bulkExists(id)
+	}
+	if gone > 0 {
+		if err := e.q.BulkActionProgress(ctx, queries.BulkActionProgressParams{ID: id, Skipped: gone, Now: e.at()}); err != nil {
+			return BulkResult{}, wrap("bulk "+string(action), err)
+		}
+		res.Skipped = gone
 	}
 	for batch := range slices.Chunk(ids, bulkBatch) {
 		select {
@@ -911,6 +955,10 @@ type OperatorAction struct {
 	InstanceID   uuid.UUID
 	OccurrenceID *uuid.UUID
 	BulkID       *uuid.UUID
+	// BroughtForward marks a retry of a running instance: it offered a
+	// waiting retry now, its attempts left unchanged (a held instance's
+	// retry gives a fresh budget).
+	BroughtForward bool
 	// InstanceDeleted is set once retention deleted the instance (and its
 	// occurrences), or it was erased: the record stays, its target can no
 	// longer be shown.
@@ -948,7 +996,7 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 	for i, r := range rows {
 		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, ActorTokenID: r.ActorID, ActorRole: deref(r.ActorRole),
 			Action: r.Action, Reason: r.Reason, InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID,
-			InstanceDeleted: !r.InstanceExists}
+			InstanceDeleted: !r.InstanceExists, BroughtForward: r.BroughtForward}
 	}
 	return out, nil
 }

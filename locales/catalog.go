@@ -39,86 +39,87 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              370,
-	"%[1]s %[2]s, %[3]s %[4]s":                 371,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          369,
-	"%[1]s; %[2]s":                             368,
-	"%d (0 lowest, 9 highest)":                 550,
-	"%d attempts":                              559,
-	"%d attempts, retry after %s, priority %d": 747,
-	"%d breaking":                              276,
-	"%d changes":                               275,
-	"%d completed":                             362,
-	"%d d":                                     378,
-	"%d days":                                  392,
-	"%d failed":                                363,
-	"%d h":                                     377,
+	"%[1]s %[2]s":                              371,
+	"%[1]s %[2]s, %[3]s %[4]s":                 372,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          370,
+	"%[1]s; %[2]s":                             369,
+	"%d (0 lowest, 9 highest)":                 552,
+	"%d attempts":                              561,
+	"%d attempts, retry after %s, priority %d": 749,
+	"%d breaking":                              277,
+	"%d changes":                               276,
+	"%d completed":                             363,
+	"%d d":                                     379,
+	"%d days":                                  393,
+	"%d failed":                                364,
+	"%d h":                                     378,
 	"%d held instances match now.":             79,
-	"%d hours":                                 393,
-	"%d items":                                 828,
-	"%d left":                                  561,
-	"%d min":                                   376,
-	"%d minutes":                               394,
+	"%d hours":                                 394,
+	"%d items":                                 830,
+	"%d left":                                  563,
+	"%d min":                                   377,
+	"%d minutes":                               395,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 110,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              826,
-	"%d ms": 396,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         735,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 734,
-	"%d occurrences": 664,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              828,
+	"%d ms": 397,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         737,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 736,
+	"%d occurrences": 666,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       108,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 109,
-	"%d releases":                             300,
+	"%d releases":                             301,
 	"%d running instances match now.":         86,
 	"%d running instances wait a retry now.":  75,
 	"%d running or held instances match now.": 88,
-	"%d s":       375,
-	"%d seconds": 395,
+	"%d s":       376,
+	"%d seconds": 396,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 124,
-	"%s (a fixed offset, no daylight saving time)":                                     696,
-	"%s (deferred; settled by %s)":                                                     626,
-	"%s (deferred; settled with its settle token)":                                     624,
-	"%s (deferred; settled with its settle token, as %s)":                              625,
+	"%s (a fixed offset, no daylight saving time)":                                     698,
+	"%s (deferred; settled by %s)":                                                     628,
+	"%s (deferred; settled with its settle token)":                                     626,
+	"%s (deferred; settled with its settle token, as %s)":                              627,
 	"%s (token #%d, %s)":                                                               125,
-	"%s = %s":                                                                          741,
-	"%s ago":                                                                           373,
-	"%s at %s":                                                                         630,
-	"%s so far":                                                                        622,
-	"%s version %s":                                                                    292,
-	"%s versions %s":                                                                   293,
-	"%s ← %s":                                                                          740,
-	"%s → %s":                                                                          742,
-	"%s, %s: %s":                                                                       331,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         554,
-	"%s, cut to %s by the destination’s max_timeout":                       553,
-	"%s, multiplied by %s after each failure, up to %s":                    556,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 555,
-	"%s, revision %s":                         513,
-	"%s, version %s":                          514,
-	"%s: %s":                                  361,
-	"%s: %s → %s":                             283,
-	"%s: a date is written 2026-12-01.":       680,
-	"%s: every revision, present and future":  221,
-	"%s: revision %s":                         222,
-	"%s: revisions %s":                        223,
-	"%s: the first day comes after the last.": 681,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 551,
-	"%s–%s":                         360,
-	"(%d characters in all)":        830,
-	"(%d handed back, not counted)": 560,
-	"(each item)":                   816,
-	"(in %s)":                       829,
-	"(worker %s)":                   609,
-	"0 seconds":                     391,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            793,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 598,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       333,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 691,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        441,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             646,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           455,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 781,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   780,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    443,
+	"%s = %s":                                                                          743,
+	"%s ago":                                                                           374,
+	"%s at %s":                                                                         632,
+	"%s so far":                                                                        624,
+	"%s version %s":                                                                    293,
+	"%s versions %s":                                                                   294,
+	"%s ← %s":                                                                          742,
+	"%s → %s":                                                                          744,
+	"%s, %s: %s":                                                                       332,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         556,
+	"%s, cut to %s by the destination’s max_timeout":                       555,
+	"%s, multiplied by %s after each failure, up to %s":                    558,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 557,
+	"%s, revision %s":                         515,
+	"%s, version %s":                          516,
+	"%s: %s":                                  362,
+	"%s: %s → %s":                             284,
+	"%s: a date is written 2026-12-01.":       682,
+	"%s: every revision, present and future":  222,
+	"%s: revision %s":                         223,
+	"%s: revisions %s":                        224,
+	"%s: the first day comes after the last.": 683,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 553,
+	"%s–%s":                         361,
+	"(%d characters in all)":        832,
+	"(%d handed back, not counted)": 562,
+	"(each item)":                   818,
+	"(in %s)":                       831,
+	"(worker %s)":                   611,
+	"0 seconds":                     392,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            795,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 600,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       334,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 693,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        442,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             648,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           457,
+	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        443,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 783,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   782,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    445,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -126,451 +127,450 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              437,
-	"Abandoned by %s at %s — “%s”":                                   424,
+	"Abandoned at node":                                              438,
+	"Abandoned by %s at %s — “%s”":                                   425,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 449,
+	"Act on every instance this filter matches": 451,
 	"Action":          128,
-	"All actions":     144,
-	"All consumers":   660,
-	"All definitions": 353,
-	"All its tasks":   220,
-	"All processes":   456,
-	"All statuses":    459,
-	"All workers":     843,
+	"All actions":     145,
+	"All consumers":   662,
+	"All definitions": 354,
+	"All its tasks":   221,
+	"All processes":   458,
+	"All statuses":    461,
+	"All workers":     845,
 	"An error code is matched exactly, capitals included.": 92,
-	"An operator abandoned the instance.":                  597,
-	"Any definition":                                       457,
-	"Apply filters":                                        141,
-	"Apr":                                                  382,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 345,
-	"Attempts":                         518,
-	"Audit log":                        134,
-	"Aug":                              386,
-	"Available from":                   571,
-	"Back to definitions":              188,
-	"Back to external tasks":           186,
-	"Back to sign-in":                  187,
-	"Back to the form":                 196,
+	"An operator abandoned the instance.":                  599,
+	"Any definition":                                       459,
+	"Apply filters":                                        142,
+	"Apr":                                                  383,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 346,
+	"Attempts":                         520,
+	"Audit log":                        135,
+	"Aug":                              387,
+	"Available from":                   573,
+	"Back to definitions":              189,
+	"Back to external tasks":           187,
+	"Back to sign-in":                  188,
+	"Back to the form":                 197,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           761,
-	"Back without saving":              693,
-	"Breaks processes":                 252,
-	"Breaks workers":                   253,
+	"Back to the occurrence":           763,
+	"Back without saving":              695,
+	"Breaks processes":                 253,
+	"Breaks workers":                   254,
 	"Bulk %s applied to %d instances.": 123,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  152,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 151,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      150,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  153,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 152,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      151,
 	"Bulk action":                     132,
 	"Business key":                    97,
 	"By process and error code":       105,
-	"Call timeout":                    552,
-	"Calls":                           311,
-	"Calls signed (Relais-Signature)": 313,
-	"Camunda 7 facade":                848,
-	"Cancelled: the instance was stopped (%s).":               621,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 620,
+	"Call timeout":                    554,
+	"Calls":                           312,
+	"Calls signed (Relais-Signature)": 314,
+	"Camunda 7 facade":                850,
+	"Cancelled: the instance was stopped (%s).":               623,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 622,
 	"Cannot act on this filter":                               111,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           763,
-	"Cannot reveal it here":                                   759,
-	"Change":                                                  250,
-	"Changes between the two revisions":                       262,
-	"Changes of the Working copy since revision %d":           271,
-	"Choose two existing revisions to compare.":               272,
-	"Classification":                                          229,
-	"Clear filters":                                           142,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            729,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 712,
-	"Compare":              249,
-	"Compare revisions":    245,
-	"Completed":            356,
-	"Completed (%s).":      615,
-	"Completed, last hour": 342,
-	"Completions and failures per 5 minutes, last hour: %s":    354,
-	"Completions and failures per 5-minute slot, oldest first": 358,
-	"Completions and failures, last hour":                      334,
-	"Connected":                                                839,
-	"Constraints":                                              230,
-	"Consumer":                                                 520,
-	"Consumer and worker":                                      657,
-	"Consumers":                                                167,
-	"Consumers, oldest first":                                  209,
-	"Counting the occurrences; the counts appear when you reload the page.":         224,
-	"Counts are unavailable right now.":                                             225,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 756,
-	"Counts by status": 652,
-	"Created":          407,
+	"Cannot reveal":                                           765,
+	"Cannot reveal it here":                                   761,
+	"Change":                                                  251,
+	"Changes between the two revisions":                       263,
+	"Changes of the Working copy since revision %d":           272,
+	"Choose two existing revisions to compare.":               273,
+	"Classification":                                          230,
+	"Clear filters":                                           143,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            731,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 714,
+	"Compare":              250,
+	"Compare revisions":    246,
+	"Completed":            357,
+	"Completed (%s).":      617,
+	"Completed, last hour": 343,
+	"Completions and failures per 5 minutes, last hour: %s":    355,
+	"Completions and failures per 5-minute slot, oldest first": 359,
+	"Completions and failures, last hour":                      335,
+	"Connected":                                                841,
+	"Constraints":                                              231,
+	"Consumer":                                                 522,
+	"Consumer and worker":                                      659,
+	"Consumers":                                                168,
+	"Consumers, oldest first":                                  210,
+	"Counting the occurrences; the counts appear when you reload the page.":         225,
+	"Counts are unavailable right now.":                                             226,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 758,
+	"Counts by status": 654,
+	"Created":          408,
 	"Created from":     101,
-	"Created on":       213,
+	"Created on":       214,
 	"Created to":       102,
-	"Creation date":    444,
-	"Dates":            516,
-	"Deadline":         548,
-	"Dec":              390,
-	"Deferred":         575,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 614,
-	"Definition":                                 336,
-	"Definition %s":                              232,
-	"Definition %s has no occurrence yet.":       352,
+	"Creation date":    446,
+	"Dates":            518,
+	"Deadline":         550,
+	"Dec":              391,
+	"Deferred":         577,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 616,
+	"Definition":                                 337,
+	"Definition %s":                              233,
+	"Definition %s has no occurrence yet.":       353,
 	"Definition %s has no revision %d.":          119,
-	"Definitions":                                165,
-	"Definitions by key":                         295,
-	"Definitions served":                         837,
-	"Definitions, those needing attention first": 335,
-	"Deleted by retention":                       433,
-	"Description":                                231,
-	"Destination":                                532,
-	"Destinations":                               168,
-	"Destinations by name":                       304,
-	"Destination’s answer":                       525,
-	"Detail":                                     251,
+	"Definitions":                                166,
+	"Definitions by key":                         296,
+	"Definitions served":                         839,
+	"Definitions, those needing attention first": 336,
+	"Deleted by retention":                       434,
+	"Description":                                232,
+	"Destination":                                534,
+	"Destinations":                               169,
+	"Destinations by name":                       305,
+	"Destination’s answer":                       527,
+	"Detail":                                     252,
 	"Did you mean “%s”?":                         114,
-	"Digest":                                     265,
-	"Display settings":                           173,
-	"Display settings saved.":                    699,
-	"Display settings: ":                         174,
-	"Duration":                                   524,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 332,
-	"Each of their occurrences waiting a retry, with its error and its next attempt":                                                                                     458,
+	"Digest":                                     266,
+	"Display settings":                           174,
+	"Display settings saved.":                    701,
+	"Display settings: ":                         175,
+	"Duration":                                   526,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 333,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                                                             89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                                                                82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.":                                            78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          667,
-	"End node":                  436,
-	"End node or error":         453,
-	"Ended":                     427,
-	"Erase process instance %s": 316,
-	"Erase the instance":        319,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 317,
-	"Erase this instance…": 417,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 321,
-	"Error":                      656,
-	"Error (before any attempt)": 578,
-	"Error (the deadline passed after attempt %d)": 577,
+	"Earlier attempt:":          669,
+	"End node":                  437,
+	"End node or error":         455,
+	"Ended":                     428,
+	"Erase process instance %s": 317,
+	"Erase the instance":        320,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 318,
+	"Erase this instance…": 418,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 322,
+	"Error":                      658,
+	"Error (before any attempt)": 580,
+	"Error (the deadline passed after attempt %d)": 579,
 	"Error code":       98,
-	"Error message":    527,
-	"Error: %s · %s":   154,
-	"Every %d seconds": 698,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 570,
-	"Every attempt, oldest first": 519,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 135,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  766,
-	"Expired token":                        803,
-	"Expires":                              800,
-	"External tasks":                       160,
-	"Failed":                               339,
-	"Failed (%s).":                         619,
-	"Failed at node":                       438,
-	"Failed occurrence":                    429,
-	"Failed, last hour":                    343,
-	"Feb":                                  380,
-	"Field":                                226,
+	"Error message":    529,
+	"Error: %s · %s":   155,
+	"Every %d seconds": 700,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 572,
+	"Every attempt, oldest first": 521,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 136,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  768,
+	"Expired token":                        805,
+	"Expires":                              802,
+	"External tasks":                       161,
+	"Failed":                               340,
+	"Failed (%s).":                         621,
+	"Failed at node":                       439,
+	"Failed occurrence":                    430,
+	"Failed, last hour":                    344,
+	"Feb":                                  381,
+	"Field":                                227,
 	"Filter":                               68,
-	"Filters":                              136,
-	"Find":                                 164,
-	"Find an instance or occurrence":       162,
-	"Finished":                             523,
-	"First page":                           677,
+	"Filters":                              137,
+	"Find":                                 165,
+	"Find an instance or occurrence":       163,
+	"Finished":                             525,
+	"First page":                           679,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    199,
-	"Form refused":                         194,
-	"Form too large":                       197,
-	"From revision":                        247,
-	"From revision %d to revision %d:":     273,
+	"Form not received":                    200,
+	"Form refused":                         195,
+	"Form too large":                       198,
+	"From revision":                        248,
+	"From revision %d to revision %d:":     274,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  212,
-	"Graph":                   711,
-	"Graph of %s":             733,
-	"HTTP 2xx, unusable body": 636,
-	"Headers sent":            307,
-	"Health":                  159,
+	"Grants":                  213,
+	"Graph":                   713,
+	"Graph of %s":             735,
+	"HTTP 2xx, unusable body": 638,
+	"Headers sent":            308,
+	"Health":                  160,
 	"Held at a node of":       99,
-	"Held at node":            428,
-	"Held for":                430,
-	"Held instances":          338,
-	"ID":                      210,
-	"In flight":               838,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 355,
-	"Inputs": 255,
-	"Inputs an instance of this version is started with": 722,
-	"Inputs from":                720,
-	"Inputs of revision %d":      266,
-	"Inputs of the working copy": 257,
-	"Inputs the instance was started with, labelled by process version %d's contract": 415,
-	"Inputs, labelled by revision %d's contract":                                      562,
-	"Instance":                  452,
+	"Held at node":            429,
+	"Held for":                431,
+	"Held instances":          339,
+	"ID":                      211,
+	"In flight":               840,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 356,
+	"Inputs": 256,
+	"Inputs an instance of this version is started with": 724,
+	"Inputs from":                722,
+	"Inputs of revision %d":      267,
+	"Inputs of the working copy": 258,
+	"Inputs the instance was started with, labelled by process version %d's contract": 416,
+	"Inputs, labelled by revision %d's contract":                                      564,
+	"Instance":                  454,
 	"Instances":                 106,
-	"Instances of this version": 723,
-	"Invalid request":           184,
-	"It takes every revision its consumer is granted.":     861,
-	"It takes every revision its consumer is granted: %s.": 860,
-	"It takes revision %d only.":                           864,
-	"It takes revisions %s only.":                          866,
-	"Its calls":                                            312,
+	"Instances of this version": 725,
+	"Invalid request":           185,
+	"It takes every revision its consumer is granted.":     863,
+	"It takes every revision its consumer is granted: %s.": 862,
+	"It takes revision %d only.":                           866,
+	"It takes revisions %s only.":                          868,
+	"Its calls":                                            313,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 318,
-	"Its instance is held here, waiting for an operator.":                            616,
-	"Its instance went on along the node’s error path, and is held at a later node.": 617,
-	"Its instance went on along the node’s error path.":                              618,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 319,
+	"Its instance is held here, waiting for an operator.":                            618,
+	"Its instance went on along the node’s error path, and is held at a later node.": 619,
+	"Its instance went on along the node’s error path.":                              620,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      808,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 421,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      810,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 422,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     379,
-	"Jul":                     385,
-	"Jun":                     384,
-	"Keep it":                 810,
+	"Jan":                     380,
+	"Jul":                     386,
+	"Jun":                     385,
+	"Keep it":                 812,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       314,
-	"Key":                     296,
-	"Kind":                    715,
-	"Language":                156,
-	"Last changed":            309,
-	"Last error (attempt %d)": 576,
-	"Last reserved":           573,
-	"Last saved":              236,
-	"Last seen":               840,
-	"Last used":               799,
-	"Latest":                  724,
-	"Latest revision":         297,
-	"Lists every change from one revision to another, and whom it may break.": 246,
-	"Local time in %s": 695,
-	"Lock expired %s — waiting to be offered again.": 606,
-	"Lock expires":    574,
-	"Longest timeout": 308,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 274,
-	"Main navigation":     158,
-	"Mar":                 381,
-	"Maximum attempts":    544,
-	"May":                 383,
-	"Message":             654,
-	"Message from Relais": 644,
-	"Message from Relais, quoting the destination’s answer":            643,
-	"Message from the worker (its own words, protected values masked)": 642,
-	"Method not allowed": 770,
-	"Mode":               542,
-	"More filters: instance, revision, consumer, destination, dates": 648,
-	"Name":                    211,
-	"Never":                   697,
-	"Next attempt":            572,
-	"Next attempt or settled": 658,
-	"Next node":               406,
-	"Next page":               676,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 148,
-	"No consumer yet.":                                    206,
-	"No definition has occurrences yet.":                  344,
+	"Keep the instance":       315,
+	"Key":                     297,
+	"Kind":                    717,
+	"Language":                157,
+	"Last changed":            310,
+	"Last error (attempt %d)": 578,
+	"Last reserved":           575,
+	"Last saved":              237,
+	"Last seen":               842,
+	"Last used":               801,
+	"Latest":                  726,
+	"Latest revision":         298,
+	"Lists every change from one revision to another, and whom it may break.": 247,
+	"Local time in %s": 697,
+	"Lock expired %s — waiting to be offered again.": 608,
+	"Lock expires":    576,
+	"Longest timeout": 309,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 275,
+	"Main navigation":     159,
+	"Mar":                 382,
+	"Maximum attempts":    546,
+	"May":                 384,
+	"Message":             656,
+	"Message from Relais": 646,
+	"Message from Relais, quoting the destination’s answer":            645,
+	"Message from the worker (its own words, protected values masked)": 644,
+	"Method not allowed": 772,
+	"Mode":               544,
+	"More filters: instance, revision, consumer, destination, dates": 650,
+	"Name":                    212,
+	"Never":                   699,
+	"Next attempt":            574,
+	"Next attempt or settled": 660,
+	"Next node":               407,
+	"Next page":               678,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 149,
+	"No consumer yet.":                                    207,
+	"No definition has occurrences yet.":                  345,
 	"No definition has the key “%s”.":                     117,
-	"No definition yet.":                                  299,
-	"No destination yet.":                                 301,
-	"No inputs.":                                          256,
-	"No inputs: an instance starts with an empty object.": 721,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    779,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 777,
-	"No instance matches these filters.": 454,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 778,
-	"No live worker takes %s now (Workers page).":                                               600,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 601,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           602,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          603,
-	"No more consumers.":                                   207,
-	"No more destinations.":                                302,
-	"No occurrence matches these filters.":                 659,
-	"No operator action matches.":                          143,
-	"No operator has acted on this instance.":              411,
-	"No outputs yet: the occurrence has not completed.":    565,
-	"No outputs.":                                          259,
-	"No outputs: the occurrence ended without completing.": 567,
+	"No definition yet.":                                  300,
+	"No destination yet.":                                 302,
+	"No inputs.":                                          257,
+	"No inputs: an instance starts with an empty object.": 723,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    781,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 779,
+	"No instance matches these filters.": 456,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 780,
+	"No live worker takes %s now (Workers page).":                                               602,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 603,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           604,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          605,
+	"No more consumers.":                                   208,
+	"No more destinations.":                                303,
+	"No occurrence matches these filters.":                 661,
+	"No operator action matches.":                          144,
+	"No operator has acted on this instance.":              412,
+	"No outputs yet: the occurrence has not completed.":    567,
+	"No outputs.":                                          260,
+	"No outputs: the occurrence ended without completing.": 569,
 	"No process has the key “%s”.":                         116,
-	"No process is published yet.":                         706,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             857,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             856,
+	"No process is published yet.":                         708,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             859,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             858,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 153,
-	"No release yet.": 240,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 750,
-	"No revision yet: the Working copy has never been snapshotted.":                     238,
-	"No token.":              797,
-	"No value was revealed.": 768,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              531,
-	"No worker has reserved this occurrence yet.":                                        528,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 858,
-	"No worker is connected.":           841,
-	"No worker serves this definition.": 844,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 855,
-	"Node":                  403,
-	"Nodes":                 713,
-	"Nodes of this version": 730,
-	"Nodes of this version, with their occurrences now": 714,
-	"Nodes reached, in order":                           402,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 154,
+	"No release yet.": 241,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 752,
+	"No revision yet: the Working copy has never been snapshotted.":                     239,
+	"No token.":              799,
+	"No value was revealed.": 770,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              533,
+	"No worker has reserved this occurrence yet.":                                        530,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 860,
+	"No worker is connected.":           843,
+	"No worker serves this definition.": 846,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 857,
+	"Node":                  404,
+	"Nodes":                 715,
+	"Nodes of this version": 732,
+	"Nodes of this version, with their occurrences now": 716,
+	"Nodes reached, in order":                           403,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 182,
-	"Not found":   192,
-	"Notes":       243,
-	"Nothing exists at this address, or it is not visible to you.": 189,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 190,
+	"Not allowed": 183,
+	"Not found":   193,
+	"Notes":       244,
+	"Nothing exists at this address, or it is not visible to you.": 190,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 191,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             775,
+	"Nothing to find: the search box is empty.":                             777,
 	"Nothing was done.":        35,
-	"Nov":                      389,
-	"Now":                      537,
-	"Occurrence":               404,
-	"Occurrence %s":            515,
+	"Nov":                      390,
+	"Now":                      539,
+	"Occurrence":               405,
+	"Occurrence %s":            517,
 	"Occurrence offered again": 131,
-	"Occurrences now":          719,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          853,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 854,
-	"Occurrences, newest first": 653,
-	"Oct":                       388,
-	"Offered from %s — %s.":     605,
-	"Oldest claimable waits":    340,
-	"On error":                  718,
-	"On success":                717,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         764,
-	"Only administrators may reveal a sensitive value.":                                                           757,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 794,
-	"Open":             337,
-	"Operator actions": 399,
-	"Operator actions on this instance, newest first": 412,
-	"Operator actions, newest first":                  147,
+	"Occurrences now":          721,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          855,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 856,
+	"Occurrences, newest first": 655,
+	"Oct":                       389,
+	"Offered from %s — %s.":     607,
+	"Oldest claimable waits":    341,
+	"On error":                  720,
+	"On success":                719,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         766,
+	"Only administrators may reveal a sensitive value.":                                                           759,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 796,
+	"Open":             338,
+	"Operator actions": 400,
+	"Operator actions on this instance, newest first": 413,
+	"Operator actions, newest first":                  148,
 	"Other criteria":                                  103,
-	"Outcome":                                         526,
-	"Outputs":                                         258,
-	"Outputs of revision %d":                          267,
-	"Outputs of the working copy":                     260,
-	"Outputs, labelled by revision %d's contract":     564,
-	"Pages": 674,
-	"Paste your token in the field: it is empty.": 791,
-	"Path":                            400,
-	"Pause reloading":                 181,
-	"Pinned by":                       290,
-	"Pinned revision":                 716,
-	"Policy":                          517,
-	"Previous page":                   675,
-	"Priority":                        549,
+	"Outcome":                                         528,
+	"Outputs":                                         259,
+	"Outputs of revision %d":                          268,
+	"Outputs of the working copy":                     261,
+	"Outputs, labelled by revision %d's contract":     566,
+	"Pages": 676,
+	"Paste your token in the field: it is empty.": 793,
+	"Path":                            401,
+	"Pause reloading":                 182,
+	"Pinned by":                       291,
+	"Pinned revision":                 718,
+	"Policy":                          519,
+	"Previous page":                   677,
+	"Priority":                        551,
 	"Process":                         94,
-	"Process %s":                      709,
+	"Process %s":                      711,
 	"Process %s has no version %d.":   115,
-	"Process and node":                655,
-	"Process inputs":                  414,
+	"Process and node":                657,
+	"Process inputs":                  415,
 	"Process instance":                130,
-	"Process instance %s":             397,
-	"Process instances":               446,
-	"Process instances, newest first": 451,
-	"Processes":                       161,
-	"Processes by key":                704,
-	"Protocol":                        836,
-	"Published":                       244,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 702,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       703,
-	"Push destination": 649,
+	"Process instance %s":             398,
+	"Process instances":               448,
+	"Process instances, newest first": 453,
+	"Processes":                       162,
+	"Processes by key":                706,
+	"Protocol":                        838,
+	"Published":                       245,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 704,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       705,
+	"Push destination": 651,
 	"Reason":           129,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            543,
-	"Recorded operator actions":                             410,
-	"Relais console":                                        155,
-	"Relais has not called the destination yet.":            534,
-	"Relais is calling the destination (since %s).":         611,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 536,
-	"Relais never called the destination: the occurrence ended before any call.":                                    535,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        632,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 634,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     631,
+	"Reason given by the worker":                            545,
+	"Recorded operator actions":                             411,
+	"Relais console":                                        156,
+	"Relais has not called the destination yet.":            536,
+	"Relais is calling the destination (since %s).":         613,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 538,
+	"Relais never called the destination: the occurrence ended before any call.":                                    537,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        634,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 636,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     633,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           633,
-	"Release":                       241,
-	"Releases":                      239,
-	"Releases, oldest first":        261,
-	"Reload lists and detail pages": 690,
-	"Reloading paused":              178,
-	"Reloading paused: this page stays as it is until you resume.": 701,
-	"Reloading resumed.":                  700,
-	"Replica":                             533,
-	"Required":                            228,
-	"Reserved":                            522,
-	"Reserved by %s.":                     613,
-	"Reserved by %s; lock until %s — %s.": 612,
-	"Reserved now":                        219,
-	"Resume":                              179,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         367,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 366,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             365,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            364,
-	"Retried by %s at %s — “%s”": 425,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           635,
+	"Release":                       242,
+	"Releases":                      240,
+	"Releases, oldest first":        262,
+	"Reload lists and detail pages": 692,
+	"Reloading paused":              179,
+	"Reloading paused: this page stays as it is until you resume.": 703,
+	"Reloading resumed.":                  702,
+	"Replica":                             535,
+	"Required":                            229,
+	"Reserved":                            524,
+	"Reserved by %s.":                     615,
+	"Reserved by %s; lock until %s — %s.": 614,
+	"Reserved now":                        220,
+	"Resume":                              180,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         368,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 367,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             366,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            365,
+	"Retried by %s at %s — “%s”": 426,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries":                546,
+	"Retries":                548,
 	"Retry %d instances":     80,
 	"Retry %d instances now": 76,
-	"Retry at %s — %s.":      604,
-	"Retry delay":            545,
+	"Retry at %s — %s.":      606,
+	"Retry delay":            547,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             538,
+	"Retry or abandon it from its instance":                                                                             540,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 579,
+	"Retryable": 581,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 568,
-	"Revealed by %s at %s; recorded in the audit log.": 762,
-	"Reveals":               170,
-	"Reveals, newest first": 767,
-	"Revision":              242,
-	"Revision %d":           263,
-	"Revisions":             237,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 862,
-	"Revoke the %s token “%s”?": 807,
-	"Revoke the token":          809,
-	"Revoke token %d":           806,
-	"Revoke…":                   804,
-	"Role":                      798,
-	"Route":                     405,
-	"Routing output":            235,
-	"Row %s":                    678,
-	"Rows %s–%s":                679,
-	"Save settings":             692,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      758,
+	"Reveal — this is recorded": 570,
+	"Revealed by %s at %s; recorded in the audit log.": 764,
+	"Reveals":               171,
+	"Reveals, newest first": 769,
+	"Revision":              243,
+	"Revision %d":           264,
+	"Revisions":             238,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 864,
+	"Revoke the %s token “%s”?": 809,
+	"Revoke the token":          811,
+	"Revoke token %d":           808,
+	"Revoke…":                   806,
+	"Role":                      800,
+	"Route":                     406,
+	"Routing output":            236,
+	"Row %s":                    680,
+	"Rows %s–%s":                681,
+	"Save settings":             694,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      760,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 315,
-	"Search":                               773,
-	"Secret values can never be revealed.": 765,
-	"Sep":                                  387,
-	"Served by %d workers":                 859,
-	"Settled":                              408,
-	"Settlement date":                      647,
-	"Show all definitions":                 351,
-	"Show times in":                        688,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 149,
-	"Sign in": 786,
-	"Sign in with an operator, designer or administrator token.": 787,
-	"Sign out":             172,
-	"Signed in as %s (%s)": 171,
-	"Since revision %d:":   269,
-	"Skip to content":      157,
-	"Slot":                 359,
-	"Snapshotted":          264,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 316,
+	"Search":                               775,
+	"Secret values can never be revealed.": 767,
+	"Sep":                                  388,
+	"Served by %d workers":                 861,
+	"Settled":                              409,
+	"Settlement date":                      649,
+	"Show all definitions":                 352,
+	"Show times in":                        690,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 150,
+	"Sign in": 788,
+	"Sign in with an operator, designer or administrator token.": 789,
+	"Sign out":             173,
+	"Signed in as %s (%s)": 172,
+	"Since revision %d:":   270,
+	"Skip to content":      158,
+	"Slot":                 360,
+	"Snapshotted":          265,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 204,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 795,
-	"Staff tokens, oldest first": 796,
-	"Start node":                 710,
-	"Started":                    426,
-	"State":                      214,
+	"Something went wrong": 205,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 797,
+	"Staff tokens, oldest first": 798,
+	"Start node":                 712,
+	"Started":                    427,
+	"State":                      215,
 	"Status":                     96,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -583,333 +583,335 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              423,
+	"Stopped by %s at %s — “%s”":                              424,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   422,
-	"Summary": 398,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 294,
-	"Tasks":                   215,
-	"Temporarily unavailable": 202,
-	"That is too long to be an id or a business key.":                                           776,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   423,
+	"Summary": 399,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 295,
+	"Tasks":                   216,
+	"Temporarily unavailable": 203,
+	"That is too long to be an id or a business key.":                                           778,
 	"The %d largest groups; the filter matches more.":                                           107,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 540,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 303,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    268,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            591,
-	"The bulk action must be its id (a UUID).":                                      146,
-	"The call could not be prepared.":                                               592,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 753,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 610,
-	"The chart’s numbers": 357,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 542,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 304,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    269,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            593,
+	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        460,
+	"The bulk action must be its id (a UUID).":                                      147,
+	"The call could not be prepared.":                                               594,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 755,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 612,
+	"The chart’s numbers": 358,
 	"The confirmed count is missing: start again from the list.":                                                                                                        120,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       205,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      689,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       206,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      691,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 121,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             203,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            589,
-	"The destination answered HTTP %s.":     599,
-	"The destination could not be reached.": 593,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    583,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         584,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   582,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 581,
-	"The destination’s answer was too large.": 594,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      208,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          185,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                596,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         628,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      629,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    627,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            595,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               586,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 585,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     587,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             588,
-	"The latest %d attempts, oldest first":                                                         539,
-	"The next page counts them and asks for a reason before anything changes.":                     450,
-	"The nodes this instance reached, in order, each with its occurrence.":                         401,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 234,
-	"The page cursor is invalid: go back to the first page.":                                       686,
-	"The page size must be between 1 and %d.":                                                      445,
-	"The parameter “%s” is given %d times: give it once.":                                          685,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 145,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             204,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            591,
+	"The destination answered HTTP %s.":     601,
+	"The destination could not be reached.": 595,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    585,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         586,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   584,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 583,
+	"The destination’s answer was too large.": 596,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      209,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          186,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                598,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         630,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      631,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    629,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            597,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               588,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 587,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     589,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             590,
+	"The latest %d attempts, oldest first":                                                         541,
+	"The next page counts them and asks for a reason before anything changes.":                     452,
+	"The nodes this instance reached, in order, each with its occurrence.":                         402,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 235,
+	"The page cursor is invalid: go back to the first page.":                                       688,
+	"The page size must be between 1 and %d.":                                                      447,
+	"The parameter “%s” is given %d times: give it once.":                                          687,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 146,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                        51,
-	"The result did not match the revision's outputs contract.": 590,
-	"The revision must be a whole number, 1 or more.":           645,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 789,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        783,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     813,
-	"The version must be a whole number from 1.":                                                                                                        442,
-	"These revisions have the same contracts.":                                                                                                          254,
-	"These settings are kept in this browser only.":                                                                                                     687,
-	"They take every revision their consumer is granted.":                                                                                               863,
-	"They take revision %d only.":                                                                                                                       865,
-	"They take revisions %s only.":                                                                                                                      867,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 682,
+	"The result did not match the revision's outputs contract.": 592,
+	"The revision must be a whole number, 1 or more.":           647,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 791,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        785,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     815,
+	"The version must be a whole number from 1.":                                                                                                        444,
+	"These revisions have the same contracts.":                                                                                                          255,
+	"These settings are kept in this browser only.":                                                                                                     689,
+	"They take every revision their consumer is granted.":                                                                                               865,
+	"They take revision %d only.":                                                                                                                       867,
+	"They take revisions %s only.":                                                                                                                      869,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 684,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         122,
-	"This contract has no inputs.":  563,
-	"This contract has no outputs.": 566,
+	"This contract has no inputs.":  565,
+	"This contract has no outputs.": 568,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 118,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 201,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            200,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  198,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  195,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           772,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 202,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            201,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  199,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  196,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           774,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 322,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 323,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 418,
-	"This instance has not reached a task yet.":                                                                                                                                     409,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 419,
+	"This instance has not reached a task yet.":                                                                                                                                     410,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   44,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 320,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 321,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 419,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 420,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 420,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 421,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  193,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            812,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           811,
-	"This page does not accept that request.": 771,
-	"This page reloads every %d seconds.":     180,
-	"This process takes no inputs.":           416,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 760,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  194,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            814,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           813,
+	"This page does not accept that request.": 773,
+	"This page reloads every %d seconds.":     181,
+	"This process takes no inputs.":           417,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 762,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 792,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 731,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            732,
-	"Times in %s · no auto-reload":    177,
-	"Times in %s · reload every %d s": 176,
-	"Times in %s · reloading paused":  175,
-	"To revision":                     248,
-	"Token":                           788,
-	"Tokens":                          169,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 790,
-	"Totals of all definitions, not narrowed by the other filters":         663,
-	"Totals of definition %s, not narrowed by the other filters":           662,
-	"Type": 227,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 774,
-	"URL":                              306,
-	"UTC (coordinated universal time)": 694,
+	"This token is unknown, revoked or expired.": 794,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 733,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            734,
+	"Times in %s · no auto-reload":    178,
+	"Times in %s · reload every %d s": 177,
+	"Times in %s · reloading paused":  176,
+	"To revision":                     249,
+	"Token":                           790,
+	"Tokens":                          170,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 792,
+	"Totals of all definitions, not narrowed by the other filters":         665,
+	"Totals of definition %s, not narrowed by the other filters":           664,
+	"Type": 228,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 776,
+	"URL":                              307,
+	"UTC (coordinated universal time)": 696,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                112,
 	"Unknown destination “%s”.":        113,
-	"Unknown parameter “%s” (did you mean “%s”?).": 683,
-	"Unknown parameter “%s”.":                      684,
-	"Unknown status “%s” (did you mean “%s”?).":    460,
-	"Unknown status “%s”.":                         462,
-	"Value":                                        413,
+	"Unknown parameter “%s” (did you mean “%s”?).": 685,
+	"Unknown parameter “%s”.":                      686,
+	"Unknown status “%s” (did you mean “%s”?).":    462,
+	"Unknown status “%s”.":                         464,
+	"Value":                                        414,
 	"Version":                                      95,
-	"Versions, newest first":                       705,
-	"Waiting a retry":                              341,
+	"Versions, newest first":                       707,
+	"Waiting a retry":                              342,
 	"Waiting a retry at a node of":                 100,
-	"Waiting for Relais to call the destination since %s (%s).": 607,
-	"Waiting for a worker since %s (%s).":                       608,
+	"Waiting for Relais to call the destination since %s (%s).": 609,
+	"Waiting for a worker since %s (%s).":                       610,
 	"When":                                                      126,
 	"Who":                                                       127,
-	"Whole message":                                             530,
-	"Why (recorded with the reveal)":                            569,
-	"Worker":                                                    835,
-	"Worker id":                                                 521,
-	"Workers":                                                   166,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        833,
+	"Whole message":                                             532,
+	"Why (recorded with the reveal)":                            571,
+	"Worker":                                                    837,
+	"Worker id":                                                 523,
+	"Workers":                                                   167,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        835,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 834,
-	"Workers serving %s":                   842,
+	"Workers seen within three heartbeats": 836,
+	"Workers serving %s":                   844,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        233,
-	"You are signed out.": 782,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              183,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 784,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          785,
-	"[redacted]":                          641,
-	"a token’s name, exact":               137,
+	"Working copy":        234,
+	"You are signed out.": 784,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              184,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 786,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          787,
+	"[redacted]":                          643,
+	"a token’s name, exact":               138,
 	"abandon":                             4,
-	"active":                              216,
-	"administrator":                       491,
-	"after %s’s retry at %s":              541,
-	"an incident: retry, abandon or stop": 326,
-	"answer too large":                    639,
-	"any":                                 447,
-	"any other code → %s":                 745,
-	"any other error":                     324,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 665,
-	"at least %d characters":                   817,
-	"at least %d items":                        824,
-	"at most %d":                               557,
-	"at most %d characters":                    818,
-	"at most %d items":                         825,
-	"at most %d since the last operator retry": 558,
-	"available":                                463,
-	"boolean":                                  478,
-	"call in progress since":                   671,
-	"cancelled":                                468,
-	"choice":                                   481,
-	"claimable since":                          670,
-	"claimable since %s":                       348,
-	"classification changed":                   502,
-	"completed":                                466,
-	"constraint changed":                       503,
-	"consumer":                                 494,
-	"consumer #%s":                             623,
-	"date":                                     479,
-	"date and time":                            480,
-	"deadline %s":                              749,
-	"deferred":                                 465,
-	"deferred since":                           673,
-	"deleted":                                  133,
-	"designer":                                 493,
-	"disconnected":                             474,
-	"each item of %s":                          815,
-	"end (completes)":                          738,
-	"end (fails)":                              739,
-	"end: completes the instance":              327,
-	"end: fails the instance":                  328,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         434,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 435,
+	"active":                              217,
+	"administrator":                       493,
+	"after %s’s retry at %s":              543,
+	"an incident: retry, abandon or stop": 327,
+	"answer too large":                    641,
+	"any":                                 449,
+	"any other code → %s":                 747,
+	"any other error":                     325,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 667,
+	"at least %d characters":                   819,
+	"at least %d items":                        826,
+	"at most %d":                               559,
+	"at most %d characters":                    820,
+	"at most %d items":                         827,
+	"at most %d since the last operator retry": 560,
+	"available":                                465,
+	"boolean":                                  480,
+	"call in progress since":                   673,
+	"cancelled":                                470,
+	"choice":                                   483,
+	"claimable since":                          672,
+	"claimable since %s":                       349,
+	"classification changed":                   504,
+	"completed":                                468,
+	"constraint changed":                       505,
+	"consumer":                                 496,
+	"consumer #%s":                             625,
+	"date":                                     481,
+	"date and time":                            482,
+	"deadline %s":                              751,
+	"deferred":                                 467,
+	"deferred since":                           675,
+	"deleted":                                  134,
+	"designer":                                 495,
+	"disconnected":                             476,
+	"each item of %s":                          817,
+	"end (completes)":                          740,
+	"end (fails)":                              741,
+	"end: completes the instance":              328,
+	"end: fails the instance":                  329,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         435,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 436,
 	"erase":                                  6,
-	"every revision its consumer is granted": 849,
-	"every revision its consumer is granted: %s":   845,
-	"exact, case-sensitive":                        448,
-	"exact; instances deleted since are not found": 138,
-	"expired":                             471,
-	"failed":                              467,
-	"fails the instance":                  746,
-	"field added":                         497,
-	"field removed":                       498,
-	"format":                              508,
-	"format %s":                           820,
-	"from":                                139,
-	"held":                                470,
-	"held for an operator":                325,
-	"held, then abandoned by an operator": 440,
-	"held, then stopped by an operator":   439,
-	"hidden (secret)":                     488,
-	"hidden (sensitive)":                  487,
-	"hold (an incident for an operator)":  744,
-	"id or business key":                  163,
-	"in %s":                               372,
-	"in progress":                         529,
-	"instance held here":                  661,
-	"instance id":                         651,
-	"instances held":                      754,
-	"instances held: %s":                  755,
-	"integer":                             476,
-	"its name, exactly":                   650,
-	"just now":                            374,
-	"list":                                483,
-	"lock until":                          672,
-	"long polling":                        847,
-	"long wait":                           349,
-	"masked value":                        305,
-	"maximum":                             510,
-	"maximum %s":                          822,
-	"maximum items":                       512,
-	"maximum length":                      506,
-	"minimum":                             509,
-	"minimum %s":                          821,
-	"minimum items":                       511,
-	"minimum length":                      505,
-	"never":                               801,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 432,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       431,
-	"next attempt":                 669,
-	"next attempt %s":              347,
-	"no":                           496,
-	"no answer within the timeout": 637,
-	"no connection":                638,
-	"no grant: it takes nothing":   218,
-	"no header":                    310,
-	"no process version":           291,
-	"no worker":                    350,
-	"no worker takes revision %d":  851,
-	"no worker takes revisions %s": 852,
-	"no: the latest is version %d": 726,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 580,
-	"none": 288,
-	"none (revealed before reasons were asked for)": 769,
+	"every revision its consumer is granted": 851,
+	"every revision its consumer is granted: %s":   847,
+	"exact, case-sensitive":                        450,
+	"exact; instances deleted since are not found": 139,
+	"expired":                             473,
+	"failed":                              469,
+	"fails the instance":                  748,
+	"field added":                         499,
+	"field removed":                       500,
+	"format":                              510,
+	"format %s":                           822,
+	"from":                                140,
+	"held":                                472,
+	"held for an operator":                326,
+	"held, then abandoned by an operator": 441,
+	"held, then stopped by an operator":   440,
+	"hidden (secret)":                     490,
+	"hidden (sensitive)":                  489,
+	"hold (an incident for an operator)":  746,
+	"id or business key":                  164,
+	"in %s":                               373,
+	"in progress":                         531,
+	"instance held here":                  663,
+	"instance id":                         653,
+	"instances held":                      756,
+	"instances held: %s":                  757,
+	"integer":                             478,
+	"its name, exactly":                   652,
+	"just now":                            375,
+	"list":                                485,
+	"lock until":                          674,
+	"long polling":                        849,
+	"long wait":                           350,
+	"masked value":                        306,
+	"maximum":                             512,
+	"maximum %s":                          824,
+	"maximum items":                       514,
+	"maximum length":                      508,
+	"minimum":                             511,
+	"minimum %s":                          823,
+	"minimum items":                       513,
+	"minimum length":                      507,
+	"never":                               803,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 433,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       432,
+	"next attempt":                 671,
+	"next attempt %s":              348,
+	"no":                           498,
+	"no answer within the timeout": 639,
+	"no connection":                640,
+	"no grant: it takes nothing":   219,
+	"no header":                    311,
+	"no process version":           292,
+	"no worker":                    351,
+	"no worker takes revision %d":  853,
+	"no worker takes revisions %s": 854,
+	"no: the latest is version %d": 728,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 582,
+	"none": 289,
+	"none (revealed before reasons were asked for)": 771,
 	"none given": 104,
-	"none yet":   298,
-	"none: a failed call takes the node’s error path": 547,
-	"normal":       484,
-	"not provided": 827,
-	"not set":      289,
-	"not yet":      802,
-	"null":         831,
-	"number":       477,
-	"object":       482,
-	"older versions, from version %d (each links the one before)": 708,
-	"on error":                           323,
-	"one attempt, no retry, priority %d": 748,
-	"one of: %s":                         823,
-	"operator":                           492,
-	"optional %s field of type %s":       285,
-	"optional field of type %s":          287,
-	"optional → required":                278,
-	"pattern":                            507,
-	"pattern %s":                         819,
-	"pull":                               736,
-	"pull %s":                            330,
-	"pull (a worker fetches it)":         489,
-	"push %s":                            329,
-	"push (Relais calls the service)":    490,
-	"push to %s":                         737,
-	"rejected":                           472,
-	"released":                           473,
-	"required %s field of type %s":       284,
-	"required changed":                   500,
-	"required field of type %s":          286,
-	"required → optional":                279,
-	"reserved":                           464,
+	"none yet":   299,
+	"none: a failed call takes the node’s error path": 549,
+	"normal":       486,
+	"not provided": 829,
+	"not set":      290,
+	"not yet":      804,
+	"null":         833,
+	"number":       479,
+	"object":       484,
+	"older versions, from version %d (each links the one before)": 710,
+	"on error":                           324,
+	"one attempt, no retry, priority %d": 750,
+	"one of: %s":                         825,
+	"operator":                           494,
+	"optional %s field of type %s":       286,
+	"optional field of type %s":          288,
+	"optional → required":                279,
+	"pattern":                            509,
+	"pattern %s":                         821,
+	"pull":                               738,
+	"pull %s":                            331,
+	"pull (a worker fetches it)":         491,
+	"push %s":                            330,
+	"push (Relais calls the service)":    492,
+	"push to %s":                         739,
+	"rejected":                           474,
+	"released":                           475,
+	"required %s field of type %s":       285,
+	"required changed":                   502,
+	"required field of type %s":          287,
+	"required → optional":                280,
+	"reserved":                           466,
 	"retry":                              3,
-	"revision %d":                        666,
-	"revisions %s":                       850,
-	"revoked":                            217,
-	"routing changed":                    504,
-	"routing output":                     814,
-	"routing output %s → %s":             277,
-	"running":                            469,
-	"secret":                             486,
-	"sensitive":                          485,
-	"settled":                            668,
+	"retry now (attempts unchanged)":     133,
+	"revision %d":                        668,
+	"revisions %s":                       852,
+	"revoked":                            218,
+	"routing changed":                    506,
+	"routing output":                     816,
+	"routing output %s → %s":             278,
+	"running":                            471,
+	"secret":                             488,
+	"sensitive":                          487,
+	"settled":                            670,
 	"stop":                               5,
-	"stream":                             846,
-	"text":                               475,
-	"the contracts are the same (the name or a description changed).": 270,
-	"the soonest due %s":       346,
-	"this session":             805,
-	"timeout %s":               751,
-	"timeout %s (the default)": 752,
-	"to":                       140,
-	"type changed":             499,
-	"unexpected value":         832,
-	"unknown":                  640,
-	"values added: %s":         280,
-	"values changed":           501,
-	"values removed: %s":       281,
-	"values reordered":         282,
-	"version %d":               707,
-	"version %d →":             728,
-	"waiting":                  635,
-	"yes":                      495,
-	"yes: a start that names no version runs this one":                                                                      725,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 191,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     461,
-	"← version %d": 727,
-	"→ %s":         743,
+	"stream":                             848,
+	"text":                               477,
+	"the contracts are the same (the name or a description changed).": 271,
+	"the soonest due %s":       347,
+	"this session":             807,
+	"timeout %s":               753,
+	"timeout %s (the default)": 754,
+	"to":                       141,
+	"type changed":             501,
+	"unexpected value":         834,
+	"unknown":                  642,
+	"values added: %s":         281,
+	"values changed":           503,
+	"values removed: %s":       282,
+	"values reordered":         283,
+	"version %d":               709,
+	"version %d →":             730,
+	"waiting":                  637,
+	"yes":                      497,
+	"yes: a start that names no version runs this one":                                                                      727,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 192,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     463,
+	"← version %d": 729,
+	"→ %s":         745,
 }
 
-var enIndex = []uint32{ // 869 elements
+var enIndex = []uint32{ // 871 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -948,217 +950,217 @@ var enIndex = []uint32{ // 869 elements
 	0x00002554, 0x00002603, 0x0000261f, 0x00002624,
 	// Entry 80 - 9F
 	0x00002628, 0x0000262f, 0x00002636, 0x00002647,
-	0x00002660, 0x0000266c, 0x00002674, 0x0000267e,
-	0x00002766, 0x0000276e, 0x00002786, 0x000027b3,
-	0x000027b8, 0x000027bb, 0x000027c9, 0x000027d7,
-	0x000027f3, 0x000027ff, 0x00002894, 0x000028bd,
-	0x000028dc, 0x00002934, 0x00002a0c, 0x00002a9f,
-	0x00002b54, 0x00002be8, 0x00002c67, 0x00002c7d,
-	0x00002c8c, 0x00002c95, 0x00002ca5, 0x00002cb5,
+	0x00002660, 0x0000266c, 0x0000268b, 0x00002693,
+	0x0000269d, 0x00002785, 0x0000278d, 0x000027a5,
+	0x000027d2, 0x000027d7, 0x000027da, 0x000027e8,
+	0x000027f6, 0x00002812, 0x0000281e, 0x000028b3,
+	0x000028dc, 0x000028fb, 0x00002953, 0x00002a2b,
+	0x00002abe, 0x00002b73, 0x00002c07, 0x00002c86,
+	0x00002c9c, 0x00002cab, 0x00002cb4, 0x00002cc4,
 	// Entry A0 - BF
-	0x00002cbc, 0x00002ccb, 0x00002cd5, 0x00002cf4,
-	0x00002d07, 0x00002d0c, 0x00002d18, 0x00002d20,
-	0x00002d2a, 0x00002d37, 0x00002d3e, 0x00002d46,
-	0x00002d61, 0x00002d6a, 0x00002d7b, 0x00002d92,
-	0x00002db5, 0x00002ddc, 0x00002dfd, 0x00002e0e,
-	0x00002e15, 0x00002e3c, 0x00002e4c, 0x00002e58,
-	0x00002ed6, 0x00002ee6, 0x00002f4e, 0x00002f65,
-	0x00002f75, 0x00002f89, 0x00002fc6, 0x000030df,
+	0x00002cd4, 0x00002cdb, 0x00002cea, 0x00002cf4,
+	0x00002d13, 0x00002d26, 0x00002d2b, 0x00002d37,
+	0x00002d3f, 0x00002d49, 0x00002d56, 0x00002d5d,
+	0x00002d65, 0x00002d80, 0x00002d89, 0x00002d9a,
+	0x00002db1, 0x00002dd4, 0x00002dfb, 0x00002e1c,
+	0x00002e2d, 0x00002e34, 0x00002e5b, 0x00002e6b,
+	0x00002e77, 0x00002ef5, 0x00002f05, 0x00002f6d,
+	0x00002f84, 0x00002f94, 0x00002fa8, 0x00002fe5,
 	// Entry C0 - DF
-	0x0000315c, 0x00003166, 0x00003221, 0x0000322e,
-	0x000032ab, 0x000032bc, 0x000032cb, 0x0000332b,
-	0x0000333d, 0x00003380, 0x000033be, 0x000033d6,
-	0x0000341c, 0x00003431, 0x000034a0, 0x000034b1,
-	0x000034c4, 0x00003589, 0x000035a1, 0x000035a4,
-	0x000035a9, 0x000035b0, 0x000035bb, 0x000035c1,
-	0x000035c7, 0x000035ce, 0x000035d6, 0x000035f1,
-	0x000035fe, 0x0000360c, 0x00003636, 0x0000364c,
+	0x000030fe, 0x0000317b, 0x00003185, 0x00003240,
+	0x0000324d, 0x000032ca, 0x000032db, 0x000032ea,
+	0x0000334a, 0x0000335c, 0x0000339f, 0x000033dd,
+	0x000033f5, 0x0000343b, 0x00003450, 0x000034bf,
+	0x000034d0, 0x000034e3, 0x000035a8, 0x000035c0,
+	0x000035c3, 0x000035c8, 0x000035cf, 0x000035da,
+	0x000035e0, 0x000035e6, 0x000035ed, 0x000035f5,
+	0x00003610, 0x0000361d, 0x0000362b, 0x00003655,
 	// Entry E0 - FF
-	0x00003663, 0x000036a9, 0x000036cb, 0x000036d1,
-	0x000036d6, 0x000036df, 0x000036ee, 0x000036fa,
-	0x00003706, 0x00003717, 0x00003724, 0x00003781,
-	0x00003790, 0x0000379b, 0x000037a5, 0x000037e3,
-	0x000037ec, 0x000037fc, 0x00003804, 0x0000380d,
-	0x00003813, 0x0000381d, 0x0000382f, 0x00003877,
-	0x00003885, 0x00003891, 0x00003899, 0x000038a0,
-	0x000038a7, 0x000038b8, 0x000038c7, 0x000038f0,
+	0x0000366b, 0x00003682, 0x000036c8, 0x000036ea,
+	0x000036f0, 0x000036f5, 0x000036fe, 0x0000370d,
+	0x00003719, 0x00003725, 0x00003736, 0x00003743,
+	0x000037a0, 0x000037af, 0x000037ba, 0x000037c4,
+	0x00003802, 0x0000380b, 0x0000381b, 0x00003823,
+	0x0000382c, 0x00003832, 0x0000383c, 0x0000384e,
+	0x00003896, 0x000038a4, 0x000038b0, 0x000038b8,
+	0x000038bf, 0x000038c6, 0x000038d7, 0x000038e6,
 	// Entry 100 - 11F
-	0x000038f7, 0x00003902, 0x0000391d, 0x00003925,
-	0x00003931, 0x0000394d, 0x00003964, 0x00003986,
-	0x00003995, 0x000039a1, 0x000039a8, 0x000039c1,
-	0x000039db, 0x00003a84, 0x00003a9a, 0x00003ada,
-	0x00003b0b, 0x00003b35, 0x00003b5c, 0x00003bd3,
-	0x00003bf7, 0x00003c1e, 0x00003c3d, 0x00003c53,
-	0x00003c69, 0x00003c7d, 0x00003c93, 0x00003ca4,
-	0x00003cbb, 0x00003cde, 0x00003d01, 0x00003d1e,
+	0x0000390f, 0x00003916, 0x00003921, 0x0000393c,
+	0x00003944, 0x00003950, 0x0000396c, 0x00003983,
+	0x000039a5, 0x000039b4, 0x000039c0, 0x000039c7,
+	0x000039e0, 0x000039fa, 0x00003aa3, 0x00003ab9,
+	0x00003af9, 0x00003b2a, 0x00003b54, 0x00003b7b,
+	0x00003bf2, 0x00003c16, 0x00003c3d, 0x00003c5c,
+	0x00003c72, 0x00003c88, 0x00003c9c, 0x00003cb2,
+	0x00003cc3, 0x00003cda, 0x00003cfd, 0x00003d20,
 	// Entry 120 - 13F
-	0x00003d3b, 0x00003d40, 0x00003d48, 0x00003d52,
-	0x00003d65, 0x00003d79, 0x00003d8e, 0x00003dda,
-	0x00003ded, 0x00003df1, 0x00003e01, 0x00003e0a,
-	0x00003e1d, 0x00003e43, 0x00003e57, 0x00003e6d,
-	0x00003f83, 0x00003f98, 0x00003fa5, 0x00003fa9,
-	0x00003fb6, 0x00003fc6, 0x00003fd3, 0x00003fdd,
-	0x00003fe3, 0x00003fed, 0x0000400d, 0x0000401f,
-	0x000040d3, 0x000040f0, 0x0000415e, 0x0000421e,
+	0x00003d3d, 0x00003d5a, 0x00003d5f, 0x00003d67,
+	0x00003d71, 0x00003d84, 0x00003d98, 0x00003dad,
+	0x00003df9, 0x00003e0c, 0x00003e10, 0x00003e20,
+	0x00003e29, 0x00003e3c, 0x00003e62, 0x00003e76,
+	0x00003e8c, 0x00003fa2, 0x00003fb7, 0x00003fc4,
+	0x00003fc8, 0x00003fd5, 0x00003fe5, 0x00003ff2,
+	0x00003ffc, 0x00004002, 0x0000400c, 0x0000402c,
+	0x0000403e, 0x000040f2, 0x0000410f, 0x0000417d,
 	// Entry 140 - 15F
-	0x00004231, 0x0000427e, 0x000042e2, 0x00004346,
-	0x0000434f, 0x0000435f, 0x00004374, 0x00004398,
-	0x000043b4, 0x000043cc, 0x000043d7, 0x000043e2,
-	0x000043f6, 0x00004516, 0x00004566, 0x0000458a,
-	0x000045b5, 0x000045c0, 0x000045c5, 0x000045d4,
-	0x000045db, 0x000045f2, 0x00004602, 0x00004617,
-	0x00004629, 0x0000464c, 0x00004699, 0x000046af,
-	0x000046c2, 0x000046d8, 0x000046e2, 0x000046ec,
+	0x0000423d, 0x00004250, 0x0000429d, 0x00004301,
+	0x00004365, 0x0000436e, 0x0000437e, 0x00004393,
+	0x000043b7, 0x000043d3, 0x000043eb, 0x000043f6,
+	0x00004401, 0x00004415, 0x00004535, 0x00004585,
+	0x000045a9, 0x000045d4, 0x000045df, 0x000045e4,
+	0x000045f3, 0x000045fa, 0x00004611, 0x00004621,
+	0x00004636, 0x00004648, 0x0000466b, 0x000046b8,
+	0x000046ce, 0x000046e1, 0x000046f7, 0x00004701,
 	// Entry 160 - 17F
-	0x00004701, 0x00004729, 0x00004739, 0x00004772,
-	0x000047c6, 0x000047d0, 0x000047e6, 0x0000481f,
-	0x00004824, 0x00004832, 0x0000483f, 0x00004868,
-	0x0000488b, 0x000048de, 0x0000491e, 0x0000499f,
-	0x00004a06, 0x00004a13, 0x00004a33, 0x00004a3f,
-	0x00004a58, 0x00004a61, 0x00004a6b, 0x00004a74,
-	0x00004a7c, 0x00004a86, 0x00004a8e, 0x00004a96,
-	0x00004a9a, 0x00004a9e, 0x00004aa2, 0x00004aa6,
+	0x0000470b, 0x00004720, 0x00004748, 0x00004758,
+	0x00004791, 0x000047e5, 0x000047ef, 0x00004805,
+	0x0000483e, 0x00004843, 0x00004851, 0x0000485e,
+	0x00004887, 0x000048aa, 0x000048fd, 0x0000493d,
+	0x000049be, 0x00004a25, 0x00004a32, 0x00004a52,
+	0x00004a5e, 0x00004a77, 0x00004a80, 0x00004a8a,
+	0x00004a93, 0x00004a9b, 0x00004aa5, 0x00004aad,
+	0x00004ab5, 0x00004ab9, 0x00004abd, 0x00004ac1,
 	// Entry 180 - 19F
-	0x00004aaa, 0x00004aae, 0x00004ab2, 0x00004ab6,
-	0x00004aba, 0x00004abe, 0x00004ac2, 0x00004ac6,
-	0x00004ad0, 0x00004aee, 0x00004b0e, 0x00004b32,
-	0x00004b56, 0x00004b5f, 0x00004b76, 0x00004b7e,
-	0x00004b8f, 0x00004b94, 0x00004bd9, 0x00004bf1,
-	0x00004bf6, 0x00004c01, 0x00004c07, 0x00004c11,
-	0x00004c19, 0x00004c21, 0x00004c4b, 0x00004c65,
-	0x00004c8d, 0x00004cbd, 0x00004cc3, 0x00004cd2,
+	0x00004ac5, 0x00004ac9, 0x00004acd, 0x00004ad1,
+	0x00004ad5, 0x00004ad9, 0x00004add, 0x00004ae1,
+	0x00004ae5, 0x00004aef, 0x00004b0d, 0x00004b2d,
+	0x00004b51, 0x00004b75, 0x00004b7e, 0x00004b95,
+	0x00004b9d, 0x00004bae, 0x00004bb3, 0x00004bf8,
+	0x00004c10, 0x00004c15, 0x00004c20, 0x00004c26,
+	0x00004c30, 0x00004c38, 0x00004c40, 0x00004c6a,
+	0x00004c84, 0x00004cac, 0x00004cdc, 0x00004ce2,
 	// Entry 1A0 - 1BF
-	0x00004d25, 0x00004d43, 0x00004d5a, 0x00004e0a,
-	0x00004f2c, 0x00004feb, 0x000050fc, 0x00005153,
-	0x0000517d, 0x000051a9, 0x000051d3, 0x000051db,
-	0x000051e1, 0x000051ee, 0x00005200, 0x00005209,
-	0x0000524b, 0x00005295, 0x000052aa, 0x000052dc,
-	0x00005328, 0x00005331, 0x00005343, 0x00005352,
-	0x00005374, 0x00005398, 0x000053e6, 0x00005411,
-	0x00005445, 0x00005453, 0x0000547e, 0x00005490,
+	0x00004cf1, 0x00004d44, 0x00004d62, 0x00004d79,
+	0x00004e29, 0x00004f4b, 0x0000500a, 0x0000511b,
+	0x00005172, 0x0000519c, 0x000051c8, 0x000051f2,
+	0x000051fa, 0x00005200, 0x0000520d, 0x0000521f,
+	0x00005228, 0x0000526a, 0x000052b4, 0x000052c9,
+	0x000052fb, 0x00005347, 0x00005350, 0x00005362,
+	0x00005371, 0x00005393, 0x000053b7, 0x00005405,
+	0x00005487, 0x000054b2, 0x000054e6, 0x000054f4,
 	// Entry 1C0 - 1DF
-	0x00005494, 0x000054aa, 0x000054d4, 0x0000551d,
-	0x0000553d, 0x00005546, 0x00005558, 0x0000557b,
-	0x00005616, 0x00005624, 0x00005633, 0x00005682,
-	0x0000568f, 0x000056c7, 0x00005730, 0x0000574c,
-	0x00005756, 0x0000575f, 0x00005768, 0x00005772,
-	0x00005779, 0x00005783, 0x0000578b, 0x00005790,
-	0x00005798, 0x000057a1, 0x000057aa, 0x000057b7,
-	0x000057bc, 0x000057c4, 0x000057cb, 0x000057d3,
+	0x0000551f, 0x00005531, 0x00005535, 0x0000554b,
+	0x00005575, 0x000055be, 0x000055de, 0x000055e7,
+	0x000055f9, 0x0000561c, 0x000056b7, 0x000056c5,
+	0x000056d4, 0x00005736, 0x00005743, 0x0000577b,
+	0x000057e4, 0x00005800, 0x0000580a, 0x00005813,
+	0x0000581c, 0x00005826, 0x0000582d, 0x00005837,
+	0x0000583f, 0x00005844, 0x0000584c, 0x00005855,
+	0x0000585e, 0x0000586b, 0x00005870, 0x00005878,
 	// Entry 1E0 - 1FF
-	0x000057d8, 0x000057e6, 0x000057ed, 0x000057f4,
-	0x000057f9, 0x00005800, 0x0000580a, 0x00005811,
-	0x00005824, 0x00005834, 0x0000584f, 0x0000586f,
-	0x0000587d, 0x00005886, 0x0000588f, 0x00005898,
-	0x0000589c, 0x0000589f, 0x000058ab, 0x000058b9,
-	0x000058c6, 0x000058d7, 0x000058e6, 0x000058fd,
-	0x00005910, 0x00005920, 0x0000592f, 0x0000593e,
-	0x00005946, 0x0000594d, 0x00005955, 0x0000595d,
+	0x0000587f, 0x00005887, 0x0000588c, 0x0000589a,
+	0x000058a1, 0x000058a8, 0x000058ad, 0x000058b4,
+	0x000058be, 0x000058c5, 0x000058d8, 0x000058e8,
+	0x00005903, 0x00005923, 0x00005931, 0x0000593a,
+	0x00005943, 0x0000594c, 0x00005950, 0x00005953,
+	0x0000595f, 0x0000596d, 0x0000597a, 0x0000598b,
+	0x0000599a, 0x000059b1, 0x000059c4, 0x000059d4,
+	0x000059e3, 0x000059f2, 0x000059fa, 0x00005a01,
 	// Entry 200 - 21F
-	0x0000596b, 0x00005979, 0x0000598f, 0x000059a4,
-	0x000059b5, 0x000059bb, 0x000059c2, 0x000059cb,
-	0x000059e7, 0x000059f0, 0x000059fa, 0x00005a03,
-	0x00005a0c, 0x00005a15, 0x00005a2c, 0x00005a34,
-	0x00005a42, 0x00005a6e, 0x00005a7a, 0x00005a88,
-	0x00005ace, 0x00005ada, 0x00005ae2, 0x00005b0d,
-	0x00005b58, 0x00005c1a, 0x00005c1e, 0x00005c44,
-	0x00005c6c, 0x00005ccf, 0x00005cee, 0x00005cf3,
+	0x00005a09, 0x00005a11, 0x00005a1f, 0x00005a2d,
+	0x00005a43, 0x00005a58, 0x00005a69, 0x00005a6f,
+	0x00005a76, 0x00005a7f, 0x00005a9b, 0x00005aa4,
+	0x00005aae, 0x00005ab7, 0x00005ac0, 0x00005ac9,
+	0x00005ae0, 0x00005ae8, 0x00005af6, 0x00005b22,
+	0x00005b2e, 0x00005b3c, 0x00005b82, 0x00005b8e,
+	0x00005b96, 0x00005bc1, 0x00005c0c, 0x00005cce,
+	0x00005cd2, 0x00005cf8, 0x00005d20, 0x00005d83,
 	// Entry 220 - 23F
-	0x00005d0e, 0x00005d1f, 0x00005d2b, 0x00005d33,
-	0x00005d65, 0x00005d6e, 0x00005d77, 0x00005d93,
-	0x00005df4, 0x00005e01, 0x00005e38, 0x00005e67,
-	0x00005eb7, 0x00005ef2, 0x00005f00, 0x00005f2c,
-	0x00005f52, 0x00005f73, 0x00005f7e, 0x00005fac,
-	0x00005fc9, 0x00005ff8, 0x0000602a, 0x00006048,
-	0x0000607d, 0x00006099, 0x000060b8, 0x00006113,
-	0x00006122, 0x0000612f, 0x0000613d, 0x0000614a,
+	0x00005da2, 0x00005da7, 0x00005dc2, 0x00005dd3,
+	0x00005ddf, 0x00005de7, 0x00005e19, 0x00005e22,
+	0x00005e2b, 0x00005e47, 0x00005ea8, 0x00005eb5,
+	0x00005eec, 0x00005f1b, 0x00005f6b, 0x00005fa6,
+	0x00005fb4, 0x00005fe0, 0x00006006, 0x00006027,
+	0x00006032, 0x00006060, 0x0000607d, 0x000060ac,
+	0x000060de, 0x000060fc, 0x00006131, 0x0000614d,
+	0x0000616c, 0x000061c7, 0x000061d6, 0x000061e3,
 	// Entry 240 - 25F
-	0x00006153, 0x0000616e, 0x0000619e, 0x000061b9,
-	0x000061c3, 0x00006215, 0x000062d5, 0x00006331,
-	0x000063af, 0x00006425, 0x000064f8, 0x000065bb,
-	0x000065f3, 0x00006653, 0x000066aa, 0x000066e4,
-	0x000067f1, 0x00006811, 0x00006837, 0x00006861,
-	0x000068d2, 0x0000690f, 0x00006933, 0x000069d7,
-	0x000069fc, 0x00006a2b, 0x00006a8b, 0x00006ae4,
-	0x00006b3e, 0x00006b58, 0x00006b76, 0x00006baa,
+	0x000061f1, 0x000061fe, 0x00006207, 0x00006222,
+	0x00006252, 0x0000626d, 0x00006277, 0x000062c9,
+	0x00006389, 0x000063e5, 0x00006463, 0x000064d9,
+	0x000065ac, 0x0000666f, 0x000066a7, 0x00006707,
+	0x0000675e, 0x00006798, 0x000068a5, 0x000068c5,
+	0x000068eb, 0x00006915, 0x00006986, 0x000069c3,
+	0x000069e7, 0x00006a8b, 0x00006ab0, 0x00006adf,
+	0x00006b3f, 0x00006b98, 0x00006bf2, 0x00006c0c,
 	// Entry 260 - 27F
-	0x00006bea, 0x00006c14, 0x00006c23, 0x00006cee,
-	0x00006d1f, 0x00006d4e, 0x00006d61, 0x00006dd6,
-	0x00006de9, 0x00006e1d, 0x00006e6e, 0x00006ea2,
-	0x00006eb2, 0x00006ef9, 0x00006f26, 0x00006f33,
-	0x00006f43, 0x00006f73, 0x00006fad, 0x00006fd0,
-	0x00007047, 0x000070c9, 0x0000714e, 0x0000715d,
-	0x000071ad, 0x0000720d, 0x00007279, 0x000072f0,
-	0x000072f8, 0x00007310, 0x0000732d, 0x0000733b,
+	0x00006c2a, 0x00006c5e, 0x00006c9e, 0x00006cc8,
+	0x00006cd7, 0x00006da2, 0x00006dd3, 0x00006e02,
+	0x00006e15, 0x00006e8a, 0x00006e9d, 0x00006ed1,
+	0x00006f22, 0x00006f56, 0x00006f66, 0x00006fad,
+	0x00006fda, 0x00006fe7, 0x00006ff7, 0x00007027,
+	0x00007061, 0x00007084, 0x000070fb, 0x0000717d,
+	0x00007202, 0x00007211, 0x00007261, 0x000072c1,
+	0x0000732d, 0x000073a4, 0x000073ac, 0x000073c4,
 	// Entry 280 - 29F
-	0x0000734c, 0x00007354, 0x0000735f, 0x000073a0,
-	0x000073d8, 0x000073ec, 0x0000741c, 0x00007457,
-	0x00007467, 0x000074a6, 0x000074b7, 0x000074c9,
-	0x000074d5, 0x000074e6, 0x00007500, 0x00007508,
-	0x00007519, 0x0000751f, 0x00007533, 0x0000754b,
-	0x00007570, 0x0000757e, 0x00007591, 0x000075cf,
-	0x0000760c, 0x00007638, 0x00007690, 0x0000769f,
-	0x000076b0, 0x000076b8, 0x000076c5, 0x000076d5,
+	0x000073e1, 0x000073ef, 0x00007400, 0x00007408,
+	0x00007413, 0x00007454, 0x0000748c, 0x000074a0,
+	0x000074d0, 0x0000750b, 0x0000751b, 0x0000755a,
+	0x0000756b, 0x0000757d, 0x00007589, 0x0000759a,
+	0x000075b4, 0x000075bc, 0x000075cd, 0x000075d3,
+	0x000075e7, 0x000075ff, 0x00007624, 0x00007632,
+	0x00007645, 0x00007683, 0x000076c0, 0x000076ec,
+	0x00007744, 0x00007753, 0x00007764, 0x0000776c,
 	// Entry 2A0 - 2BF
-	0x000076ec, 0x000076f7, 0x00007706, 0x0000770c,
-	0x0000771a, 0x00007724, 0x0000772f, 0x00007739,
-	0x0000774c, 0x00007771, 0x0000779c, 0x0000782d,
-	0x00007868, 0x00007887, 0x000078c5, 0x000078fc,
-	0x0000792a, 0x00007938, 0x000079d7, 0x000079f5,
-	0x00007b4c, 0x00007b5a, 0x00007b6e, 0x00007b8f,
-	0x00007ba3, 0x00007bd3, 0x00007bd9, 0x00007bed,
-	0x00007c05, 0x00007c18, 0x00007c55, 0x00007cc8,
+	0x00007779, 0x00007789, 0x000077a0, 0x000077ab,
+	0x000077ba, 0x000077c0, 0x000077ce, 0x000077d8,
+	0x000077e3, 0x000077ed, 0x00007800, 0x00007825,
+	0x00007850, 0x000078e1, 0x0000791c, 0x0000793b,
+	0x00007979, 0x000079b0, 0x000079de, 0x000079ec,
+	0x00007a8b, 0x00007aa9, 0x00007c00, 0x00007c0e,
+	0x00007c22, 0x00007c43, 0x00007c57, 0x00007c87,
+	0x00007c8d, 0x00007ca1, 0x00007cb9, 0x00007ccc,
 	// Entry 2C0 - 2DF
-	0x00007d15, 0x00007d26, 0x00007d3d, 0x00007d5a,
-	0x00007d68, 0x00007da7, 0x00007db5, 0x00007dc0,
-	0x00007dc6, 0x00007eb8, 0x00007ebe, 0x00007ef0,
-	0x00007ef5, 0x00007f05, 0x00007f10, 0x00007f19,
-	0x00007f29, 0x00007f35, 0x00007f69, 0x00007f9c,
-	0x00007fb6, 0x00007fbd, 0x00007fee, 0x0000800e,
-	0x00008020, 0x00008032, 0x000080d7, 0x000080ed,
-	0x00008172, 0x000081ec, 0x000081fb, 0x000082b5,
+	0x00007d09, 0x00007d7c, 0x00007dc9, 0x00007dda,
+	0x00007df1, 0x00007e0e, 0x00007e1c, 0x00007e5b,
+	0x00007e69, 0x00007e74, 0x00007e7a, 0x00007f6c,
+	0x00007f72, 0x00007fa4, 0x00007fa9, 0x00007fb9,
+	0x00007fc4, 0x00007fcd, 0x00007fdd, 0x00007fe9,
+	0x0000801d, 0x00008050, 0x0000806a, 0x00008071,
+	0x000080a2, 0x000080c2, 0x000080d4, 0x000080e6,
+	0x0000818b, 0x000081a1, 0x00008226, 0x000082a0,
 	// Entry 2E0 - 2FF
-	0x00008306, 0x0000830b, 0x00008319, 0x00008329,
-	0x00008335, 0x00008345, 0x00008353, 0x00008363,
-	0x0000836d, 0x00008390, 0x000083a9, 0x000083bc,
-	0x00008428, 0x0000844e, 0x0000845d, 0x000084af,
-	0x000084bd, 0x000084d9, 0x00008527, 0x00008536,
-	0x0000854c, 0x000085a0, 0x000085d2, 0x0000862a,
-	0x00008640, 0x0000870e, 0x00008725, 0x0000875c,
-	0x0000876a, 0x000087ae, 0x000087d3, 0x0000884a,
+	0x000082af, 0x00008369, 0x000083ba, 0x000083bf,
+	0x000083cd, 0x000083dd, 0x000083e9, 0x000083f9,
+	0x00008407, 0x00008417, 0x00008421, 0x00008444,
+	0x0000845d, 0x00008470, 0x000084dc, 0x00008502,
+	0x00008511, 0x00008563, 0x00008571, 0x0000858d,
+	0x000085db, 0x000085ea, 0x00008600, 0x00008654,
+	0x00008686, 0x000086de, 0x000086f4, 0x000087c2,
+	0x000087d9, 0x00008810, 0x0000881e, 0x00008862,
 	// Entry 300 - 31F
-	0x00008860, 0x00008877, 0x000088a5, 0x000088b8,
-	0x000088e0, 0x00008964, 0x0000896b, 0x000089d3,
-	0x000089fd, 0x00008a2d, 0x00008b82, 0x00008cbc,
-	0x00008d5c, 0x00008e33, 0x00008f0c, 0x00008f20,
-	0x00008f7b, 0x00009026, 0x000090a8, 0x000090b0,
-	0x000090eb, 0x000090f1, 0x00009183, 0x0000921b,
-	0x00009247, 0x00009272, 0x000092c0, 0x0000932c,
-	0x000093d3, 0x000093ee, 0x000093f8, 0x000093fd,
+	0x00008887, 0x000088fe, 0x00008914, 0x0000892b,
+	0x00008959, 0x0000896c, 0x00008994, 0x00008a18,
+	0x00008a1f, 0x00008a87, 0x00008ab1, 0x00008ae1,
+	0x00008c36, 0x00008d70, 0x00008e10, 0x00008ee7,
+	0x00008fc0, 0x00008fd4, 0x0000902f, 0x000090da,
+	0x0000915c, 0x00009164, 0x0000919f, 0x000091a5,
+	0x00009237, 0x000092cf, 0x000092fb, 0x00009326,
+	0x00009374, 0x000093e0, 0x00009487, 0x000094a2,
 	// Entry 320 - 33F
-	0x00009407, 0x0000940f, 0x00009415, 0x0000941d,
-	0x0000942b, 0x00009435, 0x00009442, 0x00009455,
-	0x00009479, 0x000094f9, 0x0000950a, 0x00009512,
-	0x00009587, 0x000095db, 0x00009623, 0x00009632,
-	0x00009645, 0x00009651, 0x0000968d, 0x000096c7,
-	0x000096d5, 0x000096e2, 0x000096f0, 0x000096fe,
-	0x0000970c, 0x0000973e, 0x0000976e, 0x000097ca,
-	0x000097d7, 0x000097f7, 0x00009802, 0x0000981c,
+	0x000094ac, 0x000094b1, 0x000094bb, 0x000094c3,
+	0x000094c9, 0x000094d1, 0x000094df, 0x000094e9,
+	0x000094f6, 0x00009509, 0x0000952d, 0x000095ad,
+	0x000095be, 0x000095c6, 0x0000963b, 0x0000968f,
+	0x000096d7, 0x000096e6, 0x000096f9, 0x00009705,
+	0x00009741, 0x0000977b, 0x00009789, 0x00009796,
+	0x000097a4, 0x000097b2, 0x000097c0, 0x000097f2,
+	0x00009822, 0x0000987e, 0x0000988b, 0x000098ab,
 	// Entry 340 - 35F
-	0x00009821, 0x00009832, 0x000098b8, 0x000098dd,
-	0x000098e4, 0x000098ed, 0x00009900, 0x0000990a,
-	0x00009914, 0x0000991e, 0x00009936, 0x0000994c,
-	0x00009958, 0x0000997a, 0x000099a8, 0x000099af,
-	0x000099bc, 0x000099cd, 0x000099f4, 0x00009a04,
-	0x00009a23, 0x00009a43, 0x00009b1b, 0x00009bfc,
-	0x00009c50, 0x00009ca0, 0x00009d00, 0x00009d53,
-	0x00009d8b, 0x00009dc3, 0x00009df4, 0x00009e44,
+	0x000098b6, 0x000098d0, 0x000098d5, 0x000098e6,
+	0x0000996c, 0x00009991, 0x00009998, 0x000099a1,
+	0x000099b4, 0x000099be, 0x000099c8, 0x000099d2,
+	0x000099ea, 0x00009a00, 0x00009a0c, 0x00009a2e,
+	0x00009a5c, 0x00009a63, 0x00009a70, 0x00009a81,
+	0x00009aa8, 0x00009ab8, 0x00009ad7, 0x00009af7,
+	0x00009bcf, 0x00009cb0, 0x00009d04, 0x00009d54,
+	0x00009db4, 0x00009e07, 0x00009e3f, 0x00009e77,
 	// Entry 360 - 37F
-	0x00009e78, 0x00009e96, 0x00009eb5, 0x00009ed4,
-	0x00009ef4,
-} // Size: 3500 bytes
+	0x00009ea8, 0x00009ef8, 0x00009f2c, 0x00009f4a,
+	0x00009f69, 0x00009f88, 0x00009fa8,
+} // Size: 3508 bytes
 
-const enData string = "" + // Size: 40692 bytes
+const enData string = "" + // Size: 40872 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1305,313 +1307,316 @@ const enData string = "" + // Size: 40692 bytes
 	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
 	"d skipped: they changed after the count (settled, or acted on by someone" +
 	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
-	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02dele" +
-	"ted\x02Audit log\x02Every retry, abandon and stop an operator applied, a" +
-	"nd every erasure an administrator made, with its reason. Reveals of sens" +
-	"itive values have their own log, which administrators read on the Reveal" +
-	"s page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact" +
-	"\x02exact; instances deleted since are not found\x02from\x02to\x02Apply " +
-	"filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
-	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
-	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
-	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
-	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
-	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
-	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
-	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
-	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
-	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
-	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
-	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
-	"e replica running it may have stopped. What it applied stays; act on the" +
-	" filter again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console" +
-	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
-	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
-	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
-	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
-	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
-	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
-	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
-	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
-	"initions and processes only: external tasks and process instances are fo" +
-	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
-	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
-	"ry again.\x02Back to external tasks\x02Back to sign-in\x02Back to defini" +
-	"tions\x02Nothing exists at this address, or it is not visible to you." +
-	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
-	"d instance is deleted, with its occurrences and attempts, once the reten" +
-	"tion period (RELAIS_RETENTION) has passed, or at once when an administra" +
-	"tor erases it; the audit log keeps the operator actions taken on it.\x02" +
-	"“%[1]s” is not a whole id (a UUID): the lists show the end of each id;" +
-	" open the row, or copy its link, for the whole id.\x02Not found\x02This " +
-	"instance was erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inp" +
-	"uts, occurrences and attempts were deleted with it; the audit log keeps " +
-	"the operator actions taken on it.\x02Form refused\x02This form was not s" +
-	"ent from this console session, or it has expired: nothing was done. Open" +
-	" the form again and send it anew.\x02Back to the form\x02Form too large" +
-	"\x02This form is larger than %[1]d KiB: nothing was done. Shorten what y" +
-	"ou typed and send it again.\x02Form not received\x02This form did not ar" +
-	"rive in time: nothing was done. Send it again.\x02This form could not be" +
-	" read: nothing was done. Send it again.\x02Temporarily unavailable\x02Th" +
-	"e database cannot be reached right now. Try again in a few seconds.\x02S" +
-	"omething went wrong\x02The console could not show this page. Try again; " +
-	"if it persists, give your administrator the request id %[1]s.\x02No cons" +
-	"umer yet.\x02No more consumers.\x02The external services that take tasks" +
-	", and the definitions each may take. Create consumers, change their gran" +
-	"ts and rotate their tokens through the API (/api/v1/consumers); tokens a" +
-	"re never shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Cr" +
-	"eated on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes no" +
-	"thing\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present" +
-	" and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counti" +
-	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
-	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
-	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
-	"\x02The only mutable part of a definition. Processes never use it direct" +
-	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
-	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
-	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
-	"\x02Compare revisions\x02Lists every change from one revision to another" +
-	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
-	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
-	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
-	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
-	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
-	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
-	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
-	"e in no revision (workers and processes use revision %[1]d at most) unti" +
-	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
-	"contracts are the same (the name or a description changed).\x02Changes o" +
-	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
-	" to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers protect" +
-	"ion: %[1]s. Under the newer contract these fields’ values are less prote" +
-	"cted than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
-	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
-	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
-	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
-	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
-	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
-	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02not set" +
-	"\x02Pinned by\x02no process version\x02%[1]s version %[2]s\x02%[1]s vers" +
-	"ions %[2]s\x02Task contracts: their Working copy, immutable revisions an" +
-	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
-	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
-	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
-	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
-	"of the headers, and signing secrets, are sealed and never shown. Create " +
-	"and change destinations with relais apply (kind: Destination documents) " +
-	"or through the API (/api/v1/destinations), which also deletes them.\x02D" +
-	"estinations by name\x02masked value\x02URL\x02Headers sent\x02Longest ti" +
-	"meout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed" +
-	" (Relais-Signature)\x02Keep the instance\x02Say why, for whoever reads t" +
-	"he log later: at most %[1]d characters. It is kept after the erasure, wh" +
-	"atever the retention: write the request’s reference, not the person’s na" +
-	"me.\x02Erase process instance %[1]s\x02Erase this instance now? It is de" +
-	"leted with its occurrences and their attempts, as retention would delete" +
-	" it.\x02Its inputs, outputs, business key and the workers’ messages go w" +
-	"ith it; this cannot be undone. The audit records naming it stay (who did" +
-	" what, and why), and so do backups until they expire.\x02Erase the insta" +
-	"nce\x02This instance is %[1]s: only an ended instance can be erased. Sto" +
-	"p it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, at" +
-	"tempts: %[3]d). Recorded in the audit log.\x02This instance had already " +
-	"been erased, by %[1]s at %[2]s; nothing changed and nothing was recorded" +
-	".\x02on error\x02any other error\x02held for an operator\x02an incident:" +
-	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
-	" instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each def" +
-	"inition’s queue and incidents now, and what its workers finished in the " +
-	"last hour: occurrences that ended completed or failed. An occurrence ret" +
-	"ried since counts where it ends next; a failed attempt with attempts lef" +
-	"t counts under Waiting a retry until its next attempt is due.\x02A held " +
-	"instance’s failed occurrence counts in both Held instances and Failed." +
-	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
-	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
-	"t claimable waits\x02Waiting a retry\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"recounted every few seconds, shown anew at each reload.\x02the soonest d" +
-	"ue %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wait\x02" +
-	"no worker\x02Show all definitions\x02Definition %[1]s has no occurrence " +
-	"yet.\x02All definitions\x02Completions and failures per 5 minutes, last " +
-	"hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart" +
-	" gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Comple" +
-	"tions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]" +
-	"s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02Retention: ended instances are kept forever, another" +
-	" replica’s RELAIS_RETENTION.\x02Retention: ended instances are kept fore" +
-	"ver (RELAIS_RETENTION).\x02Retention: ended instances are deleted with t" +
-	"heir occurrences %[1]s after they end, another replica’s longer RELAIS_R" +
-	"ETENTION.\x02Retention: ended instances are deleted with their occurrenc" +
-	"es %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02Erase t" +
-	"his instance…\x02This instance has ended. As an administrator you may er" +
-	"ase it now rather than wait for retention (a data subject’s request): it" +
-	" is deleted with its occurrences and attempts.\x02This instance is held " +
-	"at a failed node: an incident. It cannot be retried: its occurrence at n" +
-	"ode %[1]s failed before any attempt (its inputs could not be built), so " +
-	"it would fail the same way. Abandon fails the instance; stop cancels it." +
-	" Each asks for a reason, recorded in the audit log.\x02This instance is " +
-	"held at a failed node: an incident. Retry offers the failed occurrence a" +
-	"gain; abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02Its occurrence at node %[1]s failed (%[" +
-	"2]s) and waits for its retry, due %[3]s (%[4]s): retry offers it now, it" +
-	"s attempts left unchanged. Stopping cancels the instance and its open oc" +
-	"currences. Neither completes anything; each asks for a reason, recorded " +
-	"in the audit log.\x02Stopping cancels the instance and its open occurren" +
-	"ces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]" +
-	"s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s" +
-	" — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02H" +
-	"eld for\x02never: retention keeps ended instances forever (RELAIS_RETENT" +
-	"ION)\x02never: another replica’s RELAIS_RETENTION keeps ended instances " +
-	"forever\x02Deleted by retention\x02ended instances are kept %[1]s (RELAI" +
-	"S_RETENTION)\x02ended instances are kept %[1]s, another replica’s longer" +
-	" RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02" +
-	"held, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02A retry waits on a running instance only: choose the status running," +
-	" or none.\x02The version must be a whole number from 1.\x02A version is " +
-	"a process’s: choose the process too.\x02Creation date\x02The page size m" +
-	"ust be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-s" +
-	"ensitive\x02Act on every instance this filter matches\x02The next page c" +
-	"ounts them and asks for a reason before anything changes.\x02Process ins" +
-	"tances, newest first\x02Instance\x02End node or error\x02No instance mat" +
-	"ches these filters.\x02A running instance has no error code yet: occurre" +
-	"nces that failed with it and wait for their retry are listed under Exter" +
-	"nal tasks, filtered by that code.\x02All processes\x02Any definition\x02" +
-	"Each of their occurrences waiting a retry, with its error and its next a" +
-	"ttempt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)" +
-	".\x02“%[1]s” is the status of an instance, not of a task: the Instances " +
-	"page lists the instances with it.\x02Unknown status “%[1]s”.\x02availabl" +
-	"e\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
-	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
-	" not match the revision's outputs contract.\x02The answer to the call wa" +
-	"s lost (the connection broke after the request was sent, or Relais stopp" +
-	"ed or could not reach its database before recording it): whether the des" +
-	"tination acted is unknown, so Relais does not call it again by itself (a" +
-	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
-	"ination could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt ended without a result (its lock expired, or its wo" +
-	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path, and is h" +
-	"eld at a later node.\x02Its instance went on along the node’s error path" +
-	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
-	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
-	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
-	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
-	"worker held the task: its report is refused, but it may already have don" +
-	"e the work.\x02The instance was stopped during the call, which was abort" +
-	"ed: the destination may already have acted on the request (check there)." +
-	"\x02The instance was stopped while the task was deferred: a settlement b" +
-	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
-	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
-	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
-	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
-	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
-	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
-	"worker (its own words, protected values masked)\x02Message from Relais, " +
-	"quoting the destination’s answer\x02Message from Relais\x02The revision " +
-	"must be a whole number, 1 or more.\x02A revision is a definition’s: choo" +
-	"se the definition too.\x02Settlement date\x02More filters: instance, rev" +
-	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
-	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
-	"Message\x02Process and node\x02Error\x02Consumer and worker\x02Next atte" +
-	"mpt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02retr" +
+	"y now (attempts unchanged)\x02deleted\x02Audit log\x02Every retry, aband" +
+	"on and stop an operator applied, and every erasure an administrator made" +
+	", with its reason. Reveals of sensitive values have their own log, which" +
+	" administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
+	"\x02Filters\x02a token’s name, exact\x02exact; instances deleted since a" +
+	"re not found\x02from\x02to\x02Apply filters\x02Clear filters\x02No opera" +
+	"tor action matches.\x02All actions\x02The process instance must be a who" +
+	"le instance id (a UUID): the lists show the end of each id; open the ins" +
+	"tance, or copy its link, for the whole id.\x02The bulk action must be it" +
+	"s id (a UUID).\x02Operator actions, newest first\x02No bulk action has t" +
+	"he id %[1]s: check the link, or open the action from the audit log.\x14" +
+	"\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s ch" +
+	"anged. While it runs, each reload shows how far it got.\x00h\x02Showing " +
+	"the %[1]d instances bulk action %[2]s changed. While it runs, each reloa" +
+	"d shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied t" +
+	"o %[4]d of the %[5]d instances counted, %[6]d skipped (they changed afte" +
+	"r the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was" +
+	" stopped by an error after %[4]d of the %[5]d instances counted (%[6]d s" +
+	"kipped). What it applied stays; act on the filter again for the rest." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
+	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
+	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
+	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
+	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
+	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
+	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
+	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
+	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
+	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
+	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
+	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
+	"t allowed\x02Your role can read definitions and processes only: external" +
+	" tasks and process instances are for operators and administrators.\x02In" +
+	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
+	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
+	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
+	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
+	" it is not visible to you. An ended instance is deleted, with its occurr" +
+	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
+	"sed, or at once when an administrator erases it; the audit log keeps the" +
+	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
+	"e lists show the end of each id; open the row, or copy its link, for the" +
+	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
+	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
+	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
+	"m refused\x02This form was not sent from this console session, or it has" +
+	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
+	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
+	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
+	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
+	"gain.\x02This form could not be read: nothing was done. Send it again." +
+	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
+	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
+	"d not show this page. Try again; if it persists, give your administrator" +
+	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
+	"external services that take tasks, and the definitions each may take. Cr" +
+	"eate consumers, change their grants and rotate their tokens through the " +
+	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
+	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
+	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
+	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
+	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
+	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
+	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
+	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
+	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
+	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
+	"e from one revision to another, and whom it may break.\x02From revision" +
+	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
+	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
+	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
+	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
+	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
+	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
+	"es not yet snapshotted: they are in no revision (workers and processes u" +
+	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
+	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
+	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
+	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
+	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
+	"ese fields’ values are less protected than under the older one.\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
+	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
+	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
+	" Working copy, immutable revisions and named releases.\x02Definitions by" +
+	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
+	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
+	" call. Values of the URL's query and of the headers, and signing secrets" +
+	", are sealed and never shown. Create and change destinations with relais" +
+	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
+	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
+	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
+	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
+	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
+	"ters. It is kept after the erasure, whatever the retention: write the re" +
+	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
+	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
+	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
+	"ess key and the workers’ messages go with it; this cannot be undone. The" +
+	" audit records naming it stay (who did what, and why), and so do backups" +
+	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
+	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
+	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
+	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
+	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left counts under Waiting a retry u" +
+	"ntil its next attempt is due.\x02A held instance’s failed occurrence cou" +
+	"nts in both Held instances and Failed.\x02Completions and failures, last" +
+	" hour\x02Definitions, those needing attention first\x02Definition\x02Ope" +
+	"n\x02Held instances\x02Failed\x02Oldest claimable waits\x02Waiting a ret" +
+	"ry\x02Completed, last hour\x02Failed, last hour\x02No definition has occ" +
+	"urrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown" +
+	" anew at each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
+	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
+	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
+	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
+	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: e" +
+	"nded instances are kept forever, another replica’s RELAIS_RETENTION.\x02" +
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
+	"tion: ended instances are deleted with their occurrences %[1]s after the" +
+	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
+	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
+	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
+	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
+	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
+	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
+	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
+	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
+	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
+	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
+	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
+	"operator actions\x02No operator has acted on this instance.\x02Operator " +
+	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
+	"uts the instance was started with, labelled by process version %[1]d's c" +
+	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
+	" instance has ended. As an administrator you may erase it now rather tha" +
+	"n wait for retention (a data subject’s request): it is deleted with its " +
+	"occurrences and attempts.\x02This instance is held at a failed node: an " +
+	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
+	"re any attempt (its inputs could not be built), so it would fail the sam" +
+	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
+	"on, recorded in the audit log.\x02This instance is held at a failed node" +
+	": an incident. Retry offers the failed occurrence again; abandon fails t" +
+	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
+	"dit log.\x02Its occurrence at node %[1]s failed (%[2]s) and waits for it" +
+	"s retry, due %[3]s (%[4]s): retry offers it now, its attempts left uncha" +
+	"nged. Stopping cancels the instance and its open occurrences. Neither co" +
+	"mpletes anything; each asks for a reason, recorded in the audit log.\x02" +
+	"Stopping cancels the instance and its open occurrences. It does not comp" +
+	"lete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[" +
+	"1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started" +
+	"\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never: ret" +
+	"ention keeps ended instances forever (RELAIS_RETENTION)\x02never: anothe" +
+	"r replica’s RELAIS_RETENTION keeps ended instances forever\x02Deleted by" +
+	" retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended" +
+	" instances are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02" +
+	"End node\x02Abandoned at node\x02Failed at node\x02held, then stopped by" +
+	" an operator\x02held, then abandoned by an operator\x02A retry waits on " +
+	"a running instance only: choose the status running, or none.\x02A runnin" +
+	"g instance whose retry waits has no error code and is held nowhere: leav" +
+	"e the error code and “Held at a node of” out.\x02The version must be a w" +
+	"hole number from 1.\x02A version is a process’s: choose the process too." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02any\x02exact, case-sensitive\x02Act on every instance th" +
+	"is filter matches\x02The next page counts them and asks for a reason bef" +
+	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
+	"End node or error\x02No instance matches these filters.\x02A running ins" +
+	"tance has no error code yet: occurrences that failed with it and wait fo" +
+	"r their retry are listed under External tasks, filtered by that code." +
+	"\x02All processes\x02Any definition\x02The available occurrences of %[1]" +
+	"s: those waiting a retry show their error and their next attempt\x02All " +
+	"statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” i" +
+	"s the status of an instance, not of a task: the Instances page lists the" +
+	" instances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved" +
+	"\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02e" +
+	"xpired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02num" +
+	"ber\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02n" +
+	"ormal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)" +
+	"\x02pull (a worker fetches it)\x02push (Relais calls the service)\x02adm" +
+	"inistrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field add" +
+	"ed\x02field removed\x02type changed\x02required changed\x02values change" +
+	"d\x02classification changed\x02constraint changed\x02routing changed\x02" +
+	"minimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxi" +
+	"mum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s," +
+	" version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Eve" +
+	"ry attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finishe" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"worker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
+	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
+	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
+	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
+	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
+	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
+	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
 	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
 	"e other filters\x02Totals of all definitions, not narrowed by the other " +
 	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
@@ -1773,7 +1778,7 @@ const enData string = "" + // Size: 40692 bytes
 	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
 	"isions %[1]s only."
 
-var frIndex = []uint32{ // 869 elements
+var frIndex = []uint32{ // 871 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1812,217 +1817,217 @@ var frIndex = []uint32{ // 869 elements
 	0x00003132, 0x00003215, 0x00003235, 0x0000323b,
 	// Entry 80 - 9F
 	0x0000323f, 0x00003246, 0x0000324c, 0x00003262,
-	0x00003282, 0x00003292, 0x0000329d, 0x000032af,
-	0x000033c5, 0x000033cd, 0x000033e8, 0x0000342a,
-	0x0000342d, 0x00003430, 0x00003446, 0x00003461,
-	0x0000348d, 0x000034a0, 0x00003573, 0x000035bc,
-	0x000035f2, 0x0000366e, 0x0000378f, 0x00003853,
-	0x0000394e, 0x00003a14, 0x00003acb, 0x00003ae5,
-	0x00003af4, 0x00003afb, 0x00003b0c, 0x00003b22,
+	0x00003282, 0x00003292, 0x000032be, 0x000032c9,
+	0x000032db, 0x000033f1, 0x000033f9, 0x00003414,
+	0x00003456, 0x00003459, 0x0000345c, 0x00003472,
+	0x0000348d, 0x000034b9, 0x000034cc, 0x0000359f,
+	0x000035e8, 0x0000361e, 0x0000369a, 0x000037bb,
+	0x0000387f, 0x0000397a, 0x00003a40, 0x00003af7,
+	0x00003b11, 0x00003b20, 0x00003b27, 0x00003b38,
 	// Entry A0 - BF
-	0x00003b28, 0x00003b39, 0x00003b43, 0x00003b6a,
-	0x00003b86, 0x00003b8e, 0x00003b9b, 0x00003ba7,
-	0x00003bb5, 0x00003bc2, 0x00003bc9, 0x00003bd7,
-	0x00003bfb, 0x00003c0b, 0x00003c23, 0x00003c44,
-	0x00003c76, 0x00003cb2, 0x00003cec, 0x00003d02,
-	0x00003d1c, 0x00003d4e, 0x00003d68, 0x00003d77,
-	0x00003e2b, 0x00003e3d, 0x00003ebd, 0x00003ed9,
-	0x00003ef0, 0x00003f08, 0x00003f4b, 0x00004099,
+	0x00003b4e, 0x00003b54, 0x00003b65, 0x00003b6f,
+	0x00003b96, 0x00003bb2, 0x00003bba, 0x00003bc7,
+	0x00003bd3, 0x00003be1, 0x00003bee, 0x00003bf5,
+	0x00003c03, 0x00003c27, 0x00003c37, 0x00003c4f,
+	0x00003c70, 0x00003ca2, 0x00003cde, 0x00003d18,
+	0x00003d2e, 0x00003d48, 0x00003d7a, 0x00003d94,
+	0x00003da3, 0x00003e57, 0x00003e69, 0x00003ee9,
+	0x00003f05, 0x00003f1c, 0x00003f34, 0x00003f77,
 	// Entry C0 - DF
-	0x00004152, 0x0000415e, 0x00004249, 0x0000425c,
-	0x00004301, 0x00004316, 0x00004331, 0x000043ad,
-	0x000043c2, 0x0000441f, 0x00004475, 0x00004491,
-	0x000044e8, 0x00004500, 0x00004598, 0x000045bd,
-	0x000045d7, 0x000046c8, 0x000046f6, 0x000046f9,
-	0x000046fd, 0x00004704, 0x0000470e, 0x00004714,
-	0x0000471c, 0x00004722, 0x0000472c, 0x0000474d,
-	0x00004766, 0x00004779, 0x000047b1, 0x000047cb,
+	0x000040c5, 0x0000417e, 0x0000418a, 0x00004275,
+	0x00004288, 0x0000432d, 0x00004342, 0x0000435d,
+	0x000043d9, 0x000043ee, 0x0000444b, 0x000044a1,
+	0x000044bd, 0x00004514, 0x0000452c, 0x000045c4,
+	0x000045e9, 0x00004603, 0x000046f4, 0x00004722,
+	0x00004725, 0x00004729, 0x00004730, 0x0000473a,
+	0x00004740, 0x00004748, 0x0000474e, 0x00004758,
+	0x00004779, 0x00004792, 0x000047a5, 0x000047dd,
 	// Entry E0 - FF
-	0x000047e6, 0x0000484c, 0x0000487e, 0x00004884,
-	0x00004889, 0x00004895, 0x000048a4, 0x000048b0,
-	0x000048bc, 0x000048ce, 0x000048df, 0x00004963,
-	0x00004975, 0x0000498c, 0x00004997, 0x000049ec,
-	0x000049f9, 0x00004a1e, 0x00004a2a, 0x00004a34,
-	0x00004a3a, 0x00004a46, 0x00004a5e, 0x00004ab0,
-	0x00004ac0, 0x00004ad0, 0x00004ad9, 0x00004ae4,
-	0x00004aec, 0x00004b0c, 0x00004b2e, 0x00004b56,
+	0x000047f7, 0x00004812, 0x00004878, 0x000048aa,
+	0x000048b0, 0x000048b5, 0x000048c1, 0x000048d0,
+	0x000048dc, 0x000048e8, 0x000048fa, 0x0000490b,
+	0x0000498f, 0x000049a1, 0x000049b8, 0x000049c3,
+	0x00004a18, 0x00004a25, 0x00004a4a, 0x00004a56,
+	0x00004a60, 0x00004a66, 0x00004a72, 0x00004a8a,
+	0x00004adc, 0x00004aec, 0x00004afc, 0x00004b05,
+	0x00004b10, 0x00004b18, 0x00004b38, 0x00004b5a,
 	// Entry 100 - 11F
-	0x00004b5f, 0x00004b6f, 0x00004b8f, 0x00004b97,
-	0x00004ba6, 0x00004bc5, 0x00004bf0, 0x00004c16,
-	0x00004c26, 0x00004c30, 0x00004c3a, 0x00004c59,
-	0x00004c77, 0x00004d4f, 0x00004d6d, 0x00004db1,
-	0x00004dee, 0x00004e21, 0x00004e51, 0x00004eda,
-	0x00004f06, 0x00004f36, 0x00004f58, 0x00004f73,
-	0x00004f8e, 0x00004faa, 0x00004fc6, 0x00004fdc,
-	0x00004ff6, 0x0000502d, 0x00005063, 0x00005083,
+	0x00004b82, 0x00004b8b, 0x00004b9b, 0x00004bbb,
+	0x00004bc3, 0x00004bd2, 0x00004bf1, 0x00004c1c,
+	0x00004c42, 0x00004c52, 0x00004c5c, 0x00004c66,
+	0x00004c85, 0x00004ca3, 0x00004d7b, 0x00004d99,
+	0x00004ddd, 0x00004e1a, 0x00004e4d, 0x00004e7d,
+	0x00004f06, 0x00004f32, 0x00004f62, 0x00004f84,
+	0x00004f9f, 0x00004fba, 0x00004fd6, 0x00004ff2,
+	0x00005008, 0x00005022, 0x00005059, 0x0000508f,
 	// Entry 120 - 13F
-	0x000050a2, 0x000050a9, 0x000050b0, 0x000050bf,
-	0x000050db, 0x000050ef, 0x00005104, 0x0000516e,
-	0x00005184, 0x00005189, 0x0000519d, 0x000051b5,
-	0x000051da, 0x00005208, 0x0000522d, 0x00005247,
-	0x00005390, 0x000053a5, 0x000053b5, 0x000053b9,
-	0x000053cc, 0x000053db, 0x000053f2, 0x00005401,
-	0x00005408, 0x00005413, 0x00005435, 0x00005449,
-	0x00005527, 0x0000554f, 0x000055d8, 0x000056de,
+	0x000050af, 0x000050ce, 0x000050d5, 0x000050dc,
+	0x000050eb, 0x00005107, 0x0000511b, 0x00005130,
+	0x0000519a, 0x000051b0, 0x000051b5, 0x000051c9,
+	0x000051e1, 0x00005206, 0x00005234, 0x00005259,
+	0x00005273, 0x000053bc, 0x000053d1, 0x000053e1,
+	0x000053e5, 0x000053f8, 0x00005407, 0x0000541e,
+	0x0000542d, 0x00005434, 0x0000543f, 0x00005461,
+	0x00005475, 0x00005553, 0x0000557b, 0x00005604,
 	// Entry 140 - 15F
-	0x000056f3, 0x00005759, 0x000057de, 0x00005853,
-	0x00005865, 0x00005878, 0x00005894, 0x000058c1,
-	0x000058de, 0x00005901, 0x0000590c, 0x00005917,
-	0x0000592e, 0x00005ab5, 0x00005b26, 0x00005b4d,
-	0x00005b8b, 0x00005b97, 0x00005ba0, 0x00005bb4,
-	0x00005bbe, 0x00005be5, 0x00005c0b, 0x00005c27,
-	0x00005c42, 0x00005c72, 0x00005ce2, 0x00005d02,
-	0x00005d1c, 0x00005d37, 0x00005d46, 0x00005d57,
+	0x0000570a, 0x0000571f, 0x00005785, 0x0000580a,
+	0x0000587f, 0x00005891, 0x000058a4, 0x000058c0,
+	0x000058ed, 0x0000590a, 0x0000592d, 0x00005938,
+	0x00005943, 0x0000595a, 0x00005ae1, 0x00005b52,
+	0x00005b79, 0x00005bb7, 0x00005bc3, 0x00005bcc,
+	0x00005be0, 0x00005bea, 0x00005c11, 0x00005c37,
+	0x00005c53, 0x00005c6e, 0x00005c9e, 0x00005d0e,
+	0x00005d2e, 0x00005d48, 0x00005d63, 0x00005d72,
 	// Entry 160 - 17F
-	0x00005d78, 0x00005dae, 0x00005dc6, 0x00005e0d,
-	0x00005e78, 0x00005e83, 0x00005e9d, 0x00005ee7,
-	0x00005eef, 0x00005efd, 0x00005f0d, 0x00005f37,
-	0x00005f60, 0x00005fd9, 0x00006032, 0x000060d0,
-	0x0000614a, 0x0000615a, 0x00006179, 0x00006185,
-	0x0000619e, 0x000061a9, 0x000061b6, 0x000061c5,
-	0x000061cd, 0x000061d7, 0x000061df, 0x000061e7,
-	0x000061ed, 0x000061f4, 0x000061f9, 0x000061fe,
+	0x00005d83, 0x00005da4, 0x00005dda, 0x00005df2,
+	0x00005e39, 0x00005ea4, 0x00005eaf, 0x00005ec9,
+	0x00005f13, 0x00005f1b, 0x00005f29, 0x00005f39,
+	0x00005f63, 0x00005f8c, 0x00006005, 0x0000605e,
+	0x000060fc, 0x00006176, 0x00006186, 0x000061a5,
+	0x000061b1, 0x000061ca, 0x000061d5, 0x000061e2,
+	0x000061f1, 0x000061f9, 0x00006203, 0x0000620b,
+	0x00006213, 0x00006219, 0x00006220, 0x00006225,
 	// Entry 180 - 19F
-	0x00006202, 0x00006207, 0x0000620d, 0x00006213,
-	0x00006219, 0x0000621e, 0x00006223, 0x00006229,
-	0x00006233, 0x00006253, 0x00006275, 0x00006299,
-	0x000062bf, 0x000062c8, 0x000062e4, 0x000062ed,
-	0x00006305, 0x0000630e, 0x00006362, 0x00006382,
-	0x00006388, 0x00006393, 0x00006399, 0x000063a7,
-	0x000063b2, 0x000063c0, 0x000063f3, 0x00006417,
-	0x00006446, 0x0000648f, 0x00006496, 0x000064ac,
+	0x0000622a, 0x0000622e, 0x00006233, 0x00006239,
+	0x0000623f, 0x00006245, 0x0000624a, 0x0000624f,
+	0x00006255, 0x0000625f, 0x0000627f, 0x000062a1,
+	0x000062c5, 0x000062eb, 0x000062f4, 0x00006310,
+	0x00006319, 0x00006331, 0x0000633a, 0x0000638e,
+	0x000063ae, 0x000063b4, 0x000063bf, 0x000063c5,
+	0x000063d3, 0x000063de, 0x000063ec, 0x0000641f,
+	0x00006443, 0x00006472, 0x000064bb, 0x000064c2,
 	// Entry 1A0 - 1BF
-	0x0000651f, 0x00006545, 0x0000655f, 0x00006647,
-	0x000067d6, 0x000068dd, 0x00006a41, 0x00006a91,
-	0x00006ac2, 0x00006af5, 0x00006b24, 0x00006b2f,
-	0x00006b33, 0x00006b45, 0x00006b5a, 0x00006b68,
-	0x00006bc2, 0x00006c27, 0x00006c44, 0x00006c87,
-	0x00006cee, 0x00006cfb, 0x00006d10, 0x00006d23,
-	0x00006d4e, 0x00006d7b, 0x00006df2, 0x00006e29,
-	0x00006e73, 0x00006e85, 0x00006ebd, 0x00006ed4,
+	0x000064d8, 0x0000654b, 0x00006571, 0x0000658b,
+	0x00006673, 0x00006802, 0x00006909, 0x00006a6d,
+	0x00006abd, 0x00006aee, 0x00006b21, 0x00006b50,
+	0x00006b5b, 0x00006b5f, 0x00006b71, 0x00006b86,
+	0x00006b94, 0x00006bee, 0x00006c53, 0x00006c70,
+	0x00006cb3, 0x00006d1a, 0x00006d27, 0x00006d3c,
+	0x00006d4f, 0x00006d7a, 0x00006da7, 0x00006e1e,
+	0x00006edd, 0x00006f14, 0x00006f5e, 0x00006f70,
 	// Entry 1C0 - 1DF
-	0x00006ee0, 0x00006ef7, 0x00006f2b, 0x00006f75,
-	0x00006faa, 0x00006fb3, 0x00006fca, 0x00006ff8,
-	0x000070c3, 0x000070d6, 0x000070e8, 0x00007156,
-	0x00007167, 0x000071b3, 0x0000722d, 0x00007251,
-	0x0000725c, 0x00007267, 0x00007272, 0x0000727c,
-	0x00007286, 0x0000728f, 0x00007298, 0x000072a1,
-	0x000072aa, 0x000072b3, 0x000072ba, 0x000072c8,
-	0x000072ce, 0x000072d5, 0x000072dc, 0x000072e5,
+	0x00006fa8, 0x00006fbf, 0x00006fcb, 0x00006fe2,
+	0x00007016, 0x00007060, 0x00007095, 0x0000709e,
+	0x000070b5, 0x000070e3, 0x000071ae, 0x000071c1,
+	0x000071d3, 0x00007259, 0x0000726a, 0x000072b6,
+	0x00007330, 0x00007354, 0x0000735f, 0x0000736a,
+	0x00007375, 0x0000737f, 0x00007389, 0x00007392,
+	0x0000739b, 0x000073a4, 0x000073ad, 0x000073b6,
+	0x000073bd, 0x000073cb, 0x000073d1, 0x000073d8,
 	// Entry 1E0 - 1FF
-	0x000072ea, 0x000072f8, 0x000072fe, 0x00007304,
-	0x0000730a, 0x00007312, 0x0000731b, 0x00007324,
-	0x00007337, 0x00007348, 0x0000736b, 0x0000738c,
-	0x0000739b, 0x000073a6, 0x000073b1, 0x000073be,
-	0x000073c2, 0x000073c6, 0x000073d4, 0x000073e2,
-	0x000073f0, 0x00007410, 0x00007423, 0x0000743c,
-	0x00007451, 0x00007462, 0x00007474, 0x00007486,
-	0x0000748c, 0x00007493, 0x0000749b, 0x000074a3,
+	0x000073df, 0x000073e8, 0x000073ed, 0x000073fb,
+	0x00007401, 0x00007407, 0x0000740d, 0x00007415,
+	0x0000741e, 0x00007427, 0x0000743a, 0x0000744b,
+	0x0000746e, 0x0000748f, 0x0000749e, 0x000074a9,
+	0x000074b4, 0x000074c1, 0x000074c5, 0x000074c9,
+	0x000074d7, 0x000074e5, 0x000074f3, 0x00007513,
+	0x00007526, 0x0000753f, 0x00007554, 0x00007565,
+	0x00007577, 0x00007589, 0x0000758f, 0x00007596,
 	// Entry 200 - 21F
-	0x000074c1, 0x000074df, 0x000074f6, 0x0000750b,
-	0x0000751c, 0x00007522, 0x0000753b, 0x00007546,
-	0x0000757a, 0x00007587, 0x000075a5, 0x000075b3,
-	0x000075bc, 0x000075c3, 0x000075de, 0x000075e8,
-	0x000075fb, 0x00007635, 0x0000763e, 0x0000764d,
-	0x000076b1, 0x000076bd, 0x000076c7, 0x000076f7,
-	0x00007752, 0x00007839, 0x00007844, 0x00007877,
-	0x000078b5, 0x0000792e, 0x00007953, 0x00007958,
+	0x0000759e, 0x000075a6, 0x000075c4, 0x000075e2,
+	0x000075f9, 0x0000760e, 0x0000761f, 0x00007625,
+	0x0000763e, 0x00007649, 0x0000767d, 0x0000768a,
+	0x000076a8, 0x000076b6, 0x000076bf, 0x000076c6,
+	0x000076e1, 0x000076eb, 0x000076fe, 0x00007738,
+	0x00007741, 0x00007750, 0x000077b4, 0x000077c0,
+	0x000077ca, 0x000077fa, 0x00007855, 0x0000793c,
+	0x00007947, 0x0000797a, 0x000079b8, 0x00007a31,
 	// Entry 220 - 23F
-	0x00007978, 0x00007995, 0x000079b5, 0x000079ca,
-	0x00007a0b, 0x00007a16, 0x00007a20, 0x00007a49,
-	0x00007abe, 0x00007acf, 0x00007b0c, 0x00007b40,
-	0x00007ba1, 0x00007beb, 0x00007bf9, 0x00007c35,
-	0x00007c5f, 0x00007ca4, 0x00007ccc, 0x00007d0b,
-	0x00007d2c, 0x00007d6a, 0x00007daa, 0x00007dca,
-	0x00007e0b, 0x00007e35, 0x00007e5c, 0x00007edf,
-	0x00007ef7, 0x00007f0b, 0x00007f22, 0x00007f30,
+	0x00007a56, 0x00007a5b, 0x00007a7b, 0x00007a98,
+	0x00007ab8, 0x00007acd, 0x00007b0e, 0x00007b19,
+	0x00007b23, 0x00007b4c, 0x00007bc1, 0x00007bd2,
+	0x00007c0f, 0x00007c43, 0x00007ca4, 0x00007cee,
+	0x00007cfc, 0x00007d38, 0x00007d62, 0x00007da7,
+	0x00007dcf, 0x00007e0e, 0x00007e2f, 0x00007e6d,
+	0x00007ead, 0x00007ecd, 0x00007f0e, 0x00007f38,
+	0x00007f5f, 0x00007fe2, 0x00007ffa, 0x0000800e,
 	// Entry 240 - 25F
-	0x00007f3b, 0x00007f5e, 0x00007f9c, 0x00007fbb,
-	0x00007fd7, 0x00008045, 0x00008117, 0x00008176,
-	0x000081fb, 0x00008278, 0x0000838c, 0x0000848f,
-	0x000084d6, 0x00008563, 0x000085d2, 0x00008618,
-	0x00008765, 0x0000878d, 0x000087b0, 0x000087e7,
-	0x00008878, 0x000088cb, 0x000088f4, 0x000089d6,
-	0x000089fc, 0x00008a43, 0x00008ac7, 0x00008b42,
-	0x00008bbf, 0x00008be7, 0x00008c0f, 0x00008c56,
+	0x00008025, 0x00008033, 0x0000803e, 0x00008061,
+	0x0000809f, 0x000080be, 0x000080da, 0x00008148,
+	0x0000821a, 0x00008279, 0x000082fe, 0x0000837b,
+	0x0000848f, 0x00008592, 0x000085d9, 0x00008666,
+	0x000086d5, 0x0000871b, 0x00008868, 0x00008890,
+	0x000088b3, 0x000088ea, 0x0000897b, 0x000089ce,
+	0x000089f7, 0x00008ad9, 0x00008aff, 0x00008b46,
+	0x00008bca, 0x00008c45, 0x00008cc2, 0x00008cea,
 	// Entry 260 - 27F
-	0x00008ca0, 0x00008cd3, 0x00008ce6, 0x00008dee,
-	0x00008e1c, 0x00008e58, 0x00008e6e, 0x00008f02,
-	0x00008f15, 0x00008f52, 0x00008fab, 0x00008fe7,
-	0x00008ffa, 0x0000904e, 0x00009083, 0x00009095,
-	0x000090ac, 0x000090eb, 0x0000913d, 0x00009169,
-	0x00009206, 0x000092ac, 0x00009359, 0x00009369,
-	0x000093c9, 0x0000943a, 0x000094bf, 0x00009554,
-	0x0000955f, 0x0000957c, 0x0000959b, 0x000095ac,
+	0x00008d12, 0x00008d59, 0x00008da3, 0x00008dd6,
+	0x00008de9, 0x00008ef1, 0x00008f1f, 0x00008f5b,
+	0x00008f71, 0x00009005, 0x00009018, 0x00009055,
+	0x000090ae, 0x000090ea, 0x000090fd, 0x00009151,
+	0x00009186, 0x00009198, 0x000091af, 0x000091ee,
+	0x00009240, 0x0000926c, 0x00009309, 0x000093af,
+	0x0000945c, 0x0000946c, 0x000094cc, 0x0000953d,
+	0x000095c2, 0x00009657, 0x00009662, 0x0000967f,
 	// Entry 280 - 29F
-	0x000095c6, 0x000095cf, 0x000095d9, 0x00009627,
-	0x0000966c, 0x0000968b, 0x000096c0, 0x00009711,
-	0x00009722, 0x0000976c, 0x00009782, 0x00009796,
-	0x000097af, 0x000097c5, 0x000097ef, 0x000097f7,
-	0x0000980a, 0x00009811, 0x0000982c, 0x0000984c,
-	0x0000987c, 0x00009893, 0x000098a9, 0x000098e1,
-	0x0000991c, 0x00009948, 0x000099cb, 0x000099dc,
-	0x000099f6, 0x00009a01, 0x00009a15, 0x00009a27,
+	0x0000969e, 0x000096af, 0x000096c9, 0x000096d2,
+	0x000096dc, 0x0000972a, 0x0000976f, 0x0000978e,
+	0x000097c3, 0x00009814, 0x00009825, 0x0000986f,
+	0x00009885, 0x00009899, 0x000098b2, 0x000098c8,
+	0x000098f2, 0x000098fa, 0x0000990d, 0x00009914,
+	0x0000992f, 0x0000994f, 0x0000997f, 0x00009996,
+	0x000099ac, 0x000099e4, 0x00009a1f, 0x00009a4b,
+	0x00009ace, 0x00009adf, 0x00009af9, 0x00009b04,
 	// Entry 2A0 - 2BF
-	0x00009a3d, 0x00009a4f, 0x00009a61, 0x00009a67,
-	0x00009a79, 0x00009a87, 0x00009a96, 0x00009aa2,
-	0x00009ab8, 0x00009ae2, 0x00009b15, 0x00009bbd,
-	0x00009c0d, 0x00009c35, 0x00009c87, 0x00009cc9,
-	0x00009d05, 0x00009d1c, 0x00009de6, 0x00009e13,
-	0x00009fcd, 0x00009fe7, 0x0000a000, 0x0000a021,
-	0x0000a038, 0x0000a065, 0x0000a06c, 0x0000a086,
-	0x0000a0ac, 0x0000a0c1, 0x0000a11b, 0x0000a1b0,
+	0x00009b18, 0x00009b2a, 0x00009b40, 0x00009b52,
+	0x00009b64, 0x00009b6a, 0x00009b7c, 0x00009b8a,
+	0x00009b99, 0x00009ba5, 0x00009bbb, 0x00009be5,
+	0x00009c18, 0x00009cc0, 0x00009d10, 0x00009d38,
+	0x00009d8a, 0x00009dcc, 0x00009e08, 0x00009e1f,
+	0x00009ee9, 0x00009f16, 0x0000a0d0, 0x0000a0ea,
+	0x0000a103, 0x0000a124, 0x0000a13b, 0x0000a168,
+	0x0000a16f, 0x0000a189, 0x0000a1af, 0x0000a1c4,
 	// Entry 2C0 - 2DF
-	0x0000a213, 0x0000a226, 0x0000a24d, 0x0000a275,
-	0x0000a283, 0x0000a2d7, 0x0000a2e7, 0x0000a2f8,
-	0x0000a2ff, 0x0000a435, 0x0000a43c, 0x0000a476,
-	0x0000a47b, 0x0000a490, 0x0000a4a4, 0x0000a4b6,
-	0x0000a4cc, 0x0000a4dc, 0x0000a519, 0x0000a559,
-	0x0000a574, 0x0000a585, 0x0000a5c9, 0x0000a5ea,
-	0x0000a5fc, 0x0000a60e, 0x0000a6e3, 0x0000a6fb,
-	0x0000a79c, 0x0000a82b, 0x0000a83b, 0x0000a915,
+	0x0000a21e, 0x0000a2b3, 0x0000a316, 0x0000a329,
+	0x0000a350, 0x0000a378, 0x0000a386, 0x0000a3da,
+	0x0000a3ea, 0x0000a3fb, 0x0000a402, 0x0000a538,
+	0x0000a53f, 0x0000a579, 0x0000a57e, 0x0000a593,
+	0x0000a5a7, 0x0000a5b9, 0x0000a5cf, 0x0000a5df,
+	0x0000a61c, 0x0000a65c, 0x0000a677, 0x0000a688,
+	0x0000a6cc, 0x0000a6ed, 0x0000a6ff, 0x0000a711,
+	0x0000a7e6, 0x0000a7fe, 0x0000a89f, 0x0000a92e,
 	// Entry 2E0 - 2FF
-	0x0000a9d7, 0x0000a9dc, 0x0000a9ec, 0x0000a9fa,
-	0x0000aa0a, 0x0000aa1a, 0x0000aa28, 0x0000aa38,
-	0x0000aa42, 0x0000aa6b, 0x0000aa85, 0x0000aaa0,
-	0x0000ab2e, 0x0000ab6c, 0x0000ab7d, 0x0000ac14,
-	0x0000ac21, 0x0000ac3c, 0x0000ac95, 0x0000aca9,
-	0x0000acc7, 0x0000ad41, 0x0000ad82, 0x0000adf8,
-	0x0000ae17, 0x0000af2d, 0x0000af46, 0x0000af8c,
-	0x0000afa4, 0x0000aff7, 0x0000b032, 0x0000b0ca,
+	0x0000a93e, 0x0000aa18, 0x0000aada, 0x0000aadf,
+	0x0000aaef, 0x0000aafd, 0x0000ab0d, 0x0000ab1d,
+	0x0000ab2b, 0x0000ab3b, 0x0000ab45, 0x0000ab6e,
+	0x0000ab88, 0x0000aba3, 0x0000ac31, 0x0000ac6f,
+	0x0000ac80, 0x0000ad17, 0x0000ad24, 0x0000ad3f,
+	0x0000ad98, 0x0000adac, 0x0000adca, 0x0000ae44,
+	0x0000ae85, 0x0000aefb, 0x0000af1a, 0x0000b030,
+	0x0000b049, 0x0000b08f, 0x0000b0a7, 0x0000b0fa,
 	// Entry 300 - 31F
-	0x0000b0f6, 0x0000b11c, 0x0000b150, 0x0000b168,
-	0x0000b193, 0x0000b23c, 0x0000b246, 0x0000b2ce,
-	0x0000b303, 0x0000b344, 0x0000b4c0, 0x0000b63f,
-	0x0000b718, 0x0000b82d, 0x0000b949, 0x0000b962,
-	0x0000b9de, 0x0000baa7, 0x0000bb30, 0x0000bb3d,
-	0x0000bb8f, 0x0000bb95, 0x0000bc49, 0x0000bcf9,
-	0x0000bd2b, 0x0000bd57, 0x0000bdc0, 0x0000be67,
-	0x0000bf29, 0x0000bf59, 0x0000bf66, 0x0000bf6c,
+	0x0000b135, 0x0000b1cd, 0x0000b1f9, 0x0000b21f,
+	0x0000b253, 0x0000b26b, 0x0000b296, 0x0000b33f,
+	0x0000b349, 0x0000b3d1, 0x0000b406, 0x0000b447,
+	0x0000b5c3, 0x0000b742, 0x0000b81b, 0x0000b930,
+	0x0000ba4c, 0x0000ba65, 0x0000bae1, 0x0000bbaa,
+	0x0000bc33, 0x0000bc40, 0x0000bc92, 0x0000bc98,
+	0x0000bd4c, 0x0000bdfc, 0x0000be2e, 0x0000be5a,
+	0x0000bec3, 0x0000bf6a, 0x0000c02c, 0x0000c05c,
 	// Entry 320 - 33F
-	0x0000bf82, 0x0000bf8d, 0x0000bf94, 0x0000bf9f,
-	0x0000bfad, 0x0000bfba, 0x0000bfc8, 0x0000bfe1,
-	0x0000c00e, 0x0000c0b7, 0x0000c0ca, 0x0000c0d4,
-	0x0000c163, 0x0000c1c4, 0x0000c220, 0x0000c232,
-	0x0000c24c, 0x0000c25f, 0x0000c29d, 0x0000c2d9,
-	0x0000c2f6, 0x0000c303, 0x0000c311, 0x0000c31f,
-	0x0000c32f, 0x0000c36b, 0x0000c3a5, 0x0000c422,
-	0x0000c42d, 0x0000c457, 0x0000c464, 0x0000c480,
+	0x0000c069, 0x0000c06f, 0x0000c085, 0x0000c090,
+	0x0000c097, 0x0000c0a2, 0x0000c0b0, 0x0000c0bd,
+	0x0000c0cb, 0x0000c0e4, 0x0000c111, 0x0000c1ba,
+	0x0000c1cd, 0x0000c1d7, 0x0000c266, 0x0000c2c7,
+	0x0000c323, 0x0000c335, 0x0000c34f, 0x0000c362,
+	0x0000c3a0, 0x0000c3dc, 0x0000c3f9, 0x0000c406,
+	0x0000c414, 0x0000c422, 0x0000c432, 0x0000c46e,
+	0x0000c4a8, 0x0000c525, 0x0000c530, 0x0000c55a,
 	// Entry 340 - 35F
-	0x0000c484, 0x0000c496, 0x0000c558, 0x0000c58b,
-	0x0000c596, 0x0000c5a0, 0x0000c5b5, 0x0000c5be,
-	0x0000c5c8, 0x0000c5dd, 0x0000c601, 0x0000c61b,
-	0x0000c630, 0x0000c65c, 0x0000c69b, 0x0000c6a0,
-	0x0000c6b5, 0x0000c6c7, 0x0000c6fc, 0x0000c70d,
-	0x0000c73a, 0x0000c769, 0x0000c88b, 0x0000c9ad,
-	0x0000ca23, 0x0000caae, 0x0000cb3d, 0x0000cba4,
-	0x0000cbe6, 0x0000cc38, 0x0000cc80, 0x0000ccf3,
+	0x0000c567, 0x0000c583, 0x0000c587, 0x0000c599,
+	0x0000c65b, 0x0000c68e, 0x0000c699, 0x0000c6a3,
+	0x0000c6b8, 0x0000c6c1, 0x0000c6cb, 0x0000c6e0,
+	0x0000c704, 0x0000c71e, 0x0000c733, 0x0000c75f,
+	0x0000c79e, 0x0000c7a3, 0x0000c7b8, 0x0000c7ca,
+	0x0000c7ff, 0x0000c810, 0x0000c83d, 0x0000c86c,
+	0x0000c98e, 0x0000cab0, 0x0000cb26, 0x0000cbb1,
+	0x0000cc40, 0x0000cca7, 0x0000cce9, 0x0000cd3b,
 	// Entry 360 - 37F
-	0x0000cd3b, 0x0000cd69, 0x0000cd97, 0x0000cdca,
-	0x0000cdfd,
-} // Size: 3500 bytes
+	0x0000cd83, 0x0000cdf6, 0x0000ce3e, 0x0000ce6c,
+	0x0000ce9a, 0x0000cecd, 0x0000cf00,
+} // Size: 3508 bytes
 
-const frData string = "" + // Size: 52733 bytes
+const frData string = "" + // Size: 52992 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2207,583 +2212,587 @@ const frData string = "" + // Size: 52733 bytes
 	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
 	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
 	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
-	"on groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et" +
-	" arrêt appliqué par un opérateur, et chaque effacement fait par un admin" +
-	"istrateur, avec son motif. Les révélations de valeurs sensibles ont leur" +
-	" propre journal, que les administrateurs lisent sur la page Révélations " +
-	"(GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02e" +
-	"xacte\u202f; les instances supprimées depuis ne sont pas trouvées\x02du" +
-	"\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune a" +
-	"ction d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de " +
-	"processus doit être un identifiant d’instance complet (un UUID)\u202f: l" +
-	"es listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance" +
-	", ou copiez son lien, pour l’identifiant complet.\x02L’action groupée do" +
-	"it être désignée par son identifiant (un UUID).\x02Actions d’opérateurs," +
-	" les plus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[" +
-	"1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audi" +
-	"t.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action grou" +
-	"pée %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre" +
-	" où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action g" +
-	"roupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mo" +
-	"ntre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le %" +
-	"[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées " +
-	"car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par un" +
-	"e erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignor" +
-	"ées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
-	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
-	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
-	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
-	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
-	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
-	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur" +
-	"\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu" +
-	"\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02Tro" +
-	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
-	"ver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jet" +
-	"ons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnect" +
-	"er\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
-	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
-	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
-	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
-	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
-	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
-	" permet de lire que les définitions et les processus\u202f: les tâches e" +
-	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
-	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
-	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
-	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
-	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
-	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
-	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
-	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
-	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
-	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
-	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
-	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
-	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
-	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
-	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
-	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
-	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
-	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
-	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
-	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
-	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
-	"eur copie de travail, leurs révisions immuables et leurs publications no" +
-	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
-	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
-	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
-	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
-	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
-	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
-	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
-	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
-	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
-	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
-	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
-	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
-	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
-	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
-	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
-	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
-	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
-	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
-	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
-	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
-	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
-	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
-	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
-	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
-	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
-	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
-	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
-	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
-	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
-	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
-	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
-	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
-	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
-	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
-	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
-	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
-	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
-	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
-	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances ter" +
-	"minées sont conservées sans limite, selon le RELAIS_RETENTION d’une autr" +
-	"e réplique.\x02Rétention\u202f: les instances terminées sont conservées " +
-	"sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances termin" +
-	"ées sont supprimées avec leurs occurrences %[1]s après leur fin, le REL" +
-	"AIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les in" +
-	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
-	"r fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[" +
-	"4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il" +
-	" y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
-	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
-	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
-	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nouvelle " +
-	"tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propose dès " +
-	"maintenant, ses tentatives restantes inchangées. L’arrêt annule l’instan" +
-	"ce et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rien" +
-	"\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02L" +
-	"’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine ri" +
-	"en.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée pa" +
-	"r %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
-	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
-	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
-	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
-	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
-	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
-	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
-	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
-	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
-	"e statut «\u202fen cours\u202f», ou aucun.\x02La version doit être un no" +
-	"mbre entier à partir de 1.\x02Une version est celle d’un processus\u202f" +
-	": choisissez aussi le processus.\x02Date de création\x02La taille de pag" +
-	"e doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02sans" +
-	" filtre\x02exacte, casse comprise\x02Agir sur toutes les instances que c" +
-	"e filtre retient\x02La page suivante les compte et demande un motif avan" +
-	"t que rien ne change.\x02Instances de processus, les plus récentes d’abo" +
-	"rd\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond" +
-	" à ces filtres.\x02Une instance en cours n’a pas encore de code d’erreur" +
-	"\u202f: les occurrences en échec avec ce code qui attendent leur nouvell" +
-	"e tentative sont listées dans les tâches externes, filtrées par ce code." +
-	"\x02Tous les processus\x02Toute définition\x02Chacune de leurs occurrenc" +
-	"es en attente d’une nouvelle tentative, avec son erreur et sa prochaine " +
-	"tentative\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s" +
-	"\u202f» est le statut d’une instance, pas d’une tâche\u202f: la page Ins" +
-	"tances liste les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée\x02en éche" +
-	"c\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02d" +
-	"éconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
-	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02mas" +
-	"qué (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02" +
-	"push (Relais appelle le service)\x02administrateur\x02opérateur\x02conce" +
-	"pteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02t" +
-	"ype modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02cla" +
-	"ssification modifiée\x02contrainte modifiée\x02routage modifié\x02longue" +
-	"ur minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximu" +
-	"m\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, ré" +
-	"vision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Pol" +
-	"itique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus anci" +
-	"ennes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée " +
-	"le\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Mess" +
-	"age d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02" +
-	"en cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette o" +
-	"ccurrence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
-	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
-	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02après la repr" +
-	"ise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre " +
-	"maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles ten" +
-	"tatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœ" +
-	"ud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une dest" +
-	"ination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s" +
-	", ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à" +
-	" %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s a" +
-	"près chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai " +
-	"multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
-	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
-	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
-	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
-	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
+	"on groupée\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02" +
+	"Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opér" +
+	"ateur, et chaque effacement fait par un administrateur, avec son motif. " +
+	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
+	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
+	".\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances " +
+	"supprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filt" +
+	"res\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corresp" +
+	"ond.\x02Toutes les actions\x02L’instance de processus doit être un ident" +
+	"ifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de" +
+	" chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l" +
+	"’identifiant complet.\x02L’action groupée doit être désignée par son i" +
+	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
+	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
+	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
+	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
+	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
+	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
+	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
+	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
+	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
+	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
+	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
+	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
+	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
+	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
+	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
+	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
+	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
+	"uveau sur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Con" +
+	"sole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Ét" +
+	"at\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurr" +
+	"ence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutant" +
+	"s\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté " +
+	"en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
+	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
+	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
+	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
+	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
+	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
+	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
+	"et les processus\u202f: les tâches externes et les instances de processu" +
+	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
+	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
+	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
+	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
+	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
+	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
+	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
+	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
+	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
+	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
+	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
+	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
+	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
+	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
+	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
+	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
+	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
+	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
+	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
+	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
+	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
+	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
+	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
+	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
+	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
+	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
+	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
+	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
+	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
+	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
+	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
+	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
+	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
+	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
+	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
+	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
+	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
+	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
+	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
+	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
+	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
+	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
+	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
+	" nom ou une description a changé).\x02Changements de la copie de travail" +
+	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
+	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
+	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
+	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
+	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
+	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
+	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
+	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
+	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
+	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
+	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
+	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
+	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
+	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
+	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
+	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
+	"nations avec relais apply (documents de type Destination) ou par l’API (" +
+	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
+	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
+	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
+	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
+	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
+	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
+	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
+	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
+	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
+	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
+	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
+	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
+	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
+	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
+	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
+	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
+	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
+	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
+	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
+	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
+	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
+	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
+	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
+	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
+	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
+	" un échec qui laisse des tentatives compte sous En attente d’une nouvell" +
+	"e tentative jusqu’à ce que la suivante soit due.\x02L’occurrence en éche" +
+	"c d’une instance bloquée compte à la fois dans Instances bloquées et dan" +
+	"s En échec.\x02Réussites et échecs, dernière heure\x02Définitions, celle" +
+	"s qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Inst" +
+	"ances bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02" +
+	"En attente d’une nouvelle tentative\x02Terminées, dernière heure\x02En é" +
+	"chec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au" +
+	" %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, affiché" +
+	" à nouveau à chaque rechargement.\x02la plus proche prévue le %[1]s\x02p" +
+	"rochaine tentative %[1]s\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02La définition " +
+	"%[1]s n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussite" +
+	"s et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
+	"raphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus anci" +
+	"ennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"Rétention\u202f: les instances terminées sont conservées sans limite, se" +
+	"lon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les in" +
+	"stances terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rét" +
+	"ention\u202f: les instances terminées sont supprimées avec leurs occurre" +
+	"nces %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre rép" +
+	"lique.\x02Rétention\u202f: les instances terminées sont supprimées avec " +
+	"leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02Son occurrence au nœud %[1]s a " +
+	"échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]s, %[" +
+	"4]s)\u202f: la reprise la propose dès maintenant, ses tentatives restant" +
+	"es inchangées. L’arrêt annule l’instance et ses occurrences ouvertes. Ni" +
+	" l’une ni l’autre ne termine rien\u202f; chacune demande un motif, consi" +
+	"gné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurre" +
+	"nces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fi" +
+	"n\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais" +
+	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
+	"S_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique c" +
+	"onserve les instances terminées sans limite\x02Supprimée par la rétentio" +
+	"n\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02Une nouvelle tentative n’attend que sur" +
+	" une instance en cours\u202f: choisissez le statut «\u202fen cours\u202f" +
+	"», ou aucun.\x02Une instance en cours dont la nouvelle tentative attend" +
+	" n’a pas de code d’erreur et n’est bloquée nulle part\u202f: laissez vid" +
+	"es le code d’erreur et «\u202fBloquée à un nœud de\u202f».\x02La version" +
+	" doit être un nombre entier à partir de 1.\x02Une version est celle d’un" +
+	" processus\u202f: choisissez aussi le processus.\x02Date de création\x02" +
+	"La taille de page doit être comprise entre 1 et %[1]d.\x02Instances de p" +
+	"rocessus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les" +
+	" instances que ce filtre retient\x02La page suivante les compte et deman" +
+	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
+	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
+	"ce ne correspond à ces filtres.\x02Une instance en cours n’a pas encore " +
+	"de code d’erreur\u202f: les occurrences en échec avec ce code qui attend" +
+	"ent leur nouvelle tentative sont listées dans les tâches externes, filtr" +
+	"ées par ce code.\x02Tous les processus\x02Toute définition\x02Les occur" +
+	"rences disponibles de %[1]s\u202f: celles qui attendent une nouvelle ten" +
+	"tative montrent leur erreur et leur prochaine tentative\x02Tous les stat" +
+	"uts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une i" +
+	"nstance, pas d’une tâche\u202f: la page Instances liste les instances qu" +
+	"i l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02" +
+	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02b" +
+	"loquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secr" +
+	"et)\x02pull (un exécutant la récupère)\x02push (Relais appelle le servic" +
+	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
+	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
+	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
+	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
+	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
+	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
+	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
+	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
+	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
+	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
+	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
+	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
+	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
+	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
 	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
-	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
-	" est passée avant que l’occurrence soit terminée\u202f: aucune tentative" +
-	" n’a abouti à temps.\x02Le résultat ne respectait pas le contrat de sort" +
-	"ies de la révision.\x02La réponse à l’appel a été perdue (la connexion s" +
-	"’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
-	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
-	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
-	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
-	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
-	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
-	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
-	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
-	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
-	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
-	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
-	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
-	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
-	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
-	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
-	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
-	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
-	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
-	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
-	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
-	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
-	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
-	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
-	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
-	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
-	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
-	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
-	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
-	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
-	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
-	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
-	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
-	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
-	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
-	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
-	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
-	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
-	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
-	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
-	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
-	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
-	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
-	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
-	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
-	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
-	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
-	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
-	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
-	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
-	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
-	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
-	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
-	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
-	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
-	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
-	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
-	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
-	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
-	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
-	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant que l’occurr" +
+	"ence soit terminée\u202f: aucune tentative n’a abouti à temps.\x02Le rés" +
+	"ultat ne respectait pas le contrat de sorties de la révision.\x02La répo" +
+	"nse à l’appel a été perdue (la connexion s’est rompue après l’envoi de l" +
+	"a requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donné" +
+	"es avant de l’enregistrer)\u202f: on ignore si la destination a agi, don" +
+	"c Relais ne l’appelle pas de nouveau de lui-même (la reprise par un opér" +
+	"ateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destination ét" +
+	"ait injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
+	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
+	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
+	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
+	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
+	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
+	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
+	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
+	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
+	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative" +
+	"\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou " +
+	"expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de" +
+	" l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente " +
+	"d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de" +
+	" l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœ" +
+	"ud, et est bloquée à un nœud suivant.\x02Son instance a continué par le " +
+	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
+	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
+	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
+	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
+	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
+	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
+	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
+	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
+	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
+	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
+	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
+	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
+	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
+	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
+	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
+	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
+	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
+	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
+	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
+	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
+	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
+	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
+	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 100425 bytes (98KiB); checksum: 66A46AA5
+	// Total table size 100880 bytes (98KiB); checksum: AEC49488

@@ -22,8 +22,8 @@ order by r.id desc
 limit @max;
 
 -- name: OperatorActionInsert :exec
-insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id)
-values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence_id, @bulk_id);
+insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id, brought_forward)
+values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence_id, @bulk_id, @brought_forward);
 
 -- name: OperatorActionList :many
 -- Records outlive their instances (retention deletes ended ones, never the

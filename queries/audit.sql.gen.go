@@ -25,19 +25,20 @@ func (q *Queries) OperatorActionCountBulk(ctx context.Context, bulkID *uuid.UUID
 }
 
 const operatorActionInsert = `-- name: OperatorActionInsert :exec
-insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id)
-values ($1, $2, $3, $4, $5, $6, $7, $8)
+insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id, brought_forward)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 `
 
 type OperatorActionInsertParams struct {
-	At           time.Time
-	ActorID      *int64
-	ActorName    string
-	Action       string
-	Reason       string
-	InstanceID   uuid.UUID
-	OccurrenceID *uuid.UUID
-	BulkID       *uuid.UUID
+	At             time.Time
+	ActorID        *int64
+	ActorName      string
+	Action         string
+	Reason         string
+	InstanceID     uuid.UUID
+	OccurrenceID   *uuid.UUID
+	BulkID         *uuid.UUID
+	BroughtForward bool
 }
 
 func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionInsertParams) error {
@@ -50,6 +51,7 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 		arg.InstanceID,
 		arg.OccurrenceID,
 		arg.BulkID,
+		arg.BroughtForward,
 	)
 	return err
 }
@@ -86,7 +88,7 @@ func (q *Queries) OperatorActionLatest(ctx context.Context, instanceID uuid.UUID
 }
 
 const operatorActionList = `-- name: OperatorActionList :many
-select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, t.role as actor_role, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
+select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, a.brought_forward, t.role as actor_role, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
 from operator_actions a
 left join tokens t on t.id = a.actor_id
 where ($1::uuid is null or a.instance_id = $1)
@@ -125,6 +127,7 @@ type OperatorActionListRow struct {
 	InstanceID     uuid.UUID
 	OccurrenceID   *uuid.UUID
 	BulkID         *uuid.UUID
+	BroughtForward bool
 	ActorRole      *string
 	InstanceExists bool
 }
@@ -163,6 +166,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 			&i.InstanceID,
 			&i.OccurrenceID,
 			&i.BulkID,
+			&i.BroughtForward,
 			&i.ActorRole,
 			&i.InstanceExists,
 		); err != nil {

@@ -60,7 +60,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
-        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -91,7 +94,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
-        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -126,7 +132,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
-        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -151,10 +160,15 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not @waiting_only::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0));
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))));
 
 -- name: InstanceBreakdownForAction :many
 -- What a bulk action's filter matches now, by process and error code, the
@@ -202,7 +216,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
-        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -221,10 +238,15 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not @waiting_only::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
 group by 1, 2
 order by count(*) desc, 1, 2
 limit @max;
@@ -249,7 +271,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('retrying_at')::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = sqlc.narg('retrying_at')
-        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The id range finds the rows in the index's order; created_at, the time
@@ -269,10 +294,15 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not @waiting_only::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0))
+      where w.status = 'available' and w.available_at > coalesce(sqlc.narg('now')::timestamptz, now()) and w.attempts > 0
+        and (sqlc.narg('matched_before')::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= sqlc.narg('matched_before')))))
 order by id desc
 limit @max;
 

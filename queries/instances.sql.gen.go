@@ -60,29 +60,37 @@ where ($4::text is null or process_key = $4)
   and ($11::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = $11
-        and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0))
-  and ($12::uuid is null or id >= $12)
-  and ($13::uuid is null or id < $13)
+        and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and ($12::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $12))))
+  and ($13::uuid is null or id >= $13)
+  and ($14::uuid is null or id < $14)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($14::timestamptz is null or created_at >= $14)
-  and ($15::timestamptz is null or created_at < $15)
+  and ($15::timestamptz is null or created_at >= $15)
+  and ($16::timestamptz is null or created_at < $16)
   -- Held since before matched_before (see InstanceCount).
-  and ($16::timestamptz is null or status <> 'held' or coalesce((
+  and ($12::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $16)
+      limit 1), '-infinity') < $12)
   and (not $17::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not $1::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0))
+      where w.status = 'available' and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0
+        and ($12::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $12))))
 group by 1, 2
 order by count(*) desc, 1, 2
 limit $18
@@ -100,11 +108,11 @@ type InstanceBreakdownForActionParams struct {
 	ErrorCode     *string
 	HeldAt        *string
 	RetryingAt    *string
+	MatchedBefore *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
-	MatchedBefore *time.Time
 	RetryableOnly bool
 	Max           int32
 }
@@ -141,11 +149,11 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.ErrorCode,
 		arg.HeldAt,
 		arg.RetryingAt,
+		arg.MatchedBefore,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
-		arg.MatchedBefore,
 		arg.RetryableOnly,
 		arg.Max,
 	)
@@ -212,21 +220,24 @@ where ($1::text is null or process_key = $1)
   and ($8::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = $8
-        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
-  and ($10::uuid is null or id >= $10)
-  and ($11::uuid is null or id < $11)
+        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and ($10::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $10))))
+  and ($11::uuid is null or id >= $11)
+  and ($12::uuid is null or id < $12)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($12::timestamptz is null or created_at >= $12)
-  and ($13::timestamptz is null or created_at < $13)
+  and ($13::timestamptz is null or created_at >= $13)
+  and ($14::timestamptz is null or created_at < $14)
   -- Held since before matched_before, when given (a bulk action's count
   -- pinned to the moment it was read): an instance that came to be held
   -- after it, its latest failure later, is not among those counted.
-  and ($14::timestamptz is null or status <> 'held' or coalesce((
+  and ($10::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $14)
+      limit 1), '-infinity') < $10)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
@@ -237,10 +248,15 @@ where ($1::text is null or process_key = $1)
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not $16::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
+      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0
+        and ($10::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $10))))
 `
 
 type InstanceCountParams struct {
@@ -253,11 +269,11 @@ type InstanceCountParams struct {
 	HeldAt        *string
 	RetryingAt    *string
 	Now           *time.Time
+	MatchedBefore *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
-	MatchedBefore *time.Time
 	RetryableOnly bool
 	WaitingOnly   bool
 }
@@ -277,11 +293,11 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.HeldAt,
 		arg.RetryingAt,
 		arg.Now,
+		arg.MatchedBefore,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
-		arg.MatchedBefore,
 		arg.RetryableOnly,
 		arg.WaitingOnly,
 	)
@@ -620,19 +636,22 @@ where ($1::text is null or process_key = $1)
   and ($8::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = $8
-        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
-  and ($10::uuid is null or id >= $10)
-  and ($11::uuid is null or id < $11)
+        and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and ($10::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $10))))
+  and ($11::uuid is null or id >= $11)
+  and ($12::uuid is null or id < $12)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($12::timestamptz is null or created_at >= $12)
-  and ($13::timestamptz is null or created_at < $13)
+  and ($13::timestamptz is null or created_at >= $13)
+  and ($14::timestamptz is null or created_at < $14)
   -- Held since before matched_before (see InstanceCount).
-  and ($14::timestamptz is null or status <> 'held' or coalesce((
+  and ($10::timestamptz is null or status <> 'held' or coalesce((
       select m.settled_at from occurrences m
       where m.instance_id = instances.id and m.status = 'failed'
       order by m.settled_at desc, m.created_at desc
-      limit 1), '-infinity') < $14)
+      limit 1), '-infinity') < $10)
   -- The same instances InstanceCount counts.
   and (not $15::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
@@ -640,10 +659,15 @@ where ($1::text is null or process_key = $1)
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
   -- A retry of running instances brings their waiting retries forward:
-  -- only those with an occurrence waiting out a retry delay.
+  -- only those with an occurrence waiting out a retry delay, and, with
+  -- matched_before, waiting since then (no attempt of it ended since): an
+  -- outage's new failures do not change a count pinned to its moment, and
+  -- what it counts can only shrink (retries come due meanwhile).
   and (not $16::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
-      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0))
+      where w.status = 'available' and w.available_at > coalesce($9::timestamptz, now()) and w.attempts > 0
+        and ($10::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $10))))
 order by id desc
 limit $17
 `
@@ -658,11 +682,11 @@ type InstanceIDsForActionParams struct {
 	HeldAt        *string
 	RetryingAt    *string
 	Now           *time.Time
+	MatchedBefore *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
-	MatchedBefore *time.Time
 	RetryableOnly bool
 	WaitingOnly   bool
 	Max           int32
@@ -680,11 +704,11 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.HeldAt,
 		arg.RetryingAt,
 		arg.Now,
+		arg.MatchedBefore,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
-		arg.MatchedBefore,
 		arg.RetryableOnly,
 		arg.WaitingOnly,
 		arg.Max,
@@ -846,17 +870,20 @@ where ($1::text is null or process_key = $1)
   and ($7::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = $7
-        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and ($9::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $9))))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($9::uuid is null or id >= $9)
-  and ($10::uuid is null or id < $10)
+  and ($10::uuid is null or id >= $10)
+  and ($11::uuid is null or id < $11)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($11::timestamptz is null or created_at >= $11)
-  and ($12::timestamptz is null or created_at < $12)
-  and ($13::uuid is null or id < $13)
+  and ($12::timestamptz is null or created_at >= $12)
+  and ($13::timestamptz is null or created_at < $13)
+  and ($14::uuid is null or id < $14)
 order by id desc
-limit $14
+limit $15
 `
 
 type InstanceListParams struct {
@@ -868,6 +895,7 @@ type InstanceListParams struct {
 	HeldAt        *string
 	RetryingAt    *string
 	Now           *time.Time
+	MatchedBefore *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
@@ -900,6 +928,7 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.HeldAt,
 		arg.RetryingAt,
 		arg.Now,
+		arg.MatchedBefore,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,
@@ -953,17 +982,20 @@ where ($1::text is null or process_key = $1)
   and ($7::text is null or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.definition_key = $7
-        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0))
+        and w.available_at > coalesce($8::timestamptz, now()) and w.attempts > 0
+        -- Waiting since before matched_before (see waiting_only).
+        and ($9::timestamptz is null or not exists (
+            select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $9))))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($9::uuid is null or id >= $9)
-  and ($10::uuid is null or id < $10)
+  and ($10::uuid is null or id >= $10)
+  and ($11::uuid is null or id < $11)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($11::timestamptz is null or created_at >= $11)
-  and ($12::timestamptz is null or created_at < $12)
-  and id > $13::uuid
+  and ($12::timestamptz is null or created_at >= $12)
+  and ($13::timestamptz is null or created_at < $13)
+  and id > $14::uuid
 order by id
-limit $14
+limit $15
 `
 
 type InstanceListAfterParams struct {
@@ -975,6 +1007,7 @@ type InstanceListAfterParams struct {
 	HeldAt        *string
 	RetryingAt    *string
 	Now           *time.Time
+	MatchedBefore *time.Time
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
@@ -1006,6 +1039,7 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		arg.HeldAt,
 		arg.RetryingAt,
 		arg.Now,
+		arg.MatchedBefore,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.CreatedAfter,

@@ -193,15 +193,16 @@ type OccurrenceHead struct {
 }
 
 type OperatorAction struct {
-	ID           int64
-	At           time.Time
-	ActorID      *int64
-	ActorName    string
-	Action       string
-	Reason       string
-	InstanceID   uuid.UUID
-	OccurrenceID *uuid.UUID
-	BulkID       *uuid.UUID
+	ID             int64
+	At             time.Time
+	ActorID        *int64
+	ActorName      string
+	Action         string
+	Reason         string
+	InstanceID     uuid.UUID
+	OccurrenceID   *uuid.UUID
+	BulkID         *uuid.UUID
+	BroughtForward bool
 }
 
 type Process struct {

@@ -424,6 +424,16 @@ set status = 'available', available_at = @now::timestamptz, claimable_at = @now:
 where id = @id and status = 'failed'
 returning *;
 
+-- name: OccurrenceWaitsRetryAt :one
+-- Whether an instance's occurrence of a definition waits out a retry
+-- delay (by the statement's clock, as OccurrenceRetryNow judges it): a
+-- bulk stop over retrying_at re-checks it under the instance's lock, and
+-- skips an instance whose retry came due and moved on meanwhile.
+select exists (
+    select 1 from occurrences
+    where instance_id = @instance_id and definition_key = @definition_key and status = 'available' and attempts > 0
+      and available_at > greatest(@now::timestamptz, clock_timestamp()))::boolean;
+
 -- name: OccurrenceRetryNow :many
 -- An operator's retry of a running instance: its occurrences waiting out
 -- a retry delay are offered now, their attempts left and deadline

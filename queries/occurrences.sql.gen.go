@@ -2864,3 +2864,27 @@ func (q *Queries) OccurrenceSetCredit(ctx context.Context, arg OccurrenceSetCred
 	_, err := q.db.Exec(ctx, occurrenceSetCredit, arg.AttemptCredit, arg.Waived, arg.ID)
 	return err
 }
+
+const occurrenceWaitsRetryAt = `-- name: OccurrenceWaitsRetryAt :one
+select exists (
+    select 1 from occurrences
+    where instance_id = $1 and definition_key = $2 and status = 'available' and attempts > 0
+      and available_at > greatest($3::timestamptz, clock_timestamp()))::boolean
+`
+
+type OccurrenceWaitsRetryAtParams struct {
+	InstanceID    uuid.UUID
+	DefinitionKey string
+	Now           time.Time
+}
+
+// Whether an instance's occurrence of a definition waits out a retry
+// delay (by the statement's clock, as OccurrenceRetryNow judges it): a
+// bulk stop over retrying_at re-checks it under the instance's lock, and
+// skips an instance whose retry came due and moved on meanwhile.
+func (q *Queries) OccurrenceWaitsRetryAt(ctx context.Context, arg OccurrenceWaitsRetryAtParams) (bool, error) {
+	row := q.db.QueryRow(ctx, occurrenceWaitsRetryAt, arg.InstanceID, arg.DefinitionKey, arg.Now)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
