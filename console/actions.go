@@ -59,6 +59,10 @@ func actionName(ctx context.Context, a string) string {
 // a stop names the status the filter keeps, if any.
 func bulkActionLabel(ctx context.Context, a engine.Action, f instanceFilter) string {
 	status := f.Status
+	if f.RetryingAt != "" {
+		// It keeps running instances, whatever the status says.
+		status = engine.InstanceRunning
+	}
 	switch {
 	case a == engine.ActionRetry && bringsForward(f):
 		return T(ctx, "Retry now every instance whose retry waits…")
@@ -680,8 +684,8 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	switch {
 	case a == engine.ActionRetry && bringsForward(f):
 		v.Chrome = c.chrome(r, T(ctx, "Retry now every instance this filter matches whose retry waits"), "instances")
-		v.Question = T(ctx, "Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. Nothing is completed on anyone’s behalf.")
-		v.Count = T(ctx, "%d running instances wait a retry now.", n)
+		v.Question = T(ctx, "Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.")
+		v.Count = T(ctx, "%d running instances are waiting for a retry.", n)
 		v.Confirm = T(ctx, "Retry %d instances now", n)
 	case a == engine.ActionRetry:
 		v.Chrome = c.chrome(r, T(ctx, "Retry every held instance this filter matches"), "instances")
@@ -697,7 +701,11 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	default:
 		// The filter's status, when it has one, is what matches: "running
 		// or held" would promise instances it leaves out.
-		switch f.Status {
+		status := f.Status
+		if f.RetryingAt != "" {
+			status = engine.InstanceRunning
+		}
+		switch status {
 		case engine.InstanceHeld:
 			v.Chrome = c.chrome(r, T(ctx, "Stop every held instance this filter matches"), "instances")
 			v.Count = T(ctx, "%d held instances match now.", n)
@@ -1037,6 +1045,9 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	applied, skipped := res.Applied, res.Skipped
 	name := actionName(ctx, string(a))
 	msg := T(ctx, "Bulk %s applied to %d instances.", name, applied)
+	if a == engine.ActionRetry && bringsForward(f) {
+		msg = T(ctx, "Retries brought forward for %d instances: their workers take them now.", applied)
+	}
 	if skipped > 0 {
 		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
 	}

@@ -1728,9 +1728,18 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if n := count(list, "instance-row"); n != 3 {
 		t.Fatalf("%d instances listed as waiting a retry at score_company, want 3", n)
 	}
+	// Each row says why it waits and until when (on-call QA: "—").
+	list.doc.Find(`[data-testid=instance-row]`).Each(func(_ int, row *goquery.Selection) {
+		if got := collapse(row.Find(`[data-testid=instance-row-waiting]`).Text()); !strings.HasPrefix(got, "(next attempt in ") || !strings.Contains(row.Text(), "SCORER_") {
+			t.Errorf("a waiting instance's row says %q of its retry, want its code and next attempt: %q", got, collapse(row.Text()))
+		}
+	})
+	if label := collapse(list.doc.Find(`[data-testid=bulk-stop]`).Text()); label != "Stop every running instance…" {
+		t.Errorf("stop offered over retrying_at as %q", label)
+	}
 	href, _ := list.doc.Find(`[data-testid=bulk-retry]`).Attr("href")
 	confirm := b.mustGet(href, 200)
-	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" || text(confirm, "bulk-count") != "3 running instances wait a retry now." {
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" || text(confirm, "bulk-count") != "3 running instances are waiting for a retry." {
 		t.Fatalf("bulk count %q: %q", got, text(confirm, "bulk-count"))
 	}
 	groups := map[string]string{}
@@ -1744,13 +1753,17 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 		t.Error("a retry of running instances says held ones are left out")
 	}
 	fr := signedIn(t, env.URL, "fr", env.Operator).mustGet(href, 200)
-	if got := text(fr, "bulk-count"); got != "3 instances en cours attendent une nouvelle tentative maintenant." {
+	if got := text(fr, "bulk-count"); got != "3 instances en cours attendent une nouvelle tentative." {
 		t.Errorf("French count %q", got)
 	}
 	action, form := formOf(t, confirm, "bulk-form")
 	form.Set("reason", "scorer is back")
-	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+	r := b.do("POST", action, form)
+	if r.status != http.StatusSeeOther {
 		t.Fatalf("bulk retry now: %d %.300s", r.status, r.body)
+	}
+	if done := b.mustGet(r.header.Get("Location"), 200); !strings.Contains(done.body, "Retries brought forward for 3 instances") {
+		t.Errorf("the page after a bulk retry now does not say retries were brought forward")
 	}
 	for _, occ := range occs {
 		o := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)

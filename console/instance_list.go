@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/relais/relais/engine"
 )
 
@@ -109,7 +111,11 @@ type instanceRow struct {
 	BusinessKey          string
 	Status, StatusLabel  string
 	ErrorCode, EndNode   string
-	Created, Ended       timeView
+	// Waiting says, on a running instance whose occurrence waits out a
+	// retry delay, when its next attempt is due (ErrorCode is then the
+	// code that occurrence failed with).
+	Waiting        string
+	Created, Ended timeView
 }
 
 type instanceHeads struct {
@@ -234,9 +240,32 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			// confirmation would count 0).
 			v.Bulk = nil
 		}
+		// Running instances say why they wait, when a retry does: the
+		// code and the next attempt (on-call QA: every row read "—"
+		// during an outage).
+		var running []uuid.UUID
+		for _, in := range insts {
+			if in.Status == engine.InstanceRunning {
+				running = append(running, in.ID)
+			}
+		}
+		var waiting map[uuid.UUID]engine.WaitingRetry
+		if len(running) > 0 {
+			if waiting, err = c.eng.WaitingRetries(ctx, running); err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+		}
 		ids := make([]string, len(insts))
 		for i, in := range insts {
-			v.Rows = append(v.Rows, instanceRowOf(ctx, in))
+			row := instanceRowOf(ctx, in)
+			if wr, ok := waiting[in.ID]; ok {
+				if wr.ErrorCode != nil {
+					row.ErrorCode = *wr.ErrorCode
+				}
+				row.Waiting = T(ctx, "next attempt %s", formatTime(ctx, wr.Due).Rel)
+			}
+			v.Rows = append(v.Rows, row)
 			ids[i] = in.ID.String()
 		}
 		cur := f.Page
@@ -294,7 +323,6 @@ func instanceRowOf(ctx context.Context, in engine.Instance) instanceRow {
 	return row
 }
 
-// actionAppliesTo reports whether action changes an instance in status.
 // bulkApplies reports whether action a, over what f matches, can change
 // anything: a retry of running instances brings their waiting retries
 // forward, retrying_at keeps running instances (no abandon).
@@ -309,6 +337,7 @@ func bulkApplies(a engine.Action, f instanceFilter) bool {
 	return f.Status == "" || actionAppliesTo(a, f.Status)
 }
 
+// actionAppliesTo reports whether action changes an instance in status.
 func actionAppliesTo(a engine.Action, status string) bool {
 	if a == engine.ActionStop {
 		return status == engine.InstanceRunning || status == engine.InstanceHeld

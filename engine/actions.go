@@ -337,7 +337,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; %s; start a new instance (with a new Idempotency-Key, or none) to redo the work", id, failureEnds)
 		}
 		if inst.Status != InstanceHeld {
-			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned", id, inst.Status)
+			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned (and a running one whose occurrence waits out a retry delay retried, to bring that retry forward)", id, inst.Status)
 		}
 		o, err := q.OccurrenceHeldAt(ctx, id)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/relais/relais/queries"
 )
 
@@ -231,4 +233,26 @@ func (e *Engine) Health(ctx context.Context) (Health, error) {
 		}
 	}
 	return h, nil
+}
+
+// WaitingRetry is a running instance's occurrence waiting out a retry
+// delay: where, after which failure, and when its next attempt is due.
+type WaitingRetry struct {
+	Node      string
+	ErrorCode *string
+	Due       time.Time
+}
+
+// WaitingRetries returns, for those of ids whose occurrence waits out a
+// retry delay, that occurrence (one per instance: processes do not fork).
+func (e *Engine) WaitingRetries(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]WaitingRetry, error) {
+	rows, err := e.q.OccurrenceWaitingRetryOf(ctx, queries.OccurrenceWaitingRetryOfParams{InstanceIds: ids, Now: e.at()})
+	if err != nil {
+		return nil, wrap("waiting retries", err)
+	}
+	out := make(map[uuid.UUID]WaitingRetry, len(rows))
+	for _, r := range rows {
+		out[r.InstanceID] = WaitingRetry{Node: r.Node, ErrorCode: r.ErrorCode, Due: r.AvailableAt}
+	}
+	return out, nil
 }

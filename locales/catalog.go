@@ -39,87 +39,87 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              371,
-	"%[1]s %[2]s, %[3]s %[4]s":                 372,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          370,
-	"%[1]s; %[2]s":                             369,
-	"%d (0 lowest, 9 highest)":                 552,
-	"%d attempts":                              561,
-	"%d attempts, retry after %s, priority %d": 749,
-	"%d breaking":                              277,
-	"%d changes":                               276,
-	"%d completed":                             363,
-	"%d d":                                     379,
-	"%d days":                                  393,
-	"%d failed":                                364,
-	"%d h":                                     378,
+	"%[1]s %[2]s":                              372,
+	"%[1]s %[2]s, %[3]s %[4]s":                 373,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          371,
+	"%[1]s; %[2]s":                             370,
+	"%d (0 lowest, 9 highest)":                 553,
+	"%d attempts":                              562,
+	"%d attempts, retry after %s, priority %d": 750,
+	"%d breaking":                              278,
+	"%d changes":                               277,
+	"%d completed":                             364,
+	"%d d":                                     380,
+	"%d days":                                  394,
+	"%d failed":                                365,
+	"%d h":                                     379,
 	"%d held instances match now.":             79,
-	"%d hours":                                 394,
-	"%d items":                                 830,
-	"%d left":                                  563,
-	"%d min":                                   377,
-	"%d minutes":                               395,
+	"%d hours":                                 395,
+	"%d items":                                 831,
+	"%d left":                                  564,
+	"%d min":                                   378,
+	"%d minutes":                               396,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 110,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              828,
-	"%d ms": 397,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         737,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 736,
-	"%d occurrences": 666,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              829,
+	"%d ms": 398,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         738,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 737,
+	"%d occurrences": 667,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       108,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 109,
-	"%d releases":                             301,
-	"%d running instances match now.":         86,
-	"%d running instances wait a retry now.":  75,
-	"%d running or held instances match now.": 88,
-	"%d s":       376,
-	"%d seconds": 396,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 124,
-	"%s (a fixed offset, no daylight saving time)":                                     698,
-	"%s (deferred; settled by %s)":                                                     628,
-	"%s (deferred; settled with its settle token)":                                     626,
-	"%s (deferred; settled with its settle token, as %s)":                              627,
-	"%s (token #%d, %s)":                                                               125,
-	"%s = %s":                                                                          743,
-	"%s ago":                                                                           374,
-	"%s at %s":                                                                         632,
-	"%s so far":                                                                        624,
-	"%s version %s":                                                                    293,
-	"%s versions %s":                                                                   294,
-	"%s ← %s":                                                                          742,
-	"%s → %s":                                                                          744,
-	"%s, %s: %s":                                                                       332,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         556,
-	"%s, cut to %s by the destination’s max_timeout":                       555,
-	"%s, multiplied by %s after each failure, up to %s":                    558,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 557,
-	"%s, revision %s":                         515,
-	"%s, version %s":                          516,
-	"%s: %s":                                  362,
-	"%s: %s → %s":                             284,
-	"%s: a date is written 2026-12-01.":       682,
-	"%s: every revision, present and future":  222,
-	"%s: revision %s":                         223,
-	"%s: revisions %s":                        224,
-	"%s: the first day comes after the last.": 683,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 553,
-	"%s–%s":                         361,
-	"(%d characters in all)":        832,
-	"(%d handed back, not counted)": 562,
-	"(each item)":                   818,
-	"(in %s)":                       831,
-	"(worker %s)":                   611,
-	"0 seconds":                     392,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            795,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 600,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       334,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 693,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        442,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             648,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           457,
-	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        443,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 783,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   782,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    445,
+	"%d releases": 302,
+	"%d running instances are waiting for a retry.": 75,
+	"%d running instances match now.":               86,
+	"%d running or held instances match now.":       88,
+	"%d s":       377,
+	"%d seconds": 397,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 125,
+	"%s (a fixed offset, no daylight saving time)":                                     699,
+	"%s (deferred; settled by %s)":                                                     629,
+	"%s (deferred; settled with its settle token)":                                     627,
+	"%s (deferred; settled with its settle token, as %s)":                              628,
+	"%s (token #%d, %s)":                                                               126,
+	"%s = %s":                                                                          744,
+	"%s ago":                                                                           375,
+	"%s at %s":                                                                         633,
+	"%s so far":                                                                        625,
+	"%s version %s":                                                                    294,
+	"%s versions %s":                                                                   295,
+	"%s ← %s":                                                                          743,
+	"%s → %s":                                                                          745,
+	"%s, %s: %s":                                                                       333,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         557,
+	"%s, cut to %s by the destination’s max_timeout":                       556,
+	"%s, multiplied by %s after each failure, up to %s":                    559,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 558,
+	"%s, revision %s":                         516,
+	"%s, version %s":                          517,
+	"%s: %s":                                  363,
+	"%s: %s → %s":                             285,
+	"%s: a date is written 2026-12-01.":       683,
+	"%s: every revision, present and future":  223,
+	"%s: revision %s":                         224,
+	"%s: revisions %s":                        225,
+	"%s: the first day comes after the last.": 684,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 554,
+	"%s–%s":                         362,
+	"(%d characters in all)":        833,
+	"(%d handed back, not counted)": 563,
+	"(each item)":                   819,
+	"(in %s)":                       832,
+	"(worker %s)":                   612,
+	"0 seconds":                     393,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            796,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 601,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       335,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 694,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        443,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             649,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           458,
+	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        444,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 784,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   783,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    446,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -127,450 +127,451 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              438,
-	"Abandoned by %s at %s — “%s”":                                   425,
+	"Abandoned at node":                                              439,
+	"Abandoned by %s at %s — “%s”":                                   426,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 451,
-	"Action":          128,
-	"All actions":     145,
-	"All consumers":   662,
-	"All definitions": 354,
-	"All its tasks":   221,
-	"All processes":   458,
-	"All statuses":    461,
-	"All workers":     845,
+	"Act on every instance this filter matches": 452,
+	"Action":          129,
+	"All actions":     146,
+	"All consumers":   663,
+	"All definitions": 355,
+	"All its tasks":   222,
+	"All processes":   459,
+	"All statuses":    462,
+	"All workers":     846,
 	"An error code is matched exactly, capitals included.": 92,
-	"An operator abandoned the instance.":                  599,
-	"Any definition":                                       459,
-	"Apply filters":                                        142,
-	"Apr":                                                  383,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 346,
-	"Attempts":                         520,
-	"Audit log":                        135,
-	"Aug":                              387,
-	"Available from":                   573,
-	"Back to definitions":              189,
-	"Back to external tasks":           187,
-	"Back to sign-in":                  188,
-	"Back to the form":                 197,
+	"An operator abandoned the instance.":                  600,
+	"Any definition":                                       460,
+	"Apply filters":                                        143,
+	"Apr":                                                  384,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 347,
+	"Attempts":                         521,
+	"Audit log":                        136,
+	"Aug":                              388,
+	"Available from":                   574,
+	"Back to definitions":              190,
+	"Back to external tasks":           188,
+	"Back to sign-in":                  189,
+	"Back to the form":                 198,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           763,
-	"Back without saving":              695,
-	"Breaks processes":                 253,
-	"Breaks workers":                   254,
+	"Back to the occurrence":           764,
+	"Back without saving":              696,
+	"Breaks processes":                 254,
+	"Breaks workers":                   255,
 	"Bulk %s applied to %d instances.": 123,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  153,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 152,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      151,
-	"Bulk action":                     132,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  154,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 153,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      152,
+	"Bulk action":                     133,
 	"Business key":                    97,
 	"By process and error code":       105,
-	"Call timeout":                    554,
-	"Calls":                           312,
-	"Calls signed (Relais-Signature)": 314,
-	"Camunda 7 facade":                850,
-	"Cancelled: the instance was stopped (%s).":               623,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 622,
+	"Call timeout":                    555,
+	"Calls":                           313,
+	"Calls signed (Relais-Signature)": 315,
+	"Camunda 7 facade":                851,
+	"Cancelled: the instance was stopped (%s).":               624,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 623,
 	"Cannot act on this filter":                               111,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           765,
-	"Cannot reveal it here":                                   761,
-	"Change":                                                  251,
-	"Changes between the two revisions":                       263,
-	"Changes of the Working copy since revision %d":           272,
-	"Choose two existing revisions to compare.":               273,
-	"Classification":                                          230,
-	"Clear filters":                                           143,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            731,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 714,
-	"Compare":              250,
-	"Compare revisions":    246,
-	"Completed":            357,
-	"Completed (%s).":      617,
-	"Completed, last hour": 343,
-	"Completions and failures per 5 minutes, last hour: %s":    355,
-	"Completions and failures per 5-minute slot, oldest first": 359,
-	"Completions and failures, last hour":                      335,
-	"Connected":                                                841,
-	"Constraints":                                              231,
-	"Consumer":                                                 522,
-	"Consumer and worker":                                      659,
-	"Consumers":                                                168,
-	"Consumers, oldest first":                                  210,
-	"Counting the occurrences; the counts appear when you reload the page.":         225,
-	"Counts are unavailable right now.":                                             226,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 758,
-	"Counts by status": 654,
-	"Created":          408,
+	"Cannot reveal":                                           766,
+	"Cannot reveal it here":                                   762,
+	"Change":                                                  252,
+	"Changes between the two revisions":                       264,
+	"Changes of the Working copy since revision %d":           273,
+	"Choose two existing revisions to compare.":               274,
+	"Classification":                                          231,
+	"Clear filters":                                           144,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            732,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 715,
+	"Compare":              251,
+	"Compare revisions":    247,
+	"Completed":            358,
+	"Completed (%s).":      618,
+	"Completed, last hour": 344,
+	"Completions and failures per 5 minutes, last hour: %s":    356,
+	"Completions and failures per 5-minute slot, oldest first": 360,
+	"Completions and failures, last hour":                      336,
+	"Connected":                                                842,
+	"Constraints":                                              232,
+	"Consumer":                                                 523,
+	"Consumer and worker":                                      660,
+	"Consumers":                                                169,
+	"Consumers, oldest first":                                  211,
+	"Counting the occurrences; the counts appear when you reload the page.":         226,
+	"Counts are unavailable right now.":                                             227,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 759,
+	"Counts by status": 655,
+	"Created":          409,
 	"Created from":     101,
-	"Created on":       214,
+	"Created on":       215,
 	"Created to":       102,
-	"Creation date":    446,
-	"Dates":            518,
-	"Deadline":         550,
-	"Dec":              391,
-	"Deferred":         577,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 616,
-	"Definition":                                 337,
-	"Definition %s":                              233,
-	"Definition %s has no occurrence yet.":       353,
+	"Creation date":    447,
+	"Dates":            519,
+	"Deadline":         551,
+	"Dec":              392,
+	"Deferred":         578,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 617,
+	"Definition":                                 338,
+	"Definition %s":                              234,
+	"Definition %s has no occurrence yet.":       354,
 	"Definition %s has no revision %d.":          119,
-	"Definitions":                                166,
-	"Definitions by key":                         296,
-	"Definitions served":                         839,
-	"Definitions, those needing attention first": 336,
-	"Deleted by retention":                       434,
-	"Description":                                232,
-	"Destination":                                534,
-	"Destinations":                               169,
-	"Destinations by name":                       305,
-	"Destination’s answer":                       527,
-	"Detail":                                     252,
+	"Definitions":                                167,
+	"Definitions by key":                         297,
+	"Definitions served":                         840,
+	"Definitions, those needing attention first": 337,
+	"Deleted by retention":                       435,
+	"Description":                                233,
+	"Destination":                                535,
+	"Destinations":                               170,
+	"Destinations by name":                       306,
+	"Destination’s answer":                       528,
+	"Detail":                                     253,
 	"Did you mean “%s”?":                         114,
-	"Digest":                                     266,
-	"Display settings":                           174,
-	"Display settings saved.":                    701,
-	"Display settings: ":                         175,
-	"Duration":                                   526,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 333,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                                                             89,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                                                                82,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.":                                            78,
-	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          669,
-	"End node":                  437,
-	"End node or error":         455,
-	"Ended":                     428,
-	"Erase process instance %s": 317,
-	"Erase the instance":        320,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 318,
-	"Erase this instance…": 418,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 322,
-	"Error":                      658,
-	"Error (before any attempt)": 580,
-	"Error (the deadline passed after attempt %d)": 579,
+	"Digest":                                     267,
+	"Display settings":                           175,
+	"Display settings saved.":                    702,
+	"Display settings: ":                         176,
+	"Duration":                                   527,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 334,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
+	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
+	"Earlier attempt:":          670,
+	"End node":                  438,
+	"End node or error":         456,
+	"Ended":                     429,
+	"Erase process instance %s": 318,
+	"Erase the instance":        321,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 319,
+	"Erase this instance…": 419,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 323,
+	"Error":                      659,
+	"Error (before any attempt)": 581,
+	"Error (the deadline passed after attempt %d)": 580,
 	"Error code":       98,
-	"Error message":    529,
-	"Error: %s · %s":   155,
-	"Every %d seconds": 700,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 572,
-	"Every attempt, oldest first": 521,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 136,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  768,
-	"Expired token":                        805,
-	"Expires":                              802,
-	"External tasks":                       161,
-	"Failed":                               340,
-	"Failed (%s).":                         621,
-	"Failed at node":                       439,
-	"Failed occurrence":                    430,
-	"Failed, last hour":                    344,
-	"Feb":                                  381,
-	"Field":                                227,
+	"Error message":    530,
+	"Error: %s · %s":   156,
+	"Every %d seconds": 701,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 573,
+	"Every attempt, oldest first": 522,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 137,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  769,
+	"Expired token":                        806,
+	"Expires":                              803,
+	"External tasks":                       162,
+	"Failed":                               341,
+	"Failed (%s).":                         622,
+	"Failed at node":                       440,
+	"Failed occurrence":                    431,
+	"Failed, last hour":                    345,
+	"Feb":                                  382,
+	"Field":                                228,
 	"Filter":                               68,
-	"Filters":                              137,
-	"Find":                                 165,
-	"Find an instance or occurrence":       163,
-	"Finished":                             525,
-	"First page":                           679,
+	"Filters":                              138,
+	"Find":                                 166,
+	"Find an instance or occurrence":       164,
+	"Finished":                             526,
+	"First page":                           680,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    200,
-	"Form refused":                         195,
-	"Form too large":                       198,
-	"From revision":                        248,
-	"From revision %d to revision %d:":     274,
+	"Form not received":                    201,
+	"Form refused":                         196,
+	"Form too large":                       199,
+	"From revision":                        249,
+	"From revision %d to revision %d:":     275,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  213,
-	"Graph":                   713,
-	"Graph of %s":             735,
-	"HTTP 2xx, unusable body": 638,
-	"Headers sent":            308,
-	"Health":                  160,
+	"Grants":                  214,
+	"Graph":                   714,
+	"Graph of %s":             736,
+	"HTTP 2xx, unusable body": 639,
+	"Headers sent":            309,
+	"Health":                  161,
 	"Held at a node of":       99,
-	"Held at node":            429,
-	"Held for":                431,
-	"Held instances":          339,
-	"ID":                      211,
-	"In flight":               840,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 356,
-	"Inputs": 256,
-	"Inputs an instance of this version is started with": 724,
-	"Inputs from":                722,
-	"Inputs of revision %d":      267,
-	"Inputs of the working copy": 258,
-	"Inputs the instance was started with, labelled by process version %d's contract": 416,
-	"Inputs, labelled by revision %d's contract":                                      564,
-	"Instance":                  454,
+	"Held at node":            430,
+	"Held for":                432,
+	"Held instances":          340,
+	"ID":                      212,
+	"In flight":               841,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 357,
+	"Inputs": 257,
+	"Inputs an instance of this version is started with": 725,
+	"Inputs from":                723,
+	"Inputs of revision %d":      268,
+	"Inputs of the working copy": 259,
+	"Inputs the instance was started with, labelled by process version %d's contract": 417,
+	"Inputs, labelled by revision %d's contract":                                      565,
+	"Instance":                  455,
 	"Instances":                 106,
-	"Instances of this version": 725,
-	"Invalid request":           185,
-	"It takes every revision its consumer is granted.":     863,
-	"It takes every revision its consumer is granted: %s.": 862,
-	"It takes revision %d only.":                           866,
-	"It takes revisions %s only.":                          868,
-	"Its calls":                                            313,
+	"Instances of this version": 726,
+	"Invalid request":           186,
+	"It takes every revision its consumer is granted.":     864,
+	"It takes every revision its consumer is granted: %s.": 863,
+	"It takes revision %d only.":                           867,
+	"It takes revisions %s only.":                          869,
+	"Its calls":                                            314,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 319,
-	"Its instance is held here, waiting for an operator.":                            618,
-	"Its instance went on along the node’s error path, and is held at a later node.": 619,
-	"Its instance went on along the node’s error path.":                              620,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 320,
+	"Its instance is held here, waiting for an operator.":                            619,
+	"Its instance went on along the node’s error path, and is held at a later node.": 620,
+	"Its instance went on along the node’s error path.":                              621,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      810,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 422,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      811,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 423,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     380,
-	"Jul":                     386,
-	"Jun":                     385,
-	"Keep it":                 812,
+	"Jan":                     381,
+	"Jul":                     387,
+	"Jun":                     386,
+	"Keep it":                 813,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       315,
-	"Key":                     297,
-	"Kind":                    717,
-	"Language":                157,
-	"Last changed":            310,
-	"Last error (attempt %d)": 578,
-	"Last reserved":           575,
-	"Last saved":              237,
-	"Last seen":               842,
-	"Last used":               801,
-	"Latest":                  726,
-	"Latest revision":         298,
-	"Lists every change from one revision to another, and whom it may break.": 247,
-	"Local time in %s": 697,
-	"Lock expired %s — waiting to be offered again.": 608,
-	"Lock expires":    576,
-	"Longest timeout": 309,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 275,
-	"Main navigation":     159,
-	"Mar":                 382,
-	"Maximum attempts":    546,
-	"May":                 384,
-	"Message":             656,
-	"Message from Relais": 646,
-	"Message from Relais, quoting the destination’s answer":            645,
-	"Message from the worker (its own words, protected values masked)": 644,
-	"Method not allowed": 772,
-	"Mode":               544,
-	"More filters: instance, revision, consumer, destination, dates": 650,
-	"Name":                    212,
-	"Never":                   699,
-	"Next attempt":            574,
-	"Next attempt or settled": 660,
-	"Next node":               407,
-	"Next page":               678,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 149,
-	"No consumer yet.":                                    207,
-	"No definition has occurrences yet.":                  345,
+	"Keep the instance":       316,
+	"Key":                     298,
+	"Kind":                    718,
+	"Language":                158,
+	"Last changed":            311,
+	"Last error (attempt %d)": 579,
+	"Last reserved":           576,
+	"Last saved":              238,
+	"Last seen":               843,
+	"Last used":               802,
+	"Latest":                  727,
+	"Latest revision":         299,
+	"Lists every change from one revision to another, and whom it may break.": 248,
+	"Local time in %s": 698,
+	"Lock expired %s — waiting to be offered again.": 609,
+	"Lock expires":    577,
+	"Longest timeout": 310,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 276,
+	"Main navigation":     160,
+	"Mar":                 383,
+	"Maximum attempts":    547,
+	"May":                 385,
+	"Message":             657,
+	"Message from Relais": 647,
+	"Message from Relais, quoting the destination’s answer":            646,
+	"Message from the worker (its own words, protected values masked)": 645,
+	"Method not allowed": 773,
+	"Mode":               545,
+	"More filters: instance, revision, consumer, destination, dates": 651,
+	"Name":                    213,
+	"Never":                   700,
+	"Next attempt":            575,
+	"Next attempt or settled": 661,
+	"Next node":               408,
+	"Next page":               679,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 150,
+	"No consumer yet.":                                    208,
+	"No definition has occurrences yet.":                  346,
 	"No definition has the key “%s”.":                     117,
-	"No definition yet.":                                  300,
-	"No destination yet.":                                 302,
-	"No inputs.":                                          257,
-	"No inputs: an instance starts with an empty object.": 723,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    781,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 779,
-	"No instance matches these filters.": 456,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 780,
-	"No live worker takes %s now (Workers page).":                                               602,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 603,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           604,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          605,
-	"No more consumers.":                                   208,
-	"No more destinations.":                                303,
-	"No occurrence matches these filters.":                 661,
-	"No operator action matches.":                          144,
-	"No operator has acted on this instance.":              412,
-	"No outputs yet: the occurrence has not completed.":    567,
-	"No outputs.":                                          260,
-	"No outputs: the occurrence ended without completing.": 569,
+	"No definition yet.":                                  301,
+	"No destination yet.":                                 303,
+	"No inputs.":                                          258,
+	"No inputs: an instance starts with an empty object.": 724,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    782,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 780,
+	"No instance matches these filters.": 457,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 781,
+	"No live worker takes %s now (Workers page).":                                               603,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 604,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           605,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          606,
+	"No more consumers.":                                   209,
+	"No more destinations.":                                304,
+	"No occurrence matches these filters.":                 662,
+	"No operator action matches.":                          145,
+	"No operator has acted on this instance.":              413,
+	"No outputs yet: the occurrence has not completed.":    568,
+	"No outputs.":                                          261,
+	"No outputs: the occurrence ended without completing.": 570,
 	"No process has the key “%s”.":                         116,
-	"No process is published yet.":                         708,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             859,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             858,
+	"No process is published yet.":                         709,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             860,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             859,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 154,
-	"No release yet.": 241,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 752,
-	"No revision yet: the Working copy has never been snapshotted.":                     239,
-	"No token.":              799,
-	"No value was revealed.": 770,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              533,
-	"No worker has reserved this occurrence yet.":                                        530,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 860,
-	"No worker is connected.":           843,
-	"No worker serves this definition.": 846,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 857,
-	"Node":                  404,
-	"Nodes":                 715,
-	"Nodes of this version": 732,
-	"Nodes of this version, with their occurrences now": 716,
-	"Nodes reached, in order":                           403,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 155,
+	"No release yet.": 242,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 753,
+	"No revision yet: the Working copy has never been snapshotted.":                     240,
+	"No token.":              800,
+	"No value was revealed.": 771,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              534,
+	"No worker has reserved this occurrence yet.":                                        531,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 861,
+	"No worker is connected.":           844,
+	"No worker serves this definition.": 847,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 858,
+	"Node":                  405,
+	"Nodes":                 716,
+	"Nodes of this version": 733,
+	"Nodes of this version, with their occurrences now": 717,
+	"Nodes reached, in order":                           404,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 183,
-	"Not found":   193,
-	"Notes":       244,
-	"Nothing exists at this address, or it is not visible to you.": 190,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 191,
+	"Not allowed": 184,
+	"Not found":   194,
+	"Notes":       245,
+	"Nothing exists at this address, or it is not visible to you.": 191,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 192,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             777,
+	"Nothing to find: the search box is empty.":                             778,
 	"Nothing was done.":        35,
-	"Nov":                      390,
-	"Now":                      539,
-	"Occurrence":               405,
-	"Occurrence %s":            517,
-	"Occurrence offered again": 131,
-	"Occurrences now":          721,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          855,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 856,
-	"Occurrences, newest first": 655,
-	"Oct":                       389,
-	"Offered from %s — %s.":     607,
-	"Oldest claimable waits":    341,
-	"On error":                  720,
-	"On success":                719,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         766,
-	"Only administrators may reveal a sensitive value.":                                                           759,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 796,
-	"Open":             338,
-	"Operator actions": 400,
-	"Operator actions on this instance, newest first": 413,
-	"Operator actions, newest first":                  148,
+	"Nov":                      391,
+	"Now":                      540,
+	"Occurrence":               406,
+	"Occurrence %s":            518,
+	"Occurrence offered again": 132,
+	"Occurrences now":          722,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          856,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 857,
+	"Occurrences, newest first": 656,
+	"Oct":                       390,
+	"Offered from %s — %s.":     608,
+	"Oldest claimable waits":    342,
+	"On error":                  721,
+	"On success":                720,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         767,
+	"Only administrators may reveal a sensitive value.":                                                           760,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 797,
+	"Open":             339,
+	"Operator actions": 401,
+	"Operator actions on this instance, newest first": 414,
+	"Operator actions, newest first":                  149,
 	"Other criteria":                                  103,
-	"Outcome":                                         528,
-	"Outputs":                                         259,
-	"Outputs of revision %d":                          268,
-	"Outputs of the working copy":                     261,
-	"Outputs, labelled by revision %d's contract":     566,
-	"Pages": 676,
-	"Paste your token in the field: it is empty.": 793,
-	"Path":                            401,
-	"Pause reloading":                 182,
-	"Pinned by":                       291,
-	"Pinned revision":                 718,
-	"Policy":                          519,
-	"Previous page":                   677,
-	"Priority":                        551,
+	"Outcome":                                         529,
+	"Outputs":                                         260,
+	"Outputs of revision %d":                          269,
+	"Outputs of the working copy":                     262,
+	"Outputs, labelled by revision %d's contract":     567,
+	"Pages": 677,
+	"Paste your token in the field: it is empty.": 794,
+	"Path":                            402,
+	"Pause reloading":                 183,
+	"Pinned by":                       292,
+	"Pinned revision":                 719,
+	"Policy":                          520,
+	"Previous page":                   678,
+	"Priority":                        552,
 	"Process":                         94,
-	"Process %s":                      711,
+	"Process %s":                      712,
 	"Process %s has no version %d.":   115,
-	"Process and node":                657,
-	"Process inputs":                  415,
-	"Process instance":                130,
-	"Process instance %s":             398,
-	"Process instances":               448,
-	"Process instances, newest first": 453,
-	"Processes":                       162,
-	"Processes by key":                706,
-	"Protocol":                        838,
-	"Published":                       245,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 704,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       705,
-	"Push destination": 651,
-	"Reason":           129,
+	"Process and node":                658,
+	"Process inputs":                  416,
+	"Process instance":                131,
+	"Process instance %s":             399,
+	"Process instances":               449,
+	"Process instances, newest first": 454,
+	"Processes":                       163,
+	"Processes by key":                707,
+	"Protocol":                        839,
+	"Published":                       246,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 705,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       706,
+	"Push destination": 652,
+	"Reason":           130,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            545,
-	"Recorded operator actions":                             411,
-	"Relais console":                                        156,
-	"Relais has not called the destination yet.":            536,
-	"Relais is calling the destination (since %s).":         613,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 538,
-	"Relais never called the destination: the occurrence ended before any call.":                                    537,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        634,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 636,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     633,
+	"Reason given by the worker":                            546,
+	"Recorded operator actions":                             412,
+	"Relais console":                                        157,
+	"Relais has not called the destination yet.":            537,
+	"Relais is calling the destination (since %s).":         614,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 539,
+	"Relais never called the destination: the occurrence ended before any call.":                                    538,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        635,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 637,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     634,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           635,
-	"Release":                       242,
-	"Releases":                      240,
-	"Releases, oldest first":        262,
-	"Reload lists and detail pages": 692,
-	"Reloading paused":              179,
-	"Reloading paused: this page stays as it is until you resume.": 703,
-	"Reloading resumed.":                  702,
-	"Replica":                             535,
-	"Required":                            229,
-	"Reserved":                            524,
-	"Reserved by %s.":                     615,
-	"Reserved by %s; lock until %s — %s.": 614,
-	"Reserved now":                        220,
-	"Resume":                              180,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         368,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 367,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             366,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            365,
-	"Retried by %s at %s — “%s”": 426,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           636,
+	"Release":                       243,
+	"Releases":                      241,
+	"Releases, oldest first":        263,
+	"Reload lists and detail pages": 693,
+	"Reloading paused":              180,
+	"Reloading paused: this page stays as it is until you resume.": 704,
+	"Reloading resumed.":                  703,
+	"Replica":                             536,
+	"Required":                            230,
+	"Reserved":                            525,
+	"Reserved by %s.":                     616,
+	"Reserved by %s; lock until %s — %s.": 615,
+	"Reserved now":                        221,
+	"Resume":                              181,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         369,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 368,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             367,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            366,
+	"Retried by %s at %s — “%s”": 427,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries":                548,
-	"Retry %d instances":     80,
-	"Retry %d instances now": 76,
-	"Retry at %s — %s.":      606,
-	"Retry delay":            547,
+	"Retries": 549,
+	"Retries brought forward for %d instances: their workers take them now.": 124,
+	"Retry %d instances":                            80,
+	"Retry %d instances now":                        76,
+	"Retry at %s — %s.":                             607,
+	"Retry delay":                                   548,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             540,
+	"Retry or abandon it from its instance":                                                                             541,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 581,
+	"Retryable": 582,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 570,
-	"Revealed by %s at %s; recorded in the audit log.": 764,
-	"Reveals":               171,
-	"Reveals, newest first": 769,
-	"Revision":              243,
-	"Revision %d":           264,
-	"Revisions":             238,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 864,
-	"Revoke the %s token “%s”?": 809,
-	"Revoke the token":          811,
-	"Revoke token %d":           808,
-	"Revoke…":                   806,
-	"Role":                      800,
-	"Route":                     406,
-	"Routing output":            236,
-	"Row %s":                    680,
-	"Rows %s–%s":                681,
-	"Save settings":             694,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      760,
+	"Reveal — this is recorded": 571,
+	"Revealed by %s at %s; recorded in the audit log.": 765,
+	"Reveals":               172,
+	"Reveals, newest first": 770,
+	"Revision":              244,
+	"Revision %d":           265,
+	"Revisions":             239,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 865,
+	"Revoke the %s token “%s”?": 810,
+	"Revoke the token":          812,
+	"Revoke token %d":           809,
+	"Revoke…":                   807,
+	"Role":                      801,
+	"Route":                     407,
+	"Routing output":            237,
+	"Row %s":                    681,
+	"Rows %s–%s":                682,
+	"Save settings":             695,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      761,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 316,
-	"Search":                               775,
-	"Secret values can never be revealed.": 767,
-	"Sep":                                  388,
-	"Served by %d workers":                 861,
-	"Settled":                              409,
-	"Settlement date":                      649,
-	"Show all definitions":                 352,
-	"Show times in":                        690,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 150,
-	"Sign in": 788,
-	"Sign in with an operator, designer or administrator token.": 789,
-	"Sign out":             173,
-	"Signed in as %s (%s)": 172,
-	"Since revision %d:":   270,
-	"Skip to content":      158,
-	"Slot":                 360,
-	"Snapshotted":          265,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 317,
+	"Search":                               776,
+	"Secret values can never be revealed.": 768,
+	"Sep":                                  389,
+	"Served by %d workers":                 862,
+	"Settled":                              410,
+	"Settlement date":                      650,
+	"Show all definitions":                 353,
+	"Show times in":                        691,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 151,
+	"Sign in": 789,
+	"Sign in with an operator, designer or administrator token.": 790,
+	"Sign out":             174,
+	"Signed in as %s (%s)": 173,
+	"Since revision %d:":   271,
+	"Skip to content":      159,
+	"Slot":                 361,
+	"Snapshotted":          266,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 205,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 797,
-	"Staff tokens, oldest first": 798,
-	"Start node":                 712,
-	"Started":                    427,
-	"State":                      215,
+	"Something went wrong": 206,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 798,
+	"Staff tokens, oldest first": 799,
+	"Start node":                 713,
+	"Started":                    428,
+	"State":                      216,
 	"Status":                     96,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -583,335 +584,335 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              424,
+	"Stopped by %s at %s — “%s”":                              425,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   423,
-	"Summary": 399,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 295,
-	"Tasks":                   216,
-	"Temporarily unavailable": 203,
-	"That is too long to be an id or a business key.":                                           778,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   424,
+	"Summary": 400,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 296,
+	"Tasks":                   217,
+	"Temporarily unavailable": 204,
+	"That is too long to be an id or a business key.":                                           779,
 	"The %d largest groups; the filter matches more.":                                           107,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 542,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 304,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    269,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            593,
-	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        460,
-	"The bulk action must be its id (a UUID).":                                      147,
-	"The call could not be prepared.":                                               594,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 755,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 612,
-	"The chart’s numbers": 358,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 543,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 305,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    270,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            594,
+	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        461,
+	"The bulk action must be its id (a UUID).":                                      148,
+	"The call could not be prepared.":                                               595,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 756,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 613,
+	"The chart’s numbers": 359,
 	"The confirmed count is missing: start again from the list.":                                                                                                        120,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       206,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      691,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       207,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      692,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 121,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             204,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            591,
-	"The destination answered HTTP %s.":     601,
-	"The destination could not be reached.": 595,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    585,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         586,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   584,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 583,
-	"The destination’s answer was too large.": 596,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      209,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          186,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                598,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         630,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      631,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    629,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            597,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               588,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 587,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     589,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             590,
-	"The latest %d attempts, oldest first":                                                         541,
-	"The next page counts them and asks for a reason before anything changes.":                     452,
-	"The nodes this instance reached, in order, each with its occurrence.":                         402,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 235,
-	"The page cursor is invalid: go back to the first page.":                                       688,
-	"The page size must be between 1 and %d.":                                                      447,
-	"The parameter “%s” is given %d times: give it once.":                                          687,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 146,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             205,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            592,
+	"The destination answered HTTP %s.":     602,
+	"The destination could not be reached.": 596,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    586,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         587,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   585,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 584,
+	"The destination’s answer was too large.": 597,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      210,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          187,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                599,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         631,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      632,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    630,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            598,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               589,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 588,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     590,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             591,
+	"The latest %d attempts, oldest first":                                                         542,
+	"The next page counts them and asks for a reason before anything changes.":                     453,
+	"The nodes this instance reached, in order, each with its occurrence.":                         403,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 236,
+	"The page cursor is invalid: go back to the first page.":                                       689,
+	"The page size must be between 1 and %d.":                                                      448,
+	"The parameter “%s” is given %d times: give it once.":                                          688,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 147,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                        51,
-	"The result did not match the revision's outputs contract.": 592,
-	"The revision must be a whole number, 1 or more.":           647,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 791,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        785,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     815,
-	"The version must be a whole number from 1.":                                                                                                        444,
-	"These revisions have the same contracts.":                                                                                                          255,
-	"These settings are kept in this browser only.":                                                                                                     689,
-	"They take every revision their consumer is granted.":                                                                                               865,
-	"They take revision %d only.":                                                                                                                       867,
-	"They take revisions %s only.":                                                                                                                      869,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 684,
+	"The result did not match the revision's outputs contract.": 593,
+	"The revision must be a whole number, 1 or more.":           648,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 792,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        786,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     816,
+	"The version must be a whole number from 1.":                                                                                                        445,
+	"These revisions have the same contracts.":                                                                                                          256,
+	"These settings are kept in this browser only.":                                                                                                     690,
+	"They take every revision their consumer is granted.":                                                                                               866,
+	"They take revision %d only.":                                                                                                                       868,
+	"They take revisions %s only.":                                                                                                                      870,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 685,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         122,
-	"This contract has no inputs.":  565,
-	"This contract has no outputs.": 568,
+	"This contract has no inputs.":  566,
+	"This contract has no outputs.": 569,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 118,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 202,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            201,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  199,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  196,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           774,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 203,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            202,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  200,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  197,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           775,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 323,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 324,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 419,
-	"This instance has not reached a task yet.":                                                                                                                                     410,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 420,
+	"This instance has not reached a task yet.":                                                                                                                                     411,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   44,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 321,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 322,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 420,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 421,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 421,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 422,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  194,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            814,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           813,
-	"This page does not accept that request.": 773,
-	"This page reloads every %d seconds.":     181,
-	"This process takes no inputs.":           417,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 762,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  195,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            815,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           814,
+	"This page does not accept that request.": 774,
+	"This page reloads every %d seconds.":     182,
+	"This process takes no inputs.":           418,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 763,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 794,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 733,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            734,
-	"Times in %s · no auto-reload":    178,
-	"Times in %s · reload every %d s": 177,
-	"Times in %s · reloading paused":  176,
-	"To revision":                     249,
-	"Token":                           790,
-	"Tokens":                          170,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 792,
-	"Totals of all definitions, not narrowed by the other filters":         665,
-	"Totals of definition %s, not narrowed by the other filters":           664,
-	"Type": 228,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 776,
-	"URL":                              307,
-	"UTC (coordinated universal time)": 696,
+	"This token is unknown, revoked or expired.": 795,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 734,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            735,
+	"Times in %s · no auto-reload":    179,
+	"Times in %s · reload every %d s": 178,
+	"Times in %s · reloading paused":  177,
+	"To revision":                     250,
+	"Token":                           791,
+	"Tokens":                          171,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 793,
+	"Totals of all definitions, not narrowed by the other filters":         666,
+	"Totals of definition %s, not narrowed by the other filters":           665,
+	"Type": 229,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 777,
+	"URL":                              308,
+	"UTC (coordinated universal time)": 697,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                112,
 	"Unknown destination “%s”.":        113,
-	"Unknown parameter “%s” (did you mean “%s”?).": 685,
-	"Unknown parameter “%s”.":                      686,
-	"Unknown status “%s” (did you mean “%s”?).":    462,
-	"Unknown status “%s”.":                         464,
-	"Value":                                        414,
+	"Unknown parameter “%s” (did you mean “%s”?).": 686,
+	"Unknown parameter “%s”.":                      687,
+	"Unknown status “%s” (did you mean “%s”?).":    463,
+	"Unknown status “%s”.":                         465,
+	"Value":                                        415,
 	"Version":                                      95,
-	"Versions, newest first":                       707,
-	"Waiting a retry":                              342,
+	"Versions, newest first":                       708,
+	"Waiting a retry":                              343,
 	"Waiting a retry at a node of":                 100,
-	"Waiting for Relais to call the destination since %s (%s).": 609,
-	"Waiting for a worker since %s (%s).":                       610,
-	"When":                                                      126,
-	"Who":                                                       127,
-	"Whole message":                                             532,
-	"Why (recorded with the reveal)":                            571,
-	"Worker":                                                    837,
-	"Worker id":                                                 523,
-	"Workers":                                                   167,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        835,
+	"Waiting for Relais to call the destination since %s (%s).": 610,
+	"Waiting for a worker since %s (%s).":                       611,
+	"When":                                                      127,
+	"Who":                                                       128,
+	"Whole message":                                             533,
+	"Why (recorded with the reveal)":                            572,
+	"Worker":                                                    838,
+	"Worker id":                                                 524,
+	"Workers":                                                   168,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        836,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 836,
-	"Workers serving %s":                   844,
+	"Workers seen within three heartbeats": 837,
+	"Workers serving %s":                   845,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        234,
-	"You are signed out.": 784,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              184,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 786,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          787,
-	"[redacted]":                          643,
-	"a token’s name, exact":               138,
+	"Working copy":        235,
+	"You are signed out.": 785,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              185,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 787,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          788,
+	"[redacted]":                          644,
+	"a token’s name, exact":               139,
 	"abandon":                             4,
-	"active":                              217,
-	"administrator":                       493,
-	"after %s’s retry at %s":              543,
-	"an incident: retry, abandon or stop": 327,
-	"answer too large":                    641,
-	"any":                                 449,
-	"any other code → %s":                 747,
-	"any other error":                     325,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 667,
-	"at least %d characters":                   819,
-	"at least %d items":                        826,
-	"at most %d":                               559,
-	"at most %d characters":                    820,
-	"at most %d items":                         827,
-	"at most %d since the last operator retry": 560,
-	"available":                                465,
-	"boolean":                                  480,
-	"call in progress since":                   673,
-	"cancelled":                                470,
-	"choice":                                   483,
-	"claimable since":                          672,
-	"claimable since %s":                       349,
-	"classification changed":                   504,
-	"completed":                                468,
-	"constraint changed":                       505,
-	"consumer":                                 496,
-	"consumer #%s":                             625,
-	"date":                                     481,
-	"date and time":                            482,
-	"deadline %s":                              751,
-	"deferred":                                 467,
-	"deferred since":                           675,
-	"deleted":                                  134,
-	"designer":                                 495,
-	"disconnected":                             476,
-	"each item of %s":                          817,
-	"end (completes)":                          740,
-	"end (fails)":                              741,
-	"end: completes the instance":              328,
-	"end: fails the instance":                  329,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         435,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 436,
+	"active":                              218,
+	"administrator":                       494,
+	"after %s’s retry at %s":              544,
+	"an incident: retry, abandon or stop": 328,
+	"answer too large":                    642,
+	"any":                                 450,
+	"any other code → %s":                 748,
+	"any other error":                     326,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 668,
+	"at least %d characters":                   820,
+	"at least %d items":                        827,
+	"at most %d":                               560,
+	"at most %d characters":                    821,
+	"at most %d items":                         828,
+	"at most %d since the last operator retry": 561,
+	"available":                                466,
+	"boolean":                                  481,
+	"call in progress since":                   674,
+	"cancelled":                                471,
+	"choice":                                   484,
+	"claimable since":                          673,
+	"claimable since %s":                       350,
+	"classification changed":                   505,
+	"completed":                                469,
+	"constraint changed":                       506,
+	"consumer":                                 497,
+	"consumer #%s":                             626,
+	"date":                                     482,
+	"date and time":                            483,
+	"deadline %s":                              752,
+	"deferred":                                 468,
+	"deferred since":                           676,
+	"deleted":                                  135,
+	"designer":                                 496,
+	"disconnected":                             477,
+	"each item of %s":                          818,
+	"end (completes)":                          741,
+	"end (fails)":                              742,
+	"end: completes the instance":              329,
+	"end: fails the instance":                  330,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         436,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 437,
 	"erase":                                  6,
-	"every revision its consumer is granted": 851,
-	"every revision its consumer is granted: %s":   847,
-	"exact, case-sensitive":                        450,
-	"exact; instances deleted since are not found": 139,
-	"expired":                             473,
-	"failed":                              469,
-	"fails the instance":                  748,
-	"field added":                         499,
-	"field removed":                       500,
-	"format":                              510,
-	"format %s":                           822,
-	"from":                                140,
-	"held":                                472,
-	"held for an operator":                326,
-	"held, then abandoned by an operator": 441,
-	"held, then stopped by an operator":   440,
-	"hidden (secret)":                     490,
-	"hidden (sensitive)":                  489,
-	"hold (an incident for an operator)":  746,
-	"id or business key":                  164,
-	"in %s":                               373,
-	"in progress":                         531,
-	"instance held here":                  663,
-	"instance id":                         653,
-	"instances held":                      756,
-	"instances held: %s":                  757,
-	"integer":                             478,
-	"its name, exactly":                   652,
-	"just now":                            375,
-	"list":                                485,
-	"lock until":                          674,
-	"long polling":                        849,
-	"long wait":                           350,
-	"masked value":                        306,
-	"maximum":                             512,
-	"maximum %s":                          824,
-	"maximum items":                       514,
-	"maximum length":                      508,
-	"minimum":                             511,
-	"minimum %s":                          823,
-	"minimum items":                       513,
-	"minimum length":                      507,
-	"never":                               803,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 433,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       432,
-	"next attempt":                 671,
-	"next attempt %s":              348,
-	"no":                           498,
-	"no answer within the timeout": 639,
-	"no connection":                640,
-	"no grant: it takes nothing":   219,
-	"no header":                    311,
-	"no process version":           292,
-	"no worker":                    351,
-	"no worker takes revision %d":  853,
-	"no worker takes revisions %s": 854,
-	"no: the latest is version %d": 728,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 582,
-	"none": 289,
-	"none (revealed before reasons were asked for)": 771,
+	"every revision its consumer is granted": 852,
+	"every revision its consumer is granted: %s":   848,
+	"exact, case-sensitive":                        451,
+	"exact; instances deleted since are not found": 140,
+	"expired":                             474,
+	"failed":                              470,
+	"fails the instance":                  749,
+	"field added":                         500,
+	"field removed":                       501,
+	"format":                              511,
+	"format %s":                           823,
+	"from":                                141,
+	"held":                                473,
+	"held for an operator":                327,
+	"held, then abandoned by an operator": 442,
+	"held, then stopped by an operator":   441,
+	"hidden (secret)":                     491,
+	"hidden (sensitive)":                  490,
+	"hold (an incident for an operator)":  747,
+	"id or business key":                  165,
+	"in %s":                               374,
+	"in progress":                         532,
+	"instance held here":                  664,
+	"instance id":                         654,
+	"instances held":                      757,
+	"instances held: %s":                  758,
+	"integer":                             479,
+	"its name, exactly":                   653,
+	"just now":                            376,
+	"list":                                486,
+	"lock until":                          675,
+	"long polling":                        850,
+	"long wait":                           351,
+	"masked value":                        307,
+	"maximum":                             513,
+	"maximum %s":                          825,
+	"maximum items":                       515,
+	"maximum length":                      509,
+	"minimum":                             512,
+	"minimum %s":                          824,
+	"minimum items":                       514,
+	"minimum length":                      508,
+	"never":                               804,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 434,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       433,
+	"next attempt":                 672,
+	"next attempt %s":              349,
+	"no":                           499,
+	"no answer within the timeout": 640,
+	"no connection":                641,
+	"no grant: it takes nothing":   220,
+	"no header":                    312,
+	"no process version":           293,
+	"no worker":                    352,
+	"no worker takes revision %d":  854,
+	"no worker takes revisions %s": 855,
+	"no: the latest is version %d": 729,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 583,
+	"none": 290,
+	"none (revealed before reasons were asked for)": 772,
 	"none given": 104,
-	"none yet":   299,
-	"none: a failed call takes the node’s error path": 549,
-	"normal":       486,
-	"not provided": 829,
-	"not set":      290,
-	"not yet":      804,
-	"null":         833,
-	"number":       479,
-	"object":       484,
-	"older versions, from version %d (each links the one before)": 710,
-	"on error":                           324,
-	"one attempt, no retry, priority %d": 750,
-	"one of: %s":                         825,
-	"operator":                           494,
-	"optional %s field of type %s":       286,
-	"optional field of type %s":          288,
-	"optional → required":                279,
-	"pattern":                            509,
-	"pattern %s":                         821,
-	"pull":                               738,
-	"pull %s":                            331,
-	"pull (a worker fetches it)":         491,
-	"push %s":                            330,
-	"push (Relais calls the service)":    492,
-	"push to %s":                         739,
-	"rejected":                           474,
-	"released":                           475,
-	"required %s field of type %s":       285,
-	"required changed":                   502,
-	"required field of type %s":          287,
-	"required → optional":                280,
-	"reserved":                           466,
+	"none yet":   300,
+	"none: a failed call takes the node’s error path": 550,
+	"normal":       487,
+	"not provided": 830,
+	"not set":      291,
+	"not yet":      805,
+	"null":         834,
+	"number":       480,
+	"object":       485,
+	"older versions, from version %d (each links the one before)": 711,
+	"on error":                           325,
+	"one attempt, no retry, priority %d": 751,
+	"one of: %s":                         826,
+	"operator":                           495,
+	"optional %s field of type %s":       287,
+	"optional field of type %s":          289,
+	"optional → required":                280,
+	"pattern":                            510,
+	"pattern %s":                         822,
+	"pull":                               739,
+	"pull %s":                            332,
+	"pull (a worker fetches it)":         492,
+	"push %s":                            331,
+	"push (Relais calls the service)":    493,
+	"push to %s":                         740,
+	"rejected":                           475,
+	"released":                           476,
+	"required %s field of type %s":       286,
+	"required changed":                   503,
+	"required field of type %s":          288,
+	"required → optional":                281,
+	"reserved":                           467,
 	"retry":                              3,
-	"retry now (attempts unchanged)":     133,
-	"revision %d":                        668,
-	"revisions %s":                       852,
-	"revoked":                            218,
-	"routing changed":                    506,
-	"routing output":                     816,
-	"routing output %s → %s":             278,
-	"running":                            471,
-	"secret":                             488,
-	"sensitive":                          487,
-	"settled":                            670,
+	"retry now (attempts unchanged)":     134,
+	"revision %d":                        669,
+	"revisions %s":                       853,
+	"revoked":                            219,
+	"routing changed":                    507,
+	"routing output":                     817,
+	"routing output %s → %s":             279,
+	"running":                            472,
+	"secret":                             489,
+	"sensitive":                          488,
+	"settled":                            671,
 	"stop":                               5,
-	"stream":                             848,
-	"text":                               477,
-	"the contracts are the same (the name or a description changed).": 271,
-	"the soonest due %s":       347,
-	"this session":             807,
-	"timeout %s":               753,
-	"timeout %s (the default)": 754,
-	"to":                       141,
-	"type changed":             501,
-	"unexpected value":         834,
-	"unknown":                  642,
-	"values added: %s":         281,
-	"values changed":           503,
-	"values removed: %s":       282,
-	"values reordered":         283,
-	"version %d":               709,
-	"version %d →":             730,
-	"waiting":                  637,
-	"yes":                      497,
-	"yes: a start that names no version runs this one":                                                                      727,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 192,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     463,
-	"← version %d": 729,
-	"→ %s":         745,
+	"stream":                             849,
+	"text":                               478,
+	"the contracts are the same (the name or a description changed).": 272,
+	"the soonest due %s":       348,
+	"this session":             808,
+	"timeout %s":               754,
+	"timeout %s (the default)": 755,
+	"to":                       142,
+	"type changed":             502,
+	"unexpected value":         835,
+	"unknown":                  643,
+	"values added: %s":         282,
+	"values changed":           504,
+	"values removed: %s":       283,
+	"values reordered":         284,
+	"version %d":               710,
+	"version %d →":             731,
+	"waiting":                  638,
+	"yes":                      498,
+	"yes: a start that names no version runs this one":                                                                      728,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 193,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     464,
+	"← version %d": 730,
+	"→ %s":         746,
 }
 
-var enIndex = []uint32{ // 871 elements
+var enIndex = []uint32{ // 872 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -933,234 +934,234 @@ var enIndex = []uint32{ // 871 elements
 	// Entry 40 - 5F
 	0x000013af, 0x00001410, 0x0000144f, 0x000014a9,
 	0x000014df, 0x000014e6, 0x0000151c, 0x0000152d,
-	0x000015a8, 0x000015cd, 0x0000160c, 0x000016b3,
-	0x00001710, 0x0000174c, 0x0000177a, 0x000017f6,
-	0x00001840, 0x00001874, 0x000018a4, 0x000018e8,
-	0x00001920, 0x0000194d, 0x0000197d, 0x000019cd,
-	0x00001a05, 0x00001a65, 0x00001abc, 0x00001aee,
-	0x00001b34, 0x00001b69, 0x00001be2, 0x00001bea,
+	0x000015a8, 0x000015cd, 0x0000160c, 0x0000170d,
+	0x00001776, 0x000017b2, 0x000017e0, 0x0000185c,
+	0x000018a6, 0x000018da, 0x0000190a, 0x0000194e,
+	0x00001986, 0x000019b3, 0x000019e3, 0x00001a33,
+	0x00001a6b, 0x00001acb, 0x00001b22, 0x00001b54,
+	0x00001b9a, 0x00001bcf, 0x00001c48, 0x00001c50,
 	// Entry 60 - 7F
-	0x00001bf2, 0x00001bf9, 0x00001c06, 0x00001c11,
-	0x00001c23, 0x00001c40, 0x00001c4d, 0x00001c58,
-	0x00001c67, 0x00001c72, 0x00001c8c, 0x00001c96,
-	0x00001cc9, 0x00001e13, 0x00002109, 0x00002238,
-	0x00002252, 0x00002264, 0x00002285, 0x0000229f,
-	0x000022c3, 0x000022e7, 0x0000230e, 0x0000237e,
-	0x000023a6, 0x000023e1, 0x00002486, 0x000024ff,
-	0x00002554, 0x00002603, 0x0000261f, 0x00002624,
+	0x00001c58, 0x00001c5f, 0x00001c6c, 0x00001c77,
+	0x00001c89, 0x00001ca6, 0x00001cb3, 0x00001cbe,
+	0x00001ccd, 0x00001cd8, 0x00001cf2, 0x00001cfc,
+	0x00001d2f, 0x00001e79, 0x0000216f, 0x0000229e,
+	0x000022b8, 0x000022ca, 0x000022eb, 0x00002305,
+	0x00002329, 0x0000234d, 0x00002374, 0x000023e4,
+	0x0000240c, 0x00002447, 0x000024ec, 0x00002565,
+	0x000025ba, 0x00002650, 0x000026ff, 0x0000271b,
 	// Entry 80 - 9F
-	0x00002628, 0x0000262f, 0x00002636, 0x00002647,
-	0x00002660, 0x0000266c, 0x0000268b, 0x00002693,
-	0x0000269d, 0x00002785, 0x0000278d, 0x000027a5,
-	0x000027d2, 0x000027d7, 0x000027da, 0x000027e8,
-	0x000027f6, 0x00002812, 0x0000281e, 0x000028b3,
-	0x000028dc, 0x000028fb, 0x00002953, 0x00002a2b,
-	0x00002abe, 0x00002b73, 0x00002c07, 0x00002c86,
-	0x00002c9c, 0x00002cab, 0x00002cb4, 0x00002cc4,
+	0x00002720, 0x00002724, 0x0000272b, 0x00002732,
+	0x00002743, 0x0000275c, 0x00002768, 0x00002787,
+	0x0000278f, 0x00002799, 0x00002881, 0x00002889,
+	0x000028a1, 0x000028ce, 0x000028d3, 0x000028d6,
+	0x000028e4, 0x000028f2, 0x0000290e, 0x0000291a,
+	0x000029af, 0x000029d8, 0x000029f7, 0x00002a4f,
+	0x00002b27, 0x00002bba, 0x00002c6f, 0x00002d03,
+	0x00002d82, 0x00002d98, 0x00002da7, 0x00002db0,
 	// Entry A0 - BF
-	0x00002cd4, 0x00002cdb, 0x00002cea, 0x00002cf4,
-	0x00002d13, 0x00002d26, 0x00002d2b, 0x00002d37,
-	0x00002d3f, 0x00002d49, 0x00002d56, 0x00002d5d,
-	0x00002d65, 0x00002d80, 0x00002d89, 0x00002d9a,
-	0x00002db1, 0x00002dd4, 0x00002dfb, 0x00002e1c,
-	0x00002e2d, 0x00002e34, 0x00002e5b, 0x00002e6b,
-	0x00002e77, 0x00002ef5, 0x00002f05, 0x00002f6d,
-	0x00002f84, 0x00002f94, 0x00002fa8, 0x00002fe5,
+	0x00002dc0, 0x00002dd0, 0x00002dd7, 0x00002de6,
+	0x00002df0, 0x00002e0f, 0x00002e22, 0x00002e27,
+	0x00002e33, 0x00002e3b, 0x00002e45, 0x00002e52,
+	0x00002e59, 0x00002e61, 0x00002e7c, 0x00002e85,
+	0x00002e96, 0x00002ead, 0x00002ed0, 0x00002ef7,
+	0x00002f18, 0x00002f29, 0x00002f30, 0x00002f57,
+	0x00002f67, 0x00002f73, 0x00002ff1, 0x00003001,
+	0x00003069, 0x00003080, 0x00003090, 0x000030a4,
 	// Entry C0 - DF
-	0x000030fe, 0x0000317b, 0x00003185, 0x00003240,
-	0x0000324d, 0x000032ca, 0x000032db, 0x000032ea,
-	0x0000334a, 0x0000335c, 0x0000339f, 0x000033dd,
-	0x000033f5, 0x0000343b, 0x00003450, 0x000034bf,
-	0x000034d0, 0x000034e3, 0x000035a8, 0x000035c0,
-	0x000035c3, 0x000035c8, 0x000035cf, 0x000035da,
-	0x000035e0, 0x000035e6, 0x000035ed, 0x000035f5,
-	0x00003610, 0x0000361d, 0x0000362b, 0x00003655,
+	0x000030e1, 0x000031fa, 0x00003277, 0x00003281,
+	0x0000333c, 0x00003349, 0x000033c6, 0x000033d7,
+	0x000033e6, 0x00003446, 0x00003458, 0x0000349b,
+	0x000034d9, 0x000034f1, 0x00003537, 0x0000354c,
+	0x000035bb, 0x000035cc, 0x000035df, 0x000036a4,
+	0x000036bc, 0x000036bf, 0x000036c4, 0x000036cb,
+	0x000036d6, 0x000036dc, 0x000036e2, 0x000036e9,
+	0x000036f1, 0x0000370c, 0x00003719, 0x00003727,
 	// Entry E0 - FF
-	0x0000366b, 0x00003682, 0x000036c8, 0x000036ea,
-	0x000036f0, 0x000036f5, 0x000036fe, 0x0000370d,
-	0x00003719, 0x00003725, 0x00003736, 0x00003743,
-	0x000037a0, 0x000037af, 0x000037ba, 0x000037c4,
-	0x00003802, 0x0000380b, 0x0000381b, 0x00003823,
-	0x0000382c, 0x00003832, 0x0000383c, 0x0000384e,
-	0x00003896, 0x000038a4, 0x000038b0, 0x000038b8,
-	0x000038bf, 0x000038c6, 0x000038d7, 0x000038e6,
+	0x00003751, 0x00003767, 0x0000377e, 0x000037c4,
+	0x000037e6, 0x000037ec, 0x000037f1, 0x000037fa,
+	0x00003809, 0x00003815, 0x00003821, 0x00003832,
+	0x0000383f, 0x0000389c, 0x000038ab, 0x000038b6,
+	0x000038c0, 0x000038fe, 0x00003907, 0x00003917,
+	0x0000391f, 0x00003928, 0x0000392e, 0x00003938,
+	0x0000394a, 0x00003992, 0x000039a0, 0x000039ac,
+	0x000039b4, 0x000039bb, 0x000039c2, 0x000039d3,
 	// Entry 100 - 11F
-	0x0000390f, 0x00003916, 0x00003921, 0x0000393c,
-	0x00003944, 0x00003950, 0x0000396c, 0x00003983,
-	0x000039a5, 0x000039b4, 0x000039c0, 0x000039c7,
-	0x000039e0, 0x000039fa, 0x00003aa3, 0x00003ab9,
-	0x00003af9, 0x00003b2a, 0x00003b54, 0x00003b7b,
-	0x00003bf2, 0x00003c16, 0x00003c3d, 0x00003c5c,
-	0x00003c72, 0x00003c88, 0x00003c9c, 0x00003cb2,
-	0x00003cc3, 0x00003cda, 0x00003cfd, 0x00003d20,
+	0x000039e2, 0x00003a0b, 0x00003a12, 0x00003a1d,
+	0x00003a38, 0x00003a40, 0x00003a4c, 0x00003a68,
+	0x00003a7f, 0x00003aa1, 0x00003ab0, 0x00003abc,
+	0x00003ac3, 0x00003adc, 0x00003af6, 0x00003b9f,
+	0x00003bb5, 0x00003bf5, 0x00003c26, 0x00003c50,
+	0x00003c77, 0x00003cee, 0x00003d12, 0x00003d39,
+	0x00003d58, 0x00003d6e, 0x00003d84, 0x00003d98,
+	0x00003dae, 0x00003dbf, 0x00003dd6, 0x00003df9,
 	// Entry 120 - 13F
-	0x00003d3d, 0x00003d5a, 0x00003d5f, 0x00003d67,
-	0x00003d71, 0x00003d84, 0x00003d98, 0x00003dad,
-	0x00003df9, 0x00003e0c, 0x00003e10, 0x00003e20,
-	0x00003e29, 0x00003e3c, 0x00003e62, 0x00003e76,
-	0x00003e8c, 0x00003fa2, 0x00003fb7, 0x00003fc4,
-	0x00003fc8, 0x00003fd5, 0x00003fe5, 0x00003ff2,
-	0x00003ffc, 0x00004002, 0x0000400c, 0x0000402c,
-	0x0000403e, 0x000040f2, 0x0000410f, 0x0000417d,
+	0x00003e1c, 0x00003e39, 0x00003e56, 0x00003e5b,
+	0x00003e63, 0x00003e6d, 0x00003e80, 0x00003e94,
+	0x00003ea9, 0x00003ef5, 0x00003f08, 0x00003f0c,
+	0x00003f1c, 0x00003f25, 0x00003f38, 0x00003f5e,
+	0x00003f72, 0x00003f88, 0x0000409e, 0x000040b3,
+	0x000040c0, 0x000040c4, 0x000040d1, 0x000040e1,
+	0x000040ee, 0x000040f8, 0x000040fe, 0x00004108,
+	0x00004128, 0x0000413a, 0x000041ee, 0x0000420b,
 	// Entry 140 - 15F
-	0x0000423d, 0x00004250, 0x0000429d, 0x00004301,
-	0x00004365, 0x0000436e, 0x0000437e, 0x00004393,
-	0x000043b7, 0x000043d3, 0x000043eb, 0x000043f6,
-	0x00004401, 0x00004415, 0x00004535, 0x00004585,
-	0x000045a9, 0x000045d4, 0x000045df, 0x000045e4,
-	0x000045f3, 0x000045fa, 0x00004611, 0x00004621,
-	0x00004636, 0x00004648, 0x0000466b, 0x000046b8,
-	0x000046ce, 0x000046e1, 0x000046f7, 0x00004701,
+	0x00004279, 0x00004339, 0x0000434c, 0x00004399,
+	0x000043fd, 0x00004461, 0x0000446a, 0x0000447a,
+	0x0000448f, 0x000044b3, 0x000044cf, 0x000044e7,
+	0x000044f2, 0x000044fd, 0x00004511, 0x00004631,
+	0x00004681, 0x000046a5, 0x000046d0, 0x000046db,
+	0x000046e0, 0x000046ef, 0x000046f6, 0x0000470d,
+	0x0000471d, 0x00004732, 0x00004744, 0x00004767,
+	0x000047b4, 0x000047ca, 0x000047dd, 0x000047f3,
 	// Entry 160 - 17F
-	0x0000470b, 0x00004720, 0x00004748, 0x00004758,
-	0x00004791, 0x000047e5, 0x000047ef, 0x00004805,
-	0x0000483e, 0x00004843, 0x00004851, 0x0000485e,
-	0x00004887, 0x000048aa, 0x000048fd, 0x0000493d,
-	0x000049be, 0x00004a25, 0x00004a32, 0x00004a52,
-	0x00004a5e, 0x00004a77, 0x00004a80, 0x00004a8a,
-	0x00004a93, 0x00004a9b, 0x00004aa5, 0x00004aad,
-	0x00004ab5, 0x00004ab9, 0x00004abd, 0x00004ac1,
+	0x000047fd, 0x00004807, 0x0000481c, 0x00004844,
+	0x00004854, 0x0000488d, 0x000048e1, 0x000048eb,
+	0x00004901, 0x0000493a, 0x0000493f, 0x0000494d,
+	0x0000495a, 0x00004983, 0x000049a6, 0x000049f9,
+	0x00004a39, 0x00004aba, 0x00004b21, 0x00004b2e,
+	0x00004b4e, 0x00004b5a, 0x00004b73, 0x00004b7c,
+	0x00004b86, 0x00004b8f, 0x00004b97, 0x00004ba1,
+	0x00004ba9, 0x00004bb1, 0x00004bb5, 0x00004bb9,
 	// Entry 180 - 19F
-	0x00004ac5, 0x00004ac9, 0x00004acd, 0x00004ad1,
-	0x00004ad5, 0x00004ad9, 0x00004add, 0x00004ae1,
-	0x00004ae5, 0x00004aef, 0x00004b0d, 0x00004b2d,
-	0x00004b51, 0x00004b75, 0x00004b7e, 0x00004b95,
-	0x00004b9d, 0x00004bae, 0x00004bb3, 0x00004bf8,
-	0x00004c10, 0x00004c15, 0x00004c20, 0x00004c26,
-	0x00004c30, 0x00004c38, 0x00004c40, 0x00004c6a,
-	0x00004c84, 0x00004cac, 0x00004cdc, 0x00004ce2,
+	0x00004bbd, 0x00004bc1, 0x00004bc5, 0x00004bc9,
+	0x00004bcd, 0x00004bd1, 0x00004bd5, 0x00004bd9,
+	0x00004bdd, 0x00004be1, 0x00004beb, 0x00004c09,
+	0x00004c29, 0x00004c4d, 0x00004c71, 0x00004c7a,
+	0x00004c91, 0x00004c99, 0x00004caa, 0x00004caf,
+	0x00004cf4, 0x00004d0c, 0x00004d11, 0x00004d1c,
+	0x00004d22, 0x00004d2c, 0x00004d34, 0x00004d3c,
+	0x00004d66, 0x00004d80, 0x00004da8, 0x00004dd8,
 	// Entry 1A0 - 1BF
-	0x00004cf1, 0x00004d44, 0x00004d62, 0x00004d79,
-	0x00004e29, 0x00004f4b, 0x0000500a, 0x0000511b,
-	0x00005172, 0x0000519c, 0x000051c8, 0x000051f2,
-	0x000051fa, 0x00005200, 0x0000520d, 0x0000521f,
-	0x00005228, 0x0000526a, 0x000052b4, 0x000052c9,
-	0x000052fb, 0x00005347, 0x00005350, 0x00005362,
-	0x00005371, 0x00005393, 0x000053b7, 0x00005405,
-	0x00005487, 0x000054b2, 0x000054e6, 0x000054f4,
+	0x00004dde, 0x00004ded, 0x00004e40, 0x00004e5e,
+	0x00004e75, 0x00004f25, 0x00005047, 0x00005106,
+	0x00005217, 0x0000526e, 0x00005298, 0x000052c4,
+	0x000052ee, 0x000052f6, 0x000052fc, 0x00005309,
+	0x0000531b, 0x00005324, 0x00005366, 0x000053b0,
+	0x000053c5, 0x000053f7, 0x00005443, 0x0000544c,
+	0x0000545e, 0x0000546d, 0x0000548f, 0x000054b3,
+	0x00005501, 0x00005583, 0x000055ae, 0x000055e2,
 	// Entry 1C0 - 1DF
-	0x0000551f, 0x00005531, 0x00005535, 0x0000554b,
-	0x00005575, 0x000055be, 0x000055de, 0x000055e7,
-	0x000055f9, 0x0000561c, 0x000056b7, 0x000056c5,
-	0x000056d4, 0x00005736, 0x00005743, 0x0000577b,
-	0x000057e4, 0x00005800, 0x0000580a, 0x00005813,
-	0x0000581c, 0x00005826, 0x0000582d, 0x00005837,
-	0x0000583f, 0x00005844, 0x0000584c, 0x00005855,
-	0x0000585e, 0x0000586b, 0x00005870, 0x00005878,
+	0x000055f0, 0x0000561b, 0x0000562d, 0x00005631,
+	0x00005647, 0x00005671, 0x000056ba, 0x000056da,
+	0x000056e3, 0x000056f5, 0x00005718, 0x000057b3,
+	0x000057c1, 0x000057d0, 0x00005832, 0x0000583f,
+	0x00005877, 0x000058e0, 0x000058fc, 0x00005906,
+	0x0000590f, 0x00005918, 0x00005922, 0x00005929,
+	0x00005933, 0x0000593b, 0x00005940, 0x00005948,
+	0x00005951, 0x0000595a, 0x00005967, 0x0000596c,
 	// Entry 1E0 - 1FF
-	0x0000587f, 0x00005887, 0x0000588c, 0x0000589a,
-	0x000058a1, 0x000058a8, 0x000058ad, 0x000058b4,
-	0x000058be, 0x000058c5, 0x000058d8, 0x000058e8,
-	0x00005903, 0x00005923, 0x00005931, 0x0000593a,
-	0x00005943, 0x0000594c, 0x00005950, 0x00005953,
-	0x0000595f, 0x0000596d, 0x0000597a, 0x0000598b,
-	0x0000599a, 0x000059b1, 0x000059c4, 0x000059d4,
-	0x000059e3, 0x000059f2, 0x000059fa, 0x00005a01,
+	0x00005974, 0x0000597b, 0x00005983, 0x00005988,
+	0x00005996, 0x0000599d, 0x000059a4, 0x000059a9,
+	0x000059b0, 0x000059ba, 0x000059c1, 0x000059d4,
+	0x000059e4, 0x000059ff, 0x00005a1f, 0x00005a2d,
+	0x00005a36, 0x00005a3f, 0x00005a48, 0x00005a4c,
+	0x00005a4f, 0x00005a5b, 0x00005a69, 0x00005a76,
+	0x00005a87, 0x00005a96, 0x00005aad, 0x00005ac0,
+	0x00005ad0, 0x00005adf, 0x00005aee, 0x00005af6,
 	// Entry 200 - 21F
-	0x00005a09, 0x00005a11, 0x00005a1f, 0x00005a2d,
-	0x00005a43, 0x00005a58, 0x00005a69, 0x00005a6f,
-	0x00005a76, 0x00005a7f, 0x00005a9b, 0x00005aa4,
-	0x00005aae, 0x00005ab7, 0x00005ac0, 0x00005ac9,
-	0x00005ae0, 0x00005ae8, 0x00005af6, 0x00005b22,
-	0x00005b2e, 0x00005b3c, 0x00005b82, 0x00005b8e,
-	0x00005b96, 0x00005bc1, 0x00005c0c, 0x00005cce,
-	0x00005cd2, 0x00005cf8, 0x00005d20, 0x00005d83,
+	0x00005afd, 0x00005b05, 0x00005b0d, 0x00005b1b,
+	0x00005b29, 0x00005b3f, 0x00005b54, 0x00005b65,
+	0x00005b6b, 0x00005b72, 0x00005b7b, 0x00005b97,
+	0x00005ba0, 0x00005baa, 0x00005bb3, 0x00005bbc,
+	0x00005bc5, 0x00005bdc, 0x00005be4, 0x00005bf2,
+	0x00005c1e, 0x00005c2a, 0x00005c38, 0x00005c7e,
+	0x00005c8a, 0x00005c92, 0x00005cbd, 0x00005d08,
+	0x00005dca, 0x00005dce, 0x00005df4, 0x00005e1c,
 	// Entry 220 - 23F
-	0x00005da2, 0x00005da7, 0x00005dc2, 0x00005dd3,
-	0x00005ddf, 0x00005de7, 0x00005e19, 0x00005e22,
-	0x00005e2b, 0x00005e47, 0x00005ea8, 0x00005eb5,
-	0x00005eec, 0x00005f1b, 0x00005f6b, 0x00005fa6,
-	0x00005fb4, 0x00005fe0, 0x00006006, 0x00006027,
-	0x00006032, 0x00006060, 0x0000607d, 0x000060ac,
-	0x000060de, 0x000060fc, 0x00006131, 0x0000614d,
-	0x0000616c, 0x000061c7, 0x000061d6, 0x000061e3,
+	0x00005e7f, 0x00005e9e, 0x00005ea3, 0x00005ebe,
+	0x00005ecf, 0x00005edb, 0x00005ee3, 0x00005f15,
+	0x00005f1e, 0x00005f27, 0x00005f43, 0x00005fa4,
+	0x00005fb1, 0x00005fe8, 0x00006017, 0x00006067,
+	0x000060a2, 0x000060b0, 0x000060dc, 0x00006102,
+	0x00006123, 0x0000612e, 0x0000615c, 0x00006179,
+	0x000061a8, 0x000061da, 0x000061f8, 0x0000622d,
+	0x00006249, 0x00006268, 0x000062c3, 0x000062d2,
 	// Entry 240 - 25F
-	0x000061f1, 0x000061fe, 0x00006207, 0x00006222,
-	0x00006252, 0x0000626d, 0x00006277, 0x000062c9,
-	0x00006389, 0x000063e5, 0x00006463, 0x000064d9,
-	0x000065ac, 0x0000666f, 0x000066a7, 0x00006707,
-	0x0000675e, 0x00006798, 0x000068a5, 0x000068c5,
-	0x000068eb, 0x00006915, 0x00006986, 0x000069c3,
-	0x000069e7, 0x00006a8b, 0x00006ab0, 0x00006adf,
-	0x00006b3f, 0x00006b98, 0x00006bf2, 0x00006c0c,
+	0x000062df, 0x000062ed, 0x000062fa, 0x00006303,
+	0x0000631e, 0x0000634e, 0x00006369, 0x00006373,
+	0x000063c5, 0x00006485, 0x000064e1, 0x0000655f,
+	0x000065d5, 0x000066a8, 0x0000676b, 0x000067a3,
+	0x00006803, 0x0000685a, 0x00006894, 0x000069a1,
+	0x000069c1, 0x000069e7, 0x00006a11, 0x00006a82,
+	0x00006abf, 0x00006ae3, 0x00006b87, 0x00006bac,
+	0x00006bdb, 0x00006c3b, 0x00006c94, 0x00006cee,
 	// Entry 260 - 27F
-	0x00006c2a, 0x00006c5e, 0x00006c9e, 0x00006cc8,
-	0x00006cd7, 0x00006da2, 0x00006dd3, 0x00006e02,
-	0x00006e15, 0x00006e8a, 0x00006e9d, 0x00006ed1,
-	0x00006f22, 0x00006f56, 0x00006f66, 0x00006fad,
-	0x00006fda, 0x00006fe7, 0x00006ff7, 0x00007027,
-	0x00007061, 0x00007084, 0x000070fb, 0x0000717d,
-	0x00007202, 0x00007211, 0x00007261, 0x000072c1,
-	0x0000732d, 0x000073a4, 0x000073ac, 0x000073c4,
+	0x00006d08, 0x00006d26, 0x00006d5a, 0x00006d9a,
+	0x00006dc4, 0x00006dd3, 0x00006e9e, 0x00006ecf,
+	0x00006efe, 0x00006f11, 0x00006f86, 0x00006f99,
+	0x00006fcd, 0x0000701e, 0x00007052, 0x00007062,
+	0x000070a9, 0x000070d6, 0x000070e3, 0x000070f3,
+	0x00007123, 0x0000715d, 0x00007180, 0x000071f7,
+	0x00007279, 0x000072fe, 0x0000730d, 0x0000735d,
+	0x000073bd, 0x00007429, 0x000074a0, 0x000074a8,
 	// Entry 280 - 29F
-	0x000073e1, 0x000073ef, 0x00007400, 0x00007408,
-	0x00007413, 0x00007454, 0x0000748c, 0x000074a0,
-	0x000074d0, 0x0000750b, 0x0000751b, 0x0000755a,
-	0x0000756b, 0x0000757d, 0x00007589, 0x0000759a,
-	0x000075b4, 0x000075bc, 0x000075cd, 0x000075d3,
-	0x000075e7, 0x000075ff, 0x00007624, 0x00007632,
-	0x00007645, 0x00007683, 0x000076c0, 0x000076ec,
-	0x00007744, 0x00007753, 0x00007764, 0x0000776c,
+	0x000074c0, 0x000074dd, 0x000074eb, 0x000074fc,
+	0x00007504, 0x0000750f, 0x00007550, 0x00007588,
+	0x0000759c, 0x000075cc, 0x00007607, 0x00007617,
+	0x00007656, 0x00007667, 0x00007679, 0x00007685,
+	0x00007696, 0x000076b0, 0x000076b8, 0x000076c9,
+	0x000076cf, 0x000076e3, 0x000076fb, 0x00007720,
+	0x0000772e, 0x00007741, 0x0000777f, 0x000077bc,
+	0x000077e8, 0x00007840, 0x0000784f, 0x00007860,
 	// Entry 2A0 - 2BF
-	0x00007779, 0x00007789, 0x000077a0, 0x000077ab,
-	0x000077ba, 0x000077c0, 0x000077ce, 0x000077d8,
-	0x000077e3, 0x000077ed, 0x00007800, 0x00007825,
-	0x00007850, 0x000078e1, 0x0000791c, 0x0000793b,
-	0x00007979, 0x000079b0, 0x000079de, 0x000079ec,
-	0x00007a8b, 0x00007aa9, 0x00007c00, 0x00007c0e,
-	0x00007c22, 0x00007c43, 0x00007c57, 0x00007c87,
-	0x00007c8d, 0x00007ca1, 0x00007cb9, 0x00007ccc,
+	0x00007868, 0x00007875, 0x00007885, 0x0000789c,
+	0x000078a7, 0x000078b6, 0x000078bc, 0x000078ca,
+	0x000078d4, 0x000078df, 0x000078e9, 0x000078fc,
+	0x00007921, 0x0000794c, 0x000079dd, 0x00007a18,
+	0x00007a37, 0x00007a75, 0x00007aac, 0x00007ada,
+	0x00007ae8, 0x00007b87, 0x00007ba5, 0x00007cfc,
+	0x00007d0a, 0x00007d1e, 0x00007d3f, 0x00007d53,
+	0x00007d83, 0x00007d89, 0x00007d9d, 0x00007db5,
 	// Entry 2C0 - 2DF
-	0x00007d09, 0x00007d7c, 0x00007dc9, 0x00007dda,
-	0x00007df1, 0x00007e0e, 0x00007e1c, 0x00007e5b,
-	0x00007e69, 0x00007e74, 0x00007e7a, 0x00007f6c,
-	0x00007f72, 0x00007fa4, 0x00007fa9, 0x00007fb9,
-	0x00007fc4, 0x00007fcd, 0x00007fdd, 0x00007fe9,
-	0x0000801d, 0x00008050, 0x0000806a, 0x00008071,
-	0x000080a2, 0x000080c2, 0x000080d4, 0x000080e6,
-	0x0000818b, 0x000081a1, 0x00008226, 0x000082a0,
+	0x00007dc8, 0x00007e05, 0x00007e78, 0x00007ec5,
+	0x00007ed6, 0x00007eed, 0x00007f0a, 0x00007f18,
+	0x00007f57, 0x00007f65, 0x00007f70, 0x00007f76,
+	0x00008068, 0x0000806e, 0x000080a0, 0x000080a5,
+	0x000080b5, 0x000080c0, 0x000080c9, 0x000080d9,
+	0x000080e5, 0x00008119, 0x0000814c, 0x00008166,
+	0x0000816d, 0x0000819e, 0x000081be, 0x000081d0,
+	0x000081e2, 0x00008287, 0x0000829d, 0x00008322,
 	// Entry 2E0 - 2FF
-	0x000082af, 0x00008369, 0x000083ba, 0x000083bf,
-	0x000083cd, 0x000083dd, 0x000083e9, 0x000083f9,
-	0x00008407, 0x00008417, 0x00008421, 0x00008444,
-	0x0000845d, 0x00008470, 0x000084dc, 0x00008502,
-	0x00008511, 0x00008563, 0x00008571, 0x0000858d,
-	0x000085db, 0x000085ea, 0x00008600, 0x00008654,
-	0x00008686, 0x000086de, 0x000086f4, 0x000087c2,
-	0x000087d9, 0x00008810, 0x0000881e, 0x00008862,
+	0x0000839c, 0x000083ab, 0x00008465, 0x000084b6,
+	0x000084bb, 0x000084c9, 0x000084d9, 0x000084e5,
+	0x000084f5, 0x00008503, 0x00008513, 0x0000851d,
+	0x00008540, 0x00008559, 0x0000856c, 0x000085d8,
+	0x000085fe, 0x0000860d, 0x0000865f, 0x0000866d,
+	0x00008689, 0x000086d7, 0x000086e6, 0x000086fc,
+	0x00008750, 0x00008782, 0x000087da, 0x000087f0,
+	0x000088be, 0x000088d5, 0x0000890c, 0x0000891a,
 	// Entry 300 - 31F
-	0x00008887, 0x000088fe, 0x00008914, 0x0000892b,
-	0x00008959, 0x0000896c, 0x00008994, 0x00008a18,
-	0x00008a1f, 0x00008a87, 0x00008ab1, 0x00008ae1,
-	0x00008c36, 0x00008d70, 0x00008e10, 0x00008ee7,
-	0x00008fc0, 0x00008fd4, 0x0000902f, 0x000090da,
-	0x0000915c, 0x00009164, 0x0000919f, 0x000091a5,
-	0x00009237, 0x000092cf, 0x000092fb, 0x00009326,
-	0x00009374, 0x000093e0, 0x00009487, 0x000094a2,
+	0x0000895e, 0x00008983, 0x000089fa, 0x00008a10,
+	0x00008a27, 0x00008a55, 0x00008a68, 0x00008a90,
+	0x00008b14, 0x00008b1b, 0x00008b83, 0x00008bad,
+	0x00008bdd, 0x00008d32, 0x00008e6c, 0x00008f0c,
+	0x00008fe3, 0x000090bc, 0x000090d0, 0x0000912b,
+	0x000091d6, 0x00009258, 0x00009260, 0x0000929b,
+	0x000092a1, 0x00009333, 0x000093cb, 0x000093f7,
+	0x00009422, 0x00009470, 0x000094dc, 0x00009583,
 	// Entry 320 - 33F
-	0x000094ac, 0x000094b1, 0x000094bb, 0x000094c3,
-	0x000094c9, 0x000094d1, 0x000094df, 0x000094e9,
-	0x000094f6, 0x00009509, 0x0000952d, 0x000095ad,
-	0x000095be, 0x000095c6, 0x0000963b, 0x0000968f,
-	0x000096d7, 0x000096e6, 0x000096f9, 0x00009705,
-	0x00009741, 0x0000977b, 0x00009789, 0x00009796,
-	0x000097a4, 0x000097b2, 0x000097c0, 0x000097f2,
-	0x00009822, 0x0000987e, 0x0000988b, 0x000098ab,
+	0x0000959e, 0x000095a8, 0x000095ad, 0x000095b7,
+	0x000095bf, 0x000095c5, 0x000095cd, 0x000095db,
+	0x000095e5, 0x000095f2, 0x00009605, 0x00009629,
+	0x000096a9, 0x000096ba, 0x000096c2, 0x00009737,
+	0x0000978b, 0x000097d3, 0x000097e2, 0x000097f5,
+	0x00009801, 0x0000983d, 0x00009877, 0x00009885,
+	0x00009892, 0x000098a0, 0x000098ae, 0x000098bc,
+	0x000098ee, 0x0000991e, 0x0000997a, 0x00009987,
 	// Entry 340 - 35F
-	0x000098b6, 0x000098d0, 0x000098d5, 0x000098e6,
-	0x0000996c, 0x00009991, 0x00009998, 0x000099a1,
-	0x000099b4, 0x000099be, 0x000099c8, 0x000099d2,
-	0x000099ea, 0x00009a00, 0x00009a0c, 0x00009a2e,
-	0x00009a5c, 0x00009a63, 0x00009a70, 0x00009a81,
-	0x00009aa8, 0x00009ab8, 0x00009ad7, 0x00009af7,
-	0x00009bcf, 0x00009cb0, 0x00009d04, 0x00009d54,
-	0x00009db4, 0x00009e07, 0x00009e3f, 0x00009e77,
+	0x000099a7, 0x000099b2, 0x000099cc, 0x000099d1,
+	0x000099e2, 0x00009a68, 0x00009a8d, 0x00009a94,
+	0x00009a9d, 0x00009ab0, 0x00009aba, 0x00009ac4,
+	0x00009ace, 0x00009ae6, 0x00009afc, 0x00009b08,
+	0x00009b2a, 0x00009b58, 0x00009b5f, 0x00009b6c,
+	0x00009b7d, 0x00009ba4, 0x00009bb4, 0x00009bd3,
+	0x00009bf3, 0x00009ccb, 0x00009dac, 0x00009e00,
+	0x00009e50, 0x00009eb0, 0x00009f03, 0x00009f3b,
 	// Entry 360 - 37F
-	0x00009ea8, 0x00009ef8, 0x00009f2c, 0x00009f4a,
-	0x00009f69, 0x00009f88, 0x00009fa8,
-} // Size: 3508 bytes
+	0x00009f73, 0x00009fa4, 0x00009ff4, 0x0000a028,
+	0x0000a046, 0x0000a065, 0x0000a084, 0x0000a0a4,
+} // Size: 3512 bytes
 
-const enData string = "" + // Size: 40872 bytes
+const enData string = "" + // Size: 41124 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1243,542 +1244,545 @@ const enData string = "" + // Size: 40872 bytes
 	"waiting first, the action still runs to its end.\x02Follow it in the aud" +
 	"it log (new tab)\x02Retry now every instance this filter matches whose r" +
 	"etry waits\x02Each one’s occurrence waiting out a retry delay is offered" +
-	" now, its attempts left unchanged: its workers take it at once. Nothing " +
-	"is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02*\x02%[1]d runni" +
-	"ng instance waits a retry now.\x00*\x02%[1]d running instances wait a re" +
-	"try now.\x14\x01\x81\x01\x00\x02\x19\x02Retry %[1]d instance now\x00\x1a" +
-	"\x02Retry %[1]d instances now\x02Retry every held instance this filter m" +
-	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
-	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
-	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
-	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
-	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
-	"lter matches\x02Each one fails with the error code abandoned and cannot " +
-	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
-	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
-	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
-	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
-	"ng instances match now.\x02Stop every running or held instance this filt" +
-	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
-	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
-	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
-	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
-	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
-	"matches the filter.\x02An error code is matched exactly, capitals includ" +
-	"ed.\x02No process, business key, error code or creation date narrows thi" +
-	"s filter: it applies to the instances of every process.\x02Process\x02Ve" +
-	"rsion\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Wa" +
-	"iting a retry at a node of\x02Created from\x02Created to\x02Other criter" +
-	"ia\x02none given\x02By process and error code\x02Instances\x02The %[1]d " +
-	"largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x9f\x01" +
-	"\x02%[1]d of them is calling a destination now: a stop aborts the call, " +
-	"but the destination may already have acted on the request (a card charge" +
-	"d: check with it).\x00\xa0\x01\x02%[1]d of them are calling a destinatio" +
-	"n now: a stop aborts the call, but the destination may already have acte" +
-	"d on the request (a card charged: check with it).\x14\x01\x81\x01\x00" +
-	"\x02\xf5\x02\x02%[1]d of them is held at a push call that may have been " +
-	"carried out all the same: it ended outcome_unknown or deadline_exceeded " +
-	"(its answer was lost, or came after the timeout), or invalid_outputs (th" +
-	"e destination answered a success whose outputs the contract refused). Ch" +
-	"eck at the destination that it did not act before retrying, or it acts t" +
-	"wice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are held at a " +
-	"push call that may have been carried out all the same: it ended outcome_" +
-	"unknown or deadline_exceeded (its answer was lost, or came after the tim" +
-	"eout), or invalid_outputs (the destination answered a success whose outp" +
-	"uts the contract refused). Check at the destination that it did not act " +
-	"before retrying, or it acts twice (a card charged twice).\x14\x01\x81" +
-	"\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any attem" +
-	"pt (its inputs could not be built): it cannot be retried and is left out" +
-	". Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances failed be" +
-	"fore any attempt (their inputs could not be built): they cannot be retri" +
-	"ed and are left out. Abandon or stop them.\x02Cannot act on this filter" +
-	"\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you mean “%" +
-	"[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has the key " +
-	"“%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter takes th" +
-	"e key of a definition: the one the node an instance is held at runs, not" +
-	" the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The conf" +
-	"irmed count is missing: start again from the list.\x02The count changed " +
-	"since it was taken (it was %[1]d): instances were settled, retried or ac" +
-	"ted on meanwhile. Nothing was done; check the new count and confirm agai" +
-	"n.\x02This bulk action was already applied (the form was sent again): it" +
-	"s records are in the audit log. Nothing more was done.\x14\x02\x80\x01" +
-	"\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applie" +
-	"d to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chan" +
-	"ged after the count (settled, or acted on by someone else).\x00T\x02%[1]" +
-	"d skipped: they changed after the count (settled, or acted on by someone" +
-	" else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reaso" +
-	"n\x02Process instance\x02Occurrence offered again\x02Bulk action\x02retr" +
-	"y now (attempts unchanged)\x02deleted\x02Audit log\x02Every retry, aband" +
-	"on and stop an operator applied, and every erasure an administrator made" +
-	", with its reason. Reveals of sensitive values have their own log, which" +
-	" administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
-	"\x02Filters\x02a token’s name, exact\x02exact; instances deleted since a" +
-	"re not found\x02from\x02to\x02Apply filters\x02Clear filters\x02No opera" +
-	"tor action matches.\x02All actions\x02The process instance must be a who" +
-	"le instance id (a UUID): the lists show the end of each id; open the ins" +
-	"tance, or copy its link, for the whole id.\x02The bulk action must be it" +
-	"s id (a UUID).\x02Operator actions, newest first\x02No bulk action has t" +
-	"he id %[1]s: check the link, or open the action from the audit log.\x14" +
-	"\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s ch" +
-	"anged. While it runs, each reload shows how far it got.\x00h\x02Showing " +
-	"the %[1]d instances bulk action %[2]s changed. While it runs, each reloa" +
-	"d shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied t" +
-	"o %[4]d of the %[5]d instances counted, %[6]d skipped (they changed afte" +
-	"r the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was" +
-	" stopped by an error after %[4]d of the %[5]d instances counted (%[6]d s" +
-	"kipped). What it applied stays; act on the filter again for the rest." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
-	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
-	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
-	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
-	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
-	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
-	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
-	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
-	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
-	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
-	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
-	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
-	"t allowed\x02Your role can read definitions and processes only: external" +
-	" tasks and process instances are for operators and administrators.\x02In" +
-	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
-	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
-	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
-	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
-	" it is not visible to you. An ended instance is deleted, with its occurr" +
-	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
-	"sed, or at once when an administrator erases it; the audit log keeps the" +
-	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
-	"e lists show the end of each id; open the row, or copy its link, for the" +
-	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
-	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
-	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
-	"m refused\x02This form was not sent from this console session, or it has" +
-	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
-	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
-	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
-	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
-	"gain.\x02This form could not be read: nothing was done. Send it again." +
-	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
-	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
-	"d not show this page. Try again; if it persists, give your administrator" +
-	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
-	"external services that take tasks, and the definitions each may take. Cr" +
-	"eate consumers, change their grants and rotate their tokens through the " +
-	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
-	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
-	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
-	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
-	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
-	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
-	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
-	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
-	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
-	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
-	"e from one revision to another, and whom it may break.\x02From revision" +
-	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
-	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
-	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
-	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
-	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
-	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
-	"es not yet snapshotted: they are in no revision (workers and processes u" +
-	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
-	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
-	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
-	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
-	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
-	"ese fields’ values are less protected than under the older one.\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
-	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
-	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
-	" Working copy, immutable revisions and named releases.\x02Definitions by" +
-	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
-	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
-	" call. Values of the URL's query and of the headers, and signing secrets" +
-	", are sealed and never shown. Create and change destinations with relais" +
-	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
-	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
-	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
-	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
-	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
-	"ters. It is kept after the erasure, whatever the retention: write the re" +
-	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
-	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
-	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
-	"ess key and the workers’ messages go with it; this cannot be undone. The" +
-	" audit records naming it stay (who did what, and why), and so do backups" +
-	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
-	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
-	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
-	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
-	"thing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left counts under Waiting a retry u" +
-	"ntil its next attempt is due.\x02A held instance’s failed occurrence cou" +
-	"nts in both Held instances and Failed.\x02Completions and failures, last" +
-	" hour\x02Definitions, those needing attention first\x02Definition\x02Ope" +
-	"n\x02Held instances\x02Failed\x02Oldest claimable waits\x02Waiting a ret" +
-	"ry\x02Completed, last hour\x02Failed, last hour\x02No definition has occ" +
-	"urrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown" +
-	" anew at each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
-	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
-	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
-	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
-	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: e" +
-	"nded instances are kept forever, another replica’s RELAIS_RETENTION.\x02" +
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
-	"tion: ended instances are deleted with their occurrences %[1]s after the" +
-	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
-	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
-	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
-	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
-	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
-	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
-	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
-	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
-	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
-	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
-	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
-	"operator actions\x02No operator has acted on this instance.\x02Operator " +
-	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
-	"uts the instance was started with, labelled by process version %[1]d's c" +
-	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
-	" instance has ended. As an administrator you may erase it now rather tha" +
-	"n wait for retention (a data subject’s request): it is deleted with its " +
-	"occurrences and attempts.\x02This instance is held at a failed node: an " +
-	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
-	"re any attempt (its inputs could not be built), so it would fail the sam" +
-	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
-	"on, recorded in the audit log.\x02This instance is held at a failed node" +
-	": an incident. Retry offers the failed occurrence again; abandon fails t" +
-	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
-	"dit log.\x02Its occurrence at node %[1]s failed (%[2]s) and waits for it" +
-	"s retry, due %[3]s (%[4]s): retry offers it now, its attempts left uncha" +
-	"nged. Stopping cancels the instance and its open occurrences. Neither co" +
-	"mpletes anything; each asks for a reason, recorded in the audit log.\x02" +
-	"Stopping cancels the instance and its open occurrences. It does not comp" +
-	"lete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[" +
-	"1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started" +
-	"\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02never: ret" +
-	"ention keeps ended instances forever (RELAIS_RETENTION)\x02never: anothe" +
-	"r replica’s RELAIS_RETENTION keeps ended instances forever\x02Deleted by" +
-	" retention\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended" +
-	" instances are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02" +
-	"End node\x02Abandoned at node\x02Failed at node\x02held, then stopped by" +
-	" an operator\x02held, then abandoned by an operator\x02A retry waits on " +
-	"a running instance only: choose the status running, or none.\x02A runnin" +
-	"g instance whose retry waits has no error code and is held nowhere: leav" +
-	"e the error code and “Held at a node of” out.\x02The version must be a w" +
-	"hole number from 1.\x02A version is a process’s: choose the process too." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02any\x02exact, case-sensitive\x02Act on every instance th" +
-	"is filter matches\x02The next page counts them and asks for a reason bef" +
-	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
-	"End node or error\x02No instance matches these filters.\x02A running ins" +
-	"tance has no error code yet: occurrences that failed with it and wait fo" +
-	"r their retry are listed under External tasks, filtered by that code." +
-	"\x02All processes\x02Any definition\x02The available occurrences of %[1]" +
-	"s: those waiting a retry show their error and their next attempt\x02All " +
-	"statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” i" +
-	"s the status of an instance, not of a task: the Instances page lists the" +
-	" instances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved" +
-	"\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02e" +
-	"xpired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02num" +
-	"ber\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02n" +
-	"ormal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)" +
-	"\x02pull (a worker fetches it)\x02push (Relais calls the service)\x02adm" +
-	"inistrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field add" +
-	"ed\x02field removed\x02type changed\x02required changed\x02values change" +
-	"d\x02classification changed\x02constraint changed\x02routing changed\x02" +
-	"minimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxi" +
-	"mum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s," +
-	" version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Eve" +
-	"ry attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finishe" +
-	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
-	"worker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
-	"ence was completed: no attempt succeeded in time.\x02The result did not " +
-	"match the revision's outputs contract.\x02The answer to the call was los" +
-	"t (the connection broke after the request was sent, or Relais stopped or" +
-	" could not reach its database before recording it): whether the destinat" +
-	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
-	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
-	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
-	"he last attempt ended without a result (its lock expired, or its worker’" +
-	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
-	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
-	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
-	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
-	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
-	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
-	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
-	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path, and is held a" +
-	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
-	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
-	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
-	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
-	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
-	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
-	"r held the task: its report is refused, but it may already have done the" +
-	" work.\x02The instance was stopped during the call, which was aborted: t" +
-	"he destination may already have acted on the request (check there).\x02T" +
-	"he instance was stopped while the task was deferred: a settlement by id " +
-	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
-	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
-	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
-	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
-	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
-	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
-	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
-	"oting the destination’s answer\x02Message from Relais\x02The revision mu" +
-	"st be a whole number, 1 or more.\x02A revision is a definition’s: choose" +
-	" the definition too.\x02Settlement date\x02More filters: instance, revis" +
-	"ion, consumer, destination, dates\x02Push destination\x02its name, exact" +
-	"ly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Me" +
-	"ssage\x02Process and node\x02Error\x02Consumer and worker\x02Next attemp" +
-	"t or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
-	"e other filters\x02Totals of all definitions, not narrowed by the other " +
-	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
-	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
-	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des). Each box says how many of this version’s occurrences are at that n" +
-	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Latest\x02yes: a start that names no version runs this on" +
-	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
-	" →\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	" now, its attempts left unchanged: its workers take it at once. If the s" +
+	"ervice it calls still fails, that attempt fails too and spends one of th" +
+	"ose left. Nothing is completed on anyone’s behalf.\x14\x01\x81\x01\x00" +
+	"\x02/\x02%[1]d running instance is waiting for a retry.\x001\x02%[1]d ru" +
+	"nning instances are waiting for a retry.\x14\x01\x81\x01\x00\x02\x19\x02" +
+	"Retry %[1]d instance now\x00\x1a\x02Retry %[1]d instances now\x02Retry e" +
+	"very held instance this filter matches\x02Each one’s failed occurrence i" +
+	"s offered again with a fresh budget of attempts. Nothing is completed on" +
+	" anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matche" +
+	"s now.\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02" +
+	"\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon" +
+	" every held instance this filter matches\x02Each one fails with the erro" +
+	"r code abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02A" +
+	"bandon %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every h" +
+	"eld instance this filter matches\x02Stop every running instance this fil" +
+	"ter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches n" +
+	"ow.\x00#\x02%[1]d running instances match now.\x02Stop every running or " +
+	"held instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d runn" +
+	"ing or held instance matches now.\x00+\x02%[1]d running or held instance" +
+	"s match now.\x02Each one and its open occurrences are cancelled; a stopp" +
+	"ed instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d" +
+	" instance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance " +
+	"this action applies to matches the filter.\x02An error code is matched e" +
+	"xactly, capitals included.\x02No process, business key, error code or cr" +
+	"eation date narrows this filter: it applies to the instances of every pr" +
+	"ocess.\x02Process\x02Version\x02Status\x02Business key\x02Error code\x02" +
+	"Held at a node of\x02Waiting a retry at a node of\x02Created from\x02Cre" +
+	"ated to\x02Other criteria\x02none given\x02By process and error code\x02" +
+	"Instances\x02The %[1]d largest groups; the filter matches more.\x14\x01" +
+	"\x81\x01\x00\x02\x9f\x01\x02%[1]d of them is calling a destination now: " +
+	"a stop aborts the call, but the destination may already have acted on th" +
+	"e request (a card charged: check with it).\x00\xa0\x01\x02%[1]d of them " +
+	"are calling a destination now: a stop aborts the call, but the destinati" +
+	"on may already have acted on the request (a card charged: check with it)" +
+	".\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push cal" +
+	"l that may have been carried out all the same: it ended outcome_unknown " +
+	"or deadline_exceeded (its answer was lost, or came after the timeout), o" +
+	"r invalid_outputs (the destination answered a success whose outputs the " +
+	"contract refused). Check at the destination that it did not act before r" +
+	"etrying, or it acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d o" +
+	"f them are held at a push call that may have been carried out all the sa" +
+	"me: it ended outcome_unknown or deadline_exceeded (its answer was lost, " +
+	"or came after the timeout), or invalid_outputs (the destination answered" +
+	" a success whose outputs the contract refused). Check at the destination" +
+	" that it did not act before retrying, or it acts twice (a card charged t" +
+	"wice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance faile" +
+	"d before any attempt (its inputs could not be built): it cannot be retri" +
+	"ed and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held i" +
+	"nstances failed before any attempt (their inputs could not be built): th" +
+	"ey cannot be retried and are left out. Abandon or stop them.\x02Cannot a" +
+	"ct on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”." +
+	"\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No p" +
+	"rocess has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Thi" +
+	"s filter takes the key of a definition: the one the node an instance is " +
+	"held at runs, not the node’s name.\x02Definition %[1]s has no revision %" +
+	"[2]d.\x02The confirmed count is missing: start again from the list.\x02T" +
+	"he count changed since it was taken (it was %[1]d): instances were settl" +
+	"ed, retried or acted on meanwhile. Nothing was done; check the new count" +
+	" and confirm again.\x02This bulk action was already applied (the form wa" +
+	"s sent again): its records are in the audit log. Nothing more was done." +
+	"\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02B" +
+	"ulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02Retry " +
+	"brought forward for %[1]d instance: its workers take it now.\x00J\x02Ret" +
+	"ries brought forward for %[1]d instances: their workers take them now." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
+	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
+	"\x02Occurrence offered again\x02Bulk action\x02retry now (attempts uncha" +
+	"nged)\x02deleted\x02Audit log\x02Every retry, abandon and stop an operat" +
+	"or applied, and every erasure an administrator made, with its reason. Re" +
+	"veals of sensitive values have their own log, which administrators read " +
+	"on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s" +
+	" name, exact\x02exact; instances deleted since are not found\x02from\x02" +
+	"to\x02Apply filters\x02Clear filters\x02No operator action matches.\x02A" +
+	"ll actions\x02The process instance must be a whole instance id (a UUID):" +
+	" the lists show the end of each id; open the instance, or copy its link," +
+	" for the whole id.\x02The bulk action must be its id (a UUID).\x02Operat" +
+	"or actions, newest first\x02No bulk action has the id %[1]s: check the l" +
+	"ink, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02" +
+	"Showing the %[1]d instance bulk action %[2]s changed. While it runs, eac" +
+	"h reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk " +
+	"action %[2]s changed. While it runs, each reload shows how far it got." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d in" +
+	"stances counted, %[6]d skipped (they changed after the count). It ended " +
+	"%[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error af" +
+	"ter %[4]d of the %[5]d instances counted (%[6]d skipped). What it applie" +
+	"d stays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, s" +
+	"tarted %[3]s, is running: %[4]d of the %[5]d instances counted done so f" +
+	"ar (%[6]d skipped). Each reload shows how far it got.\x02No progress sin" +
+	"ce %[1]s: the replica running it may have stopped. What it applied stays" +
+	"; act on the filter again for the rest.\x02Error: %[1]s · %[2]s\x02Relai" +
+	"s console\x02Language\x02Skip to content\x02Main navigation\x02Health" +
+	"\x02External tasks\x02Processes\x02Find an instance or occurrence\x02id " +
+	"or business key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destin" +
+	"ations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
+	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
+	"[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s\x02Time" +
+	"s in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02This page r" +
+	"eloads every %[1]d seconds.\x02Pause reloading\x02Not allowed\x02Your ro" +
+	"le can read definitions and processes only: external tasks and process i" +
+	"nstances are for operators and administrators.\x02Invalid request\x02The" +
+	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
+	"orrect it and try again.\x02Back to external tasks\x02Back to sign-in" +
+	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
+	"visible to you.\x02Nothing exists at this address, or it is not visible " +
+	"to you. An ended instance is deleted, with its occurrences and attempts," +
+	" once the retention period (RELAIS_RETENTION) has passed, or at once whe" +
+	"n an administrator erases it; the audit log keeps the operator actions t" +
+	"aken on it.\x02“%[1]s” is not a whole id (a UUID): the lists show the en" +
+	"d of each id; open the row, or copy its link, for the whole id.\x02Not f" +
+	"ound\x02This instance was erased by %[1]s on %[2]s, for this reason: “%[" +
+	"3]s”. Its inputs, occurrences and attempts were deleted with it; the aud" +
+	"it log keeps the operator actions taken on it.\x02Form refused\x02This f" +
+	"orm was not sent from this console session, or it has expired: nothing w" +
+	"as done. Open the form again and send it anew.\x02Back to the form\x02Fo" +
+	"rm too large\x02This form is larger than %[1]d KiB: nothing was done. Sh" +
+	"orten what you typed and send it again.\x02Form not received\x02This for" +
+	"m did not arrive in time: nothing was done. Send it again.\x02This form " +
+	"could not be read: nothing was done. Send it again.\x02Temporarily unava" +
+	"ilable\x02The database cannot be reached right now. Try again in a few s" +
+	"econds.\x02Something went wrong\x02The console could not show this page." +
+	" Try again; if it persists, give your administrator the request id %[1]s" +
+	".\x02No consumer yet.\x02No more consumers.\x02The external services tha" +
+	"t take tasks, and the definitions each may take. Create consumers, chang" +
+	"e their grants and rotate their tokens through the API (/api/v1/consumer" +
+	"s); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02" +
+	"Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant:" +
+	" it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revis" +
+	"ion, present and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2" +
+	"]s\x02Counting the occurrences; the counts appear when you reload the pa" +
+	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
+	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
+	"Working copy\x02The only mutable part of a definition. Processes never u" +
+	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
+	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
+	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
+	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
+	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
+	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
+	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
+	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
+	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
+	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
+	" they are in no revision (workers and processes use revision %[1]d at mo" +
+	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
+	"\x02the contracts are the same (the name or a description changed).\x02C" +
+	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
+	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers" +
+	" protection: %[1]s. Under the newer contract these fields’ values are le" +
+	"ss protected than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02not" +
+	" set\x02Pinned by\x02no process version\x02%[1]s version %[2]s\x02%[1]s " +
+	"versions %[2]s\x02Task contracts: their Working copy, immutable revision" +
+	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
+	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
+	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
+	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
+	"ry and of the headers, and signing secrets, are sealed and never shown. " +
+	"Create and change destinations with relais apply (kind: Destination docu" +
+	"ments) or through the API (/api/v1/destinations), which also deletes the" +
+	"m.\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Lon" +
+	"gest timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls" +
+	" signed (Relais-Signature)\x02Keep the instance\x02Say why, for whoever " +
+	"reads the log later: at most %[1]d characters. It is kept after the eras" +
+	"ure, whatever the retention: write the request’s reference, not the pers" +
+	"on’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
+	"t is deleted with its occurrences and their attempts, as retention would" +
+	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
+	"es go with it; this cannot be undone. The audit records naming it stay (" +
+	"who did what, and why), and so do backups until they expire.\x02Erase th" +
+	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
+	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
+	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
+	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
+	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
+	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
+	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
+	"ach definition’s queue and incidents now, and what its workers finished " +
+	"in the last hour: occurrences that ended completed or failed. An occurre" +
+	"nce retried since counts where it ends next; a failed attempt with attem" +
+	"pts left counts under Waiting a retry until its next attempt is due.\x02" +
+	"A held instance’s failed occurrence counts in both Held instances and Fa" +
+	"iled.\x02Completions and failures, last hour\x02Definitions, those needi" +
+	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
+	"Oldest claimable waits\x02Waiting a retry\x02Completed, last hour\x02Fai" +
+	"led, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2" +
+	"]s); recounted every few seconds, shown anew at each reload.\x02the soon" +
+	"est due %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wai" +
+	"t\x02no worker\x02Show all definitions\x02Definition %[1]s has no occurr" +
+	"ence yet.\x02All definitions\x02Completions and failures per 5 minutes, " +
+	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
+	"chart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02C" +
+	"ompletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s" +
+	"–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
+	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
+	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
+	"d with their occurrences %[1]s after they end, another replica’s longer " +
+	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
+	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
+	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
+	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
+	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
+	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
+	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
+	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
+	"nd its open occurrences. Neither completes anything; each asks for a rea" +
+	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
+	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
+	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
+	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
+	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
+	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
+	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
+	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
+	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
+	"by an operator\x02A retry waits on a running instance only: choose the s" +
+	"tatus running, or none.\x02A running instance whose retry waits has no e" +
+	"rror code and is held nowhere: leave the error code and “Held at a node " +
+	"of” out.\x02The version must be a whole number from 1.\x02A version is a" +
+	" process’s: choose the process too.\x02Creation date\x02The page size mu" +
+	"st be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-se" +
+	"nsitive\x02Act on every instance this filter matches\x02The next page co" +
+	"unts them and asks for a reason before anything changes.\x02Process inst" +
+	"ances, newest first\x02Instance\x02End node or error\x02No instance matc" +
+	"hes these filters.\x02A running instance has no error code yet: occurren" +
+	"ces that failed with it and wait for their retry are listed under Extern" +
+	"al tasks, filtered by that code.\x02All processes\x02Any definition\x02T" +
+	"he available occurrences of %[1]s: those waiting a retry show their erro" +
+	"r and their next attempt\x02All statuses\x02Unknown status “%[1]s” (did " +
+	"you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a ta" +
+	"sk: the Instances page lists the instances with it.\x02Unknown status “%" +
+	"[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02ca" +
+	"ncelled\x02running\x02held\x02expired\x02rejected\x02released\x02disconn" +
+	"ected\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
+	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden " +
+	"(sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Re" +
+	"lais calls the service)\x02administrator\x02operator\x02designer\x02cons" +
+	"umer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02req" +
+	"uired changed\x02values changed\x02classification changed\x02constraint " +
+	"changed\x02routing changed\x02minimum length\x02maximum length\x02patter" +
+	"n\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%" +
+	"[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Date" +
+	"s\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wo" +
+	"rker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02O" +
+	"utcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
+	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
+	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
+	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
+	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
+	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
+	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before the occurrence was completed: no attempt succeeded in time." +
+	"\x02The result did not match the revision's outputs contract.\x02The ans" +
+	"wer to the call was lost (the connection broke after the request was sen" +
+	"t, or Relais stopped or could not reach its database before recording it" +
+	"): whether the destination acted is unknown, so Relais does not call it " +
+	"again by itself (an operator’s retry does).\x02The call could not be pre" +
+	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
+	"wer was too large.\x02The last attempt ended without a result (its lock " +
+	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
+	"ts could not be built from the process’s bindings.\x02An operator abando" +
+	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
+	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
+	"get already spent): it is not run again.\x02The destination answered HTT" +
+	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
+	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
+	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
+	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
+	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
+	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
+	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
+	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
+	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
+	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
+	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
+	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
+	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
+	"[2]s): a worker of the same consumer, or a front end with a settle token" +
+	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
+	", waiting for an operator.\x02Its instance went on along the node’s erro" +
+	"r path, and is held at a later node.\x02Its instance went on along the n" +
+	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
+	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
+	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
+	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
+	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
+	"opped while the worker held the task: its report is refused, but it may " +
+	"already have done the work.\x02The instance was stopped during the call," +
+	" which was aborted: the destination may already have acted on the reques" +
+	"t (check there).\x02The instance was stopped while the task was deferred" +
+	": a settlement by id is refused, but the work it waited for may already " +
+	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
+	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
+	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
+	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
+	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
+	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
+	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
+	"essage from the worker (its own words, protected values masked)\x02Messa" +
+	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
+	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
+	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
+	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
+	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
+	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
+	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
+	"\x02All consumers\x02instance held here\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are recount" +
+	"ed every few seconds, shown anew at each reload.\x02revision %[1]d\x02Ea" +
+	"rlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in " +
+	"progress since\x02lock until\x02deferred since\x02Pages\x02Previous page" +
+	"\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a" +
+	" date is written 2026-12-01.\x02%[1]s: the first day comes after the las" +
+	"t.\x02This address holds a parameter that cannot be read (a percent sign" +
+	" not followed by two hexadecimal digits, or a semicolon): correct the ad" +
+	"dress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown " +
+	"parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give i" +
+	"t once.\x02The page cursor is invalid: go back to the first page.\x02The" +
+	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
+	"le runs no script, so it cannot read your computer’s time zone: choose a" +
+	" place, whose daylight saving time is followed, or a fixed offset from U" +
+	"TC.\x02Reload lists and detail pages\x02A reload empties what you typed " +
+	"but did not apply (filters, the search box) and moves the focus back to " +
+	"the top of the page: “Pause reloading”, on every page that reloads, stop" +
+	"s it until you resume. Pages where you type a reason (confirmations, and" +
+	" occurrences with a value to reveal) never reload on their own, nor does" +
+	" a revealed value.\x02Save settings\x02Back without saving\x02UTC (coord" +
+	"inated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, " +
+	"no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display sett" +
+	"ings saved.\x02Reloading resumed.\x02Reloading paused: this page stays a" +
+	"s it is until you resume.\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02older versions, from version %[1]d (e" +
+	"ach links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Col" +
+	"umns follow the longest path from the start node. Solid arrows are succe" +
+	"sses (labelled with their route), dashed ones failures (labelled with th" +
+	"eir error codes). Each box says how many of this version’s occurrences a" +
+	"re at that node now.\x02Nodes\x02Nodes of this version, with their occur" +
+	"rences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occur" +
+	"rences now\x02Inputs from\x02No inputs: an instance starts with an empty" +
+	" object.\x02Inputs an instance of this version is started with\x02Instan" +
+	"ces of this version\x02Latest\x02yes: a start that names no version runs" +
+	" this one\x02no: the latest is version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Columns follow the longest path from the start node. Solid" +
+	" arrows are successes (labelled with their route), dashed ones failures " +
+	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
+	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
+	" below lists every node with its routes and counts.\x02This version has " +
 	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
-	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
-	" default)\x02The call may last past the deadline, which cuts it short (d" +
-	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
-	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
-	" reveal this value: the reason is recorded with the reveal in the audit " +
-	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
-	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
-	" replica may reveal it; ask your administrator to start every replica wi" +
-	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
-	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
-	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
-	"ho, when, which field and why. The values themselves are never kept.\x02" +
-	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
-	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
-	"ept that request.\x02This form was sent from another site: the console t" +
-	"akes its forms from its own pages only. Open the console and send it fro" +
-	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
-	"s the title of its page shows it), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
-	"found only whole and exactly as given, capitals and accents included: a " +
-	"list shows a long one shortened, so copy it from its instance’s page. An" +
-	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
-	"has passed, or at once when an administrator erases it.\x02No instance o" +
-	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
-	"key. An ended instance is deleted, with its occurrences and attempts, on" +
-	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
-	"n administrator erases it; the audit log keeps the operator actions take" +
-	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
-	" whole id: the lists show the end of each id. Open the row, or copy its " +
-	"link, for the whole id.\x02A token in the address is not used: you are s" +
-	"igned in already. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02A token in the address is not used: paste it in" +
-	" the field below. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
-	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
-	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
-	"or a restart of the server), so your last action was not applied. Sign i" +
-	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
-	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
-	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
-	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
-	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
-	" your token in the field: it is empty.\x02This token is unknown, revoked" +
-	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
-	"token, for the API.\x02Only administrators see this page: tokens, consum" +
-	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
-	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
-	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
+	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
+	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
+	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
+	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
+	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
+	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
+	", priority %[1]d\x02deadline %[1]s\x02No retry can run: the deadline end" +
+	"s the occurrence before its retry delay passes.\x02timeout %[1]s\x02time" +
+	"out %[1]s (the default)\x02The call may last past the deadline, which cu" +
+	"ts it short (deadline_exceeded).\x02instances held\x02instances held: %[" +
+	"1]s\x02Counts as of %[1]s (%[2]s); recounted every few seconds, shown an" +
+	"ew at each reload.\x02Only administrators may reveal a sensitive value." +
+	"\x02Say why you reveal this value: the reason is recorded with the revea" +
+	"l in the audit log.\x02Cannot reveal it here\x02This replica lacks the d" +
+	"ata key the value was sealed with, so it cannot open it (nothing was rec" +
+	"orded). Another replica may reveal it; ask your administrator to start e" +
+	"very replica with the same data keys.\x02Back to the occurrence\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02On" +
+	"ly a value this page shows as hidden (sensitive) can be revealed.\x02Sec" +
+	"ret values can never be revealed.\x02Every sensitive value an administra" +
+	"tor revealed: who, when, which field and why. The values themselves are " +
+	"never kept.\x02Reveals, newest first\x02No value was revealed.\x02none (" +
+	"revealed before reasons were asked for)\x02Method not allowed\x02This pa" +
+	"ge does not accept that request.\x02This form was sent from another site" +
+	": the console takes its forms from its own pages only. Open the console " +
+	"and send it from there.\x02Search\x02Type an instance or occurrence id (" +
+	"a whole UUID, as the title of its page shows it), or a business key.\x02" +
+	"Nothing to find: the search box is empty.\x02That is too long to be an i" +
+	"d or a business key.\x02No instance has “%[1]s” as its business key. A b" +
+	"usiness key is found only whole and exactly as given, capitals and accen" +
+	"ts included: a list shows a long one shortened, so copy it from its inst" +
+	"ance’s page. An ended instance is deleted once the retention period (REL" +
+	"AIS_RETENTION) has passed, or at once when an administrator erases it." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key. An ended instance is deleted, with its occurrences" +
+	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
+	"or at once when an administrator erases it; the audit log keeps the oper" +
+	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
+	", and it is not a whole id: the lists show the end of each id. Open the " +
+	"row, or copy its link, for the whole id.\x02A token in the address is no" +
+	"t used: you are signed in already. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02A token in the address is not " +
+	"used: paste it in the field below. The address has put it in your browse" +
+	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
+	"e the token revoked and use a new one.\x02You are signed out.\x02The tok" +
+	"en you signed in with is revoked, and you are signed out: sign in with a" +
+	"nother one.\x02Your session had ended (inactivity, a sign-out elsewhere," +
+	" a revoked token or a restart of the server), so your last action was no" +
+	"t applied. Sign in again, then repeat it.\x02Your session has ended (ina" +
+	"ctivity, a sign-out elsewhere, a token revoked or expired, or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"d.\x00H\x02Too many failed sign-ins from your address. Try again in %[1]" +
+	"d seconds.\x02Paste your token in the field: it is empty.\x02This token " +
+	"is unknown, revoked or expired.\x02A %[1]s token cannot open the console" +
+	": it is a worker’s token, for the API.\x02Only administrators see this p" +
+	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
+	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
+	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
+	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
+	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02every revision its cons" +
+	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
+	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
+	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
+	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
+	"it, with their consumers granted it (a worker naming no revision takes t" +
+	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
+	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
+	"rs to them, with their consumers granted them (a worker naming no revisi" +
+	"on takes those its consumer is granted; a process version pins them)." +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
+	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
+	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
+	"take every revision their consumer is granted.\x02It takes revision %[1]" +
+	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
+	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 871 elements
+var frIndex = []uint32{ // 872 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1800,234 +1804,234 @@ var frIndex = []uint32{ // 871 elements
 	// Entry 40 - 5F
 	0x00001977, 0x000019f8, 0x00001a5e, 0x00001af1,
 	0x00001b4c, 0x00001b53, 0x00001b94, 0x00001ba8,
-	0x00001c46, 0x00001c7a, 0x00001cdf, 0x00001de0,
-	0x00001e71, 0x00001ec3, 0x00001f02, 0x00001fa6,
-	0x00002026, 0x00002062, 0x000020a2, 0x000020fb,
-	0x00002139, 0x00002177, 0x000021b4, 0x00002233,
-	0x0000227d, 0x00002315, 0x0000237e, 0x000023b8,
-	0x00002419, 0x00002459, 0x00002502, 0x0000250c,
+	0x00001c46, 0x00001c7a, 0x00001cdf, 0x00001e59,
+	0x00001ed4, 0x00001f26, 0x00001f65, 0x00002009,
+	0x00002089, 0x000020c5, 0x00002105, 0x0000215e,
+	0x0000219c, 0x000021da, 0x00002217, 0x00002296,
+	0x000022e0, 0x00002378, 0x000023e1, 0x0000241b,
+	0x0000247c, 0x000024bc, 0x00002565, 0x0000256f,
 	// Entry 60 - 7F
-	0x00002514, 0x0000251b, 0x00002528, 0x00002538,
-	0x00002550, 0x00002585, 0x00002598, 0x000025ac,
-	0x000025bd, 0x000025c3, 0x000025e4, 0x000025ee,
-	0x00002636, 0x000027dd, 0x00002b92, 0x00002d3e,
-	0x00002d60, 0x00002d76, 0x00002d9c, 0x00002dc2,
-	0x00002df1, 0x00002e20, 0x00002e52, 0x00002ed3,
-	0x00002f06, 0x00002f3b, 0x00003014, 0x000030bd,
-	0x00003132, 0x00003215, 0x00003235, 0x0000323b,
+	0x00002577, 0x0000257e, 0x0000258b, 0x0000259b,
+	0x000025b3, 0x000025e8, 0x000025fb, 0x0000260f,
+	0x00002620, 0x00002626, 0x00002647, 0x00002651,
+	0x00002699, 0x00002840, 0x00002bf5, 0x00002da1,
+	0x00002dc3, 0x00002dd9, 0x00002dff, 0x00002e25,
+	0x00002e54, 0x00002e83, 0x00002eb5, 0x00002f36,
+	0x00002f69, 0x00002f9e, 0x00003077, 0x00003120,
+	0x00003195, 0x0000325d, 0x00003340, 0x00003360,
 	// Entry 80 - 9F
-	0x0000323f, 0x00003246, 0x0000324c, 0x00003262,
-	0x00003282, 0x00003292, 0x000032be, 0x000032c9,
-	0x000032db, 0x000033f1, 0x000033f9, 0x00003414,
-	0x00003456, 0x00003459, 0x0000345c, 0x00003472,
-	0x0000348d, 0x000034b9, 0x000034cc, 0x0000359f,
-	0x000035e8, 0x0000361e, 0x0000369a, 0x000037bb,
-	0x0000387f, 0x0000397a, 0x00003a40, 0x00003af7,
-	0x00003b11, 0x00003b20, 0x00003b27, 0x00003b38,
+	0x00003366, 0x0000336a, 0x00003371, 0x00003377,
+	0x0000338d, 0x000033ad, 0x000033bd, 0x000033e9,
+	0x000033f4, 0x00003406, 0x0000351c, 0x00003524,
+	0x0000353f, 0x00003581, 0x00003584, 0x00003587,
+	0x0000359d, 0x000035b8, 0x000035e4, 0x000035f7,
+	0x000036ca, 0x00003713, 0x00003749, 0x000037c5,
+	0x000038e6, 0x000039aa, 0x00003aa5, 0x00003b6b,
+	0x00003c22, 0x00003c3c, 0x00003c4b, 0x00003c52,
 	// Entry A0 - BF
-	0x00003b4e, 0x00003b54, 0x00003b65, 0x00003b6f,
-	0x00003b96, 0x00003bb2, 0x00003bba, 0x00003bc7,
-	0x00003bd3, 0x00003be1, 0x00003bee, 0x00003bf5,
-	0x00003c03, 0x00003c27, 0x00003c37, 0x00003c4f,
-	0x00003c70, 0x00003ca2, 0x00003cde, 0x00003d18,
-	0x00003d2e, 0x00003d48, 0x00003d7a, 0x00003d94,
-	0x00003da3, 0x00003e57, 0x00003e69, 0x00003ee9,
-	0x00003f05, 0x00003f1c, 0x00003f34, 0x00003f77,
+	0x00003c63, 0x00003c79, 0x00003c7f, 0x00003c90,
+	0x00003c9a, 0x00003cc1, 0x00003cdd, 0x00003ce5,
+	0x00003cf2, 0x00003cfe, 0x00003d0c, 0x00003d19,
+	0x00003d20, 0x00003d2e, 0x00003d52, 0x00003d62,
+	0x00003d7a, 0x00003d9b, 0x00003dcd, 0x00003e09,
+	0x00003e43, 0x00003e59, 0x00003e73, 0x00003ea5,
+	0x00003ebf, 0x00003ece, 0x00003f82, 0x00003f94,
+	0x00004014, 0x00004030, 0x00004047, 0x0000405f,
 	// Entry C0 - DF
-	0x000040c5, 0x0000417e, 0x0000418a, 0x00004275,
-	0x00004288, 0x0000432d, 0x00004342, 0x0000435d,
-	0x000043d9, 0x000043ee, 0x0000444b, 0x000044a1,
-	0x000044bd, 0x00004514, 0x0000452c, 0x000045c4,
-	0x000045e9, 0x00004603, 0x000046f4, 0x00004722,
-	0x00004725, 0x00004729, 0x00004730, 0x0000473a,
-	0x00004740, 0x00004748, 0x0000474e, 0x00004758,
-	0x00004779, 0x00004792, 0x000047a5, 0x000047dd,
+	0x000040a2, 0x000041f0, 0x000042a9, 0x000042b5,
+	0x000043a0, 0x000043b3, 0x00004458, 0x0000446d,
+	0x00004488, 0x00004504, 0x00004519, 0x00004576,
+	0x000045cc, 0x000045e8, 0x0000463f, 0x00004657,
+	0x000046ef, 0x00004714, 0x0000472e, 0x0000481f,
+	0x0000484d, 0x00004850, 0x00004854, 0x0000485b,
+	0x00004865, 0x0000486b, 0x00004873, 0x00004879,
+	0x00004883, 0x000048a4, 0x000048bd, 0x000048d0,
 	// Entry E0 - FF
-	0x000047f7, 0x00004812, 0x00004878, 0x000048aa,
-	0x000048b0, 0x000048b5, 0x000048c1, 0x000048d0,
-	0x000048dc, 0x000048e8, 0x000048fa, 0x0000490b,
-	0x0000498f, 0x000049a1, 0x000049b8, 0x000049c3,
-	0x00004a18, 0x00004a25, 0x00004a4a, 0x00004a56,
-	0x00004a60, 0x00004a66, 0x00004a72, 0x00004a8a,
-	0x00004adc, 0x00004aec, 0x00004afc, 0x00004b05,
-	0x00004b10, 0x00004b18, 0x00004b38, 0x00004b5a,
+	0x00004908, 0x00004922, 0x0000493d, 0x000049a3,
+	0x000049d5, 0x000049db, 0x000049e0, 0x000049ec,
+	0x000049fb, 0x00004a07, 0x00004a13, 0x00004a25,
+	0x00004a36, 0x00004aba, 0x00004acc, 0x00004ae3,
+	0x00004aee, 0x00004b43, 0x00004b50, 0x00004b75,
+	0x00004b81, 0x00004b8b, 0x00004b91, 0x00004b9d,
+	0x00004bb5, 0x00004c07, 0x00004c17, 0x00004c27,
+	0x00004c30, 0x00004c3b, 0x00004c43, 0x00004c63,
 	// Entry 100 - 11F
-	0x00004b82, 0x00004b8b, 0x00004b9b, 0x00004bbb,
-	0x00004bc3, 0x00004bd2, 0x00004bf1, 0x00004c1c,
-	0x00004c42, 0x00004c52, 0x00004c5c, 0x00004c66,
-	0x00004c85, 0x00004ca3, 0x00004d7b, 0x00004d99,
-	0x00004ddd, 0x00004e1a, 0x00004e4d, 0x00004e7d,
-	0x00004f06, 0x00004f32, 0x00004f62, 0x00004f84,
-	0x00004f9f, 0x00004fba, 0x00004fd6, 0x00004ff2,
-	0x00005008, 0x00005022, 0x00005059, 0x0000508f,
+	0x00004c85, 0x00004cad, 0x00004cb6, 0x00004cc6,
+	0x00004ce6, 0x00004cee, 0x00004cfd, 0x00004d1c,
+	0x00004d47, 0x00004d6d, 0x00004d7d, 0x00004d87,
+	0x00004d91, 0x00004db0, 0x00004dce, 0x00004ea6,
+	0x00004ec4, 0x00004f08, 0x00004f45, 0x00004f78,
+	0x00004fa8, 0x00005031, 0x0000505d, 0x0000508d,
+	0x000050af, 0x000050ca, 0x000050e5, 0x00005101,
+	0x0000511d, 0x00005133, 0x0000514d, 0x00005184,
 	// Entry 120 - 13F
-	0x000050af, 0x000050ce, 0x000050d5, 0x000050dc,
-	0x000050eb, 0x00005107, 0x0000511b, 0x00005130,
-	0x0000519a, 0x000051b0, 0x000051b5, 0x000051c9,
-	0x000051e1, 0x00005206, 0x00005234, 0x00005259,
-	0x00005273, 0x000053bc, 0x000053d1, 0x000053e1,
-	0x000053e5, 0x000053f8, 0x00005407, 0x0000541e,
-	0x0000542d, 0x00005434, 0x0000543f, 0x00005461,
-	0x00005475, 0x00005553, 0x0000557b, 0x00005604,
+	0x000051ba, 0x000051da, 0x000051f9, 0x00005200,
+	0x00005207, 0x00005216, 0x00005232, 0x00005246,
+	0x0000525b, 0x000052c5, 0x000052db, 0x000052e0,
+	0x000052f4, 0x0000530c, 0x00005331, 0x0000535f,
+	0x00005384, 0x0000539e, 0x000054e7, 0x000054fc,
+	0x0000550c, 0x00005510, 0x00005523, 0x00005532,
+	0x00005549, 0x00005558, 0x0000555f, 0x0000556a,
+	0x0000558c, 0x000055a0, 0x0000567e, 0x000056a6,
 	// Entry 140 - 15F
-	0x0000570a, 0x0000571f, 0x00005785, 0x0000580a,
-	0x0000587f, 0x00005891, 0x000058a4, 0x000058c0,
-	0x000058ed, 0x0000590a, 0x0000592d, 0x00005938,
-	0x00005943, 0x0000595a, 0x00005ae1, 0x00005b52,
-	0x00005b79, 0x00005bb7, 0x00005bc3, 0x00005bcc,
-	0x00005be0, 0x00005bea, 0x00005c11, 0x00005c37,
-	0x00005c53, 0x00005c6e, 0x00005c9e, 0x00005d0e,
-	0x00005d2e, 0x00005d48, 0x00005d63, 0x00005d72,
+	0x0000572f, 0x00005835, 0x0000584a, 0x000058b0,
+	0x00005935, 0x000059aa, 0x000059bc, 0x000059cf,
+	0x000059eb, 0x00005a18, 0x00005a35, 0x00005a58,
+	0x00005a63, 0x00005a6e, 0x00005a85, 0x00005c0c,
+	0x00005c7d, 0x00005ca4, 0x00005ce2, 0x00005cee,
+	0x00005cf7, 0x00005d0b, 0x00005d15, 0x00005d3c,
+	0x00005d62, 0x00005d7e, 0x00005d99, 0x00005dc9,
+	0x00005e39, 0x00005e59, 0x00005e73, 0x00005e8e,
 	// Entry 160 - 17F
-	0x00005d83, 0x00005da4, 0x00005dda, 0x00005df2,
-	0x00005e39, 0x00005ea4, 0x00005eaf, 0x00005ec9,
-	0x00005f13, 0x00005f1b, 0x00005f29, 0x00005f39,
-	0x00005f63, 0x00005f8c, 0x00006005, 0x0000605e,
-	0x000060fc, 0x00006176, 0x00006186, 0x000061a5,
-	0x000061b1, 0x000061ca, 0x000061d5, 0x000061e2,
-	0x000061f1, 0x000061f9, 0x00006203, 0x0000620b,
-	0x00006213, 0x00006219, 0x00006220, 0x00006225,
+	0x00005e9d, 0x00005eae, 0x00005ecf, 0x00005f05,
+	0x00005f1d, 0x00005f64, 0x00005fcf, 0x00005fda,
+	0x00005ff4, 0x0000603e, 0x00006046, 0x00006054,
+	0x00006064, 0x0000608e, 0x000060b7, 0x00006130,
+	0x00006189, 0x00006227, 0x000062a1, 0x000062b1,
+	0x000062d0, 0x000062dc, 0x000062f5, 0x00006300,
+	0x0000630d, 0x0000631c, 0x00006324, 0x0000632e,
+	0x00006336, 0x0000633e, 0x00006344, 0x0000634b,
 	// Entry 180 - 19F
-	0x0000622a, 0x0000622e, 0x00006233, 0x00006239,
-	0x0000623f, 0x00006245, 0x0000624a, 0x0000624f,
-	0x00006255, 0x0000625f, 0x0000627f, 0x000062a1,
-	0x000062c5, 0x000062eb, 0x000062f4, 0x00006310,
-	0x00006319, 0x00006331, 0x0000633a, 0x0000638e,
-	0x000063ae, 0x000063b4, 0x000063bf, 0x000063c5,
-	0x000063d3, 0x000063de, 0x000063ec, 0x0000641f,
-	0x00006443, 0x00006472, 0x000064bb, 0x000064c2,
+	0x00006350, 0x00006355, 0x00006359, 0x0000635e,
+	0x00006364, 0x0000636a, 0x00006370, 0x00006375,
+	0x0000637a, 0x00006380, 0x0000638a, 0x000063aa,
+	0x000063cc, 0x000063f0, 0x00006416, 0x0000641f,
+	0x0000643b, 0x00006444, 0x0000645c, 0x00006465,
+	0x000064b9, 0x000064d9, 0x000064df, 0x000064ea,
+	0x000064f0, 0x000064fe, 0x00006509, 0x00006517,
+	0x0000654a, 0x0000656e, 0x0000659d, 0x000065e6,
 	// Entry 1A0 - 1BF
-	0x000064d8, 0x0000654b, 0x00006571, 0x0000658b,
-	0x00006673, 0x00006802, 0x00006909, 0x00006a6d,
-	0x00006abd, 0x00006aee, 0x00006b21, 0x00006b50,
-	0x00006b5b, 0x00006b5f, 0x00006b71, 0x00006b86,
-	0x00006b94, 0x00006bee, 0x00006c53, 0x00006c70,
-	0x00006cb3, 0x00006d1a, 0x00006d27, 0x00006d3c,
-	0x00006d4f, 0x00006d7a, 0x00006da7, 0x00006e1e,
-	0x00006edd, 0x00006f14, 0x00006f5e, 0x00006f70,
+	0x000065ed, 0x00006603, 0x00006676, 0x0000669c,
+	0x000066b6, 0x0000679e, 0x0000692d, 0x00006a34,
+	0x00006b98, 0x00006be8, 0x00006c19, 0x00006c4c,
+	0x00006c7b, 0x00006c86, 0x00006c8a, 0x00006c9c,
+	0x00006cb1, 0x00006cbf, 0x00006d19, 0x00006d7e,
+	0x00006d9b, 0x00006dde, 0x00006e45, 0x00006e52,
+	0x00006e67, 0x00006e7a, 0x00006ea5, 0x00006ed2,
+	0x00006f49, 0x00007008, 0x0000703f, 0x00007089,
 	// Entry 1C0 - 1DF
-	0x00006fa8, 0x00006fbf, 0x00006fcb, 0x00006fe2,
-	0x00007016, 0x00007060, 0x00007095, 0x0000709e,
-	0x000070b5, 0x000070e3, 0x000071ae, 0x000071c1,
-	0x000071d3, 0x00007259, 0x0000726a, 0x000072b6,
-	0x00007330, 0x00007354, 0x0000735f, 0x0000736a,
-	0x00007375, 0x0000737f, 0x00007389, 0x00007392,
-	0x0000739b, 0x000073a4, 0x000073ad, 0x000073b6,
-	0x000073bd, 0x000073cb, 0x000073d1, 0x000073d8,
+	0x0000709b, 0x000070d3, 0x000070ea, 0x000070f6,
+	0x0000710d, 0x00007141, 0x0000718b, 0x000071c0,
+	0x000071c9, 0x000071e0, 0x0000720e, 0x000072d9,
+	0x000072ec, 0x000072fe, 0x00007384, 0x00007395,
+	0x000073e1, 0x0000745b, 0x0000747f, 0x0000748a,
+	0x00007495, 0x000074a0, 0x000074aa, 0x000074b4,
+	0x000074bd, 0x000074c6, 0x000074cf, 0x000074d8,
+	0x000074e1, 0x000074e8, 0x000074f6, 0x000074fc,
 	// Entry 1E0 - 1FF
-	0x000073df, 0x000073e8, 0x000073ed, 0x000073fb,
-	0x00007401, 0x00007407, 0x0000740d, 0x00007415,
-	0x0000741e, 0x00007427, 0x0000743a, 0x0000744b,
-	0x0000746e, 0x0000748f, 0x0000749e, 0x000074a9,
-	0x000074b4, 0x000074c1, 0x000074c5, 0x000074c9,
-	0x000074d7, 0x000074e5, 0x000074f3, 0x00007513,
-	0x00007526, 0x0000753f, 0x00007554, 0x00007565,
-	0x00007577, 0x00007589, 0x0000758f, 0x00007596,
+	0x00007503, 0x0000750a, 0x00007513, 0x00007518,
+	0x00007526, 0x0000752c, 0x00007532, 0x00007538,
+	0x00007540, 0x00007549, 0x00007552, 0x00007565,
+	0x00007576, 0x00007599, 0x000075ba, 0x000075c9,
+	0x000075d4, 0x000075df, 0x000075ec, 0x000075f0,
+	0x000075f4, 0x00007602, 0x00007610, 0x0000761e,
+	0x0000763e, 0x00007651, 0x0000766a, 0x0000767f,
+	0x00007690, 0x000076a2, 0x000076b4, 0x000076ba,
 	// Entry 200 - 21F
-	0x0000759e, 0x000075a6, 0x000075c4, 0x000075e2,
-	0x000075f9, 0x0000760e, 0x0000761f, 0x00007625,
-	0x0000763e, 0x00007649, 0x0000767d, 0x0000768a,
-	0x000076a8, 0x000076b6, 0x000076bf, 0x000076c6,
-	0x000076e1, 0x000076eb, 0x000076fe, 0x00007738,
-	0x00007741, 0x00007750, 0x000077b4, 0x000077c0,
-	0x000077ca, 0x000077fa, 0x00007855, 0x0000793c,
-	0x00007947, 0x0000797a, 0x000079b8, 0x00007a31,
+	0x000076c1, 0x000076c9, 0x000076d1, 0x000076ef,
+	0x0000770d, 0x00007724, 0x00007739, 0x0000774a,
+	0x00007750, 0x00007769, 0x00007774, 0x000077a8,
+	0x000077b5, 0x000077d3, 0x000077e1, 0x000077ea,
+	0x000077f1, 0x0000780c, 0x00007816, 0x00007829,
+	0x00007863, 0x0000786c, 0x0000787b, 0x000078df,
+	0x000078eb, 0x000078f5, 0x00007925, 0x00007980,
+	0x00007a67, 0x00007a72, 0x00007aa5, 0x00007ae3,
 	// Entry 220 - 23F
-	0x00007a56, 0x00007a5b, 0x00007a7b, 0x00007a98,
-	0x00007ab8, 0x00007acd, 0x00007b0e, 0x00007b19,
-	0x00007b23, 0x00007b4c, 0x00007bc1, 0x00007bd2,
-	0x00007c0f, 0x00007c43, 0x00007ca4, 0x00007cee,
-	0x00007cfc, 0x00007d38, 0x00007d62, 0x00007da7,
-	0x00007dcf, 0x00007e0e, 0x00007e2f, 0x00007e6d,
-	0x00007ead, 0x00007ecd, 0x00007f0e, 0x00007f38,
-	0x00007f5f, 0x00007fe2, 0x00007ffa, 0x0000800e,
+	0x00007b5c, 0x00007b81, 0x00007b86, 0x00007ba6,
+	0x00007bc3, 0x00007be3, 0x00007bf8, 0x00007c39,
+	0x00007c44, 0x00007c4e, 0x00007c77, 0x00007cec,
+	0x00007cfd, 0x00007d3a, 0x00007d6e, 0x00007dcf,
+	0x00007e19, 0x00007e27, 0x00007e63, 0x00007e8d,
+	0x00007ed2, 0x00007efa, 0x00007f39, 0x00007f5a,
+	0x00007f98, 0x00007fd8, 0x00007ff8, 0x00008039,
+	0x00008063, 0x0000808a, 0x0000810d, 0x00008125,
 	// Entry 240 - 25F
-	0x00008025, 0x00008033, 0x0000803e, 0x00008061,
-	0x0000809f, 0x000080be, 0x000080da, 0x00008148,
-	0x0000821a, 0x00008279, 0x000082fe, 0x0000837b,
-	0x0000848f, 0x00008592, 0x000085d9, 0x00008666,
-	0x000086d5, 0x0000871b, 0x00008868, 0x00008890,
-	0x000088b3, 0x000088ea, 0x0000897b, 0x000089ce,
-	0x000089f7, 0x00008ad9, 0x00008aff, 0x00008b46,
-	0x00008bca, 0x00008c45, 0x00008cc2, 0x00008cea,
+	0x00008139, 0x00008150, 0x0000815e, 0x00008169,
+	0x0000818c, 0x000081ca, 0x000081e9, 0x00008205,
+	0x00008273, 0x00008345, 0x000083a4, 0x00008429,
+	0x000084a6, 0x000085ba, 0x000086bd, 0x00008704,
+	0x00008791, 0x00008800, 0x00008846, 0x00008993,
+	0x000089bb, 0x000089de, 0x00008a15, 0x00008aa6,
+	0x00008af9, 0x00008b22, 0x00008c04, 0x00008c2a,
+	0x00008c71, 0x00008cf5, 0x00008d70, 0x00008ded,
 	// Entry 260 - 27F
-	0x00008d12, 0x00008d59, 0x00008da3, 0x00008dd6,
-	0x00008de9, 0x00008ef1, 0x00008f1f, 0x00008f5b,
-	0x00008f71, 0x00009005, 0x00009018, 0x00009055,
-	0x000090ae, 0x000090ea, 0x000090fd, 0x00009151,
-	0x00009186, 0x00009198, 0x000091af, 0x000091ee,
-	0x00009240, 0x0000926c, 0x00009309, 0x000093af,
-	0x0000945c, 0x0000946c, 0x000094cc, 0x0000953d,
-	0x000095c2, 0x00009657, 0x00009662, 0x0000967f,
+	0x00008e15, 0x00008e3d, 0x00008e84, 0x00008ece,
+	0x00008f01, 0x00008f14, 0x0000901c, 0x0000904a,
+	0x00009086, 0x0000909c, 0x00009130, 0x00009143,
+	0x00009180, 0x000091d9, 0x00009215, 0x00009228,
+	0x0000927c, 0x000092b1, 0x000092c3, 0x000092da,
+	0x00009319, 0x0000936b, 0x00009397, 0x00009434,
+	0x000094da, 0x00009587, 0x00009597, 0x000095f7,
+	0x00009668, 0x000096ed, 0x00009782, 0x0000978d,
 	// Entry 280 - 29F
-	0x0000969e, 0x000096af, 0x000096c9, 0x000096d2,
-	0x000096dc, 0x0000972a, 0x0000976f, 0x0000978e,
-	0x000097c3, 0x00009814, 0x00009825, 0x0000986f,
-	0x00009885, 0x00009899, 0x000098b2, 0x000098c8,
-	0x000098f2, 0x000098fa, 0x0000990d, 0x00009914,
-	0x0000992f, 0x0000994f, 0x0000997f, 0x00009996,
-	0x000099ac, 0x000099e4, 0x00009a1f, 0x00009a4b,
-	0x00009ace, 0x00009adf, 0x00009af9, 0x00009b04,
+	0x000097aa, 0x000097c9, 0x000097da, 0x000097f4,
+	0x000097fd, 0x00009807, 0x00009855, 0x0000989a,
+	0x000098b9, 0x000098ee, 0x0000993f, 0x00009950,
+	0x0000999a, 0x000099b0, 0x000099c4, 0x000099dd,
+	0x000099f3, 0x00009a1d, 0x00009a25, 0x00009a38,
+	0x00009a3f, 0x00009a5a, 0x00009a7a, 0x00009aaa,
+	0x00009ac1, 0x00009ad7, 0x00009b0f, 0x00009b4a,
+	0x00009b76, 0x00009bf9, 0x00009c0a, 0x00009c24,
 	// Entry 2A0 - 2BF
-	0x00009b18, 0x00009b2a, 0x00009b40, 0x00009b52,
-	0x00009b64, 0x00009b6a, 0x00009b7c, 0x00009b8a,
-	0x00009b99, 0x00009ba5, 0x00009bbb, 0x00009be5,
-	0x00009c18, 0x00009cc0, 0x00009d10, 0x00009d38,
-	0x00009d8a, 0x00009dcc, 0x00009e08, 0x00009e1f,
-	0x00009ee9, 0x00009f16, 0x0000a0d0, 0x0000a0ea,
-	0x0000a103, 0x0000a124, 0x0000a13b, 0x0000a168,
-	0x0000a16f, 0x0000a189, 0x0000a1af, 0x0000a1c4,
+	0x00009c2f, 0x00009c43, 0x00009c55, 0x00009c6b,
+	0x00009c7d, 0x00009c8f, 0x00009c95, 0x00009ca7,
+	0x00009cb5, 0x00009cc4, 0x00009cd0, 0x00009ce6,
+	0x00009d10, 0x00009d43, 0x00009deb, 0x00009e3b,
+	0x00009e63, 0x00009eb5, 0x00009ef7, 0x00009f33,
+	0x00009f4a, 0x0000a014, 0x0000a041, 0x0000a1fb,
+	0x0000a215, 0x0000a22e, 0x0000a24f, 0x0000a266,
+	0x0000a293, 0x0000a29a, 0x0000a2b4, 0x0000a2da,
 	// Entry 2C0 - 2DF
-	0x0000a21e, 0x0000a2b3, 0x0000a316, 0x0000a329,
-	0x0000a350, 0x0000a378, 0x0000a386, 0x0000a3da,
-	0x0000a3ea, 0x0000a3fb, 0x0000a402, 0x0000a538,
-	0x0000a53f, 0x0000a579, 0x0000a57e, 0x0000a593,
-	0x0000a5a7, 0x0000a5b9, 0x0000a5cf, 0x0000a5df,
-	0x0000a61c, 0x0000a65c, 0x0000a677, 0x0000a688,
-	0x0000a6cc, 0x0000a6ed, 0x0000a6ff, 0x0000a711,
-	0x0000a7e6, 0x0000a7fe, 0x0000a89f, 0x0000a92e,
+	0x0000a2ef, 0x0000a349, 0x0000a3de, 0x0000a441,
+	0x0000a454, 0x0000a47b, 0x0000a4a3, 0x0000a4b1,
+	0x0000a505, 0x0000a515, 0x0000a526, 0x0000a52d,
+	0x0000a663, 0x0000a66a, 0x0000a6a4, 0x0000a6a9,
+	0x0000a6be, 0x0000a6d2, 0x0000a6e4, 0x0000a6fa,
+	0x0000a70a, 0x0000a747, 0x0000a787, 0x0000a7a2,
+	0x0000a7b3, 0x0000a7f7, 0x0000a818, 0x0000a82a,
+	0x0000a83c, 0x0000a911, 0x0000a929, 0x0000a9ca,
 	// Entry 2E0 - 2FF
-	0x0000a93e, 0x0000aa18, 0x0000aada, 0x0000aadf,
-	0x0000aaef, 0x0000aafd, 0x0000ab0d, 0x0000ab1d,
-	0x0000ab2b, 0x0000ab3b, 0x0000ab45, 0x0000ab6e,
-	0x0000ab88, 0x0000aba3, 0x0000ac31, 0x0000ac6f,
-	0x0000ac80, 0x0000ad17, 0x0000ad24, 0x0000ad3f,
-	0x0000ad98, 0x0000adac, 0x0000adca, 0x0000ae44,
-	0x0000ae85, 0x0000aefb, 0x0000af1a, 0x0000b030,
-	0x0000b049, 0x0000b08f, 0x0000b0a7, 0x0000b0fa,
+	0x0000aa59, 0x0000aa69, 0x0000ab43, 0x0000ac05,
+	0x0000ac0a, 0x0000ac1a, 0x0000ac28, 0x0000ac38,
+	0x0000ac48, 0x0000ac56, 0x0000ac66, 0x0000ac70,
+	0x0000ac99, 0x0000acb3, 0x0000acce, 0x0000ad5c,
+	0x0000ad9a, 0x0000adab, 0x0000ae42, 0x0000ae4f,
+	0x0000ae6a, 0x0000aec3, 0x0000aed7, 0x0000aef5,
+	0x0000af6f, 0x0000afb0, 0x0000b026, 0x0000b045,
+	0x0000b15b, 0x0000b174, 0x0000b1ba, 0x0000b1d2,
 	// Entry 300 - 31F
-	0x0000b135, 0x0000b1cd, 0x0000b1f9, 0x0000b21f,
-	0x0000b253, 0x0000b26b, 0x0000b296, 0x0000b33f,
-	0x0000b349, 0x0000b3d1, 0x0000b406, 0x0000b447,
-	0x0000b5c3, 0x0000b742, 0x0000b81b, 0x0000b930,
-	0x0000ba4c, 0x0000ba65, 0x0000bae1, 0x0000bbaa,
-	0x0000bc33, 0x0000bc40, 0x0000bc92, 0x0000bc98,
-	0x0000bd4c, 0x0000bdfc, 0x0000be2e, 0x0000be5a,
-	0x0000bec3, 0x0000bf6a, 0x0000c02c, 0x0000c05c,
+	0x0000b225, 0x0000b260, 0x0000b2f8, 0x0000b324,
+	0x0000b34a, 0x0000b37e, 0x0000b396, 0x0000b3c1,
+	0x0000b46a, 0x0000b474, 0x0000b4fc, 0x0000b531,
+	0x0000b572, 0x0000b6ee, 0x0000b86d, 0x0000b946,
+	0x0000ba5b, 0x0000bb77, 0x0000bb90, 0x0000bc0c,
+	0x0000bcd5, 0x0000bd5e, 0x0000bd6b, 0x0000bdbd,
+	0x0000bdc3, 0x0000be77, 0x0000bf27, 0x0000bf59,
+	0x0000bf85, 0x0000bfee, 0x0000c095, 0x0000c157,
 	// Entry 320 - 33F
-	0x0000c069, 0x0000c06f, 0x0000c085, 0x0000c090,
-	0x0000c097, 0x0000c0a2, 0x0000c0b0, 0x0000c0bd,
-	0x0000c0cb, 0x0000c0e4, 0x0000c111, 0x0000c1ba,
-	0x0000c1cd, 0x0000c1d7, 0x0000c266, 0x0000c2c7,
-	0x0000c323, 0x0000c335, 0x0000c34f, 0x0000c362,
-	0x0000c3a0, 0x0000c3dc, 0x0000c3f9, 0x0000c406,
-	0x0000c414, 0x0000c422, 0x0000c432, 0x0000c46e,
-	0x0000c4a8, 0x0000c525, 0x0000c530, 0x0000c55a,
+	0x0000c187, 0x0000c194, 0x0000c19a, 0x0000c1b0,
+	0x0000c1bb, 0x0000c1c2, 0x0000c1cd, 0x0000c1db,
+	0x0000c1e8, 0x0000c1f6, 0x0000c20f, 0x0000c23c,
+	0x0000c2e5, 0x0000c2f8, 0x0000c302, 0x0000c391,
+	0x0000c3f2, 0x0000c44e, 0x0000c460, 0x0000c47a,
+	0x0000c48d, 0x0000c4cb, 0x0000c507, 0x0000c524,
+	0x0000c531, 0x0000c53f, 0x0000c54d, 0x0000c55d,
+	0x0000c599, 0x0000c5d3, 0x0000c650, 0x0000c65b,
 	// Entry 340 - 35F
-	0x0000c567, 0x0000c583, 0x0000c587, 0x0000c599,
-	0x0000c65b, 0x0000c68e, 0x0000c699, 0x0000c6a3,
-	0x0000c6b8, 0x0000c6c1, 0x0000c6cb, 0x0000c6e0,
-	0x0000c704, 0x0000c71e, 0x0000c733, 0x0000c75f,
-	0x0000c79e, 0x0000c7a3, 0x0000c7b8, 0x0000c7ca,
-	0x0000c7ff, 0x0000c810, 0x0000c83d, 0x0000c86c,
-	0x0000c98e, 0x0000cab0, 0x0000cb26, 0x0000cbb1,
-	0x0000cc40, 0x0000cca7, 0x0000cce9, 0x0000cd3b,
+	0x0000c685, 0x0000c692, 0x0000c6ae, 0x0000c6b2,
+	0x0000c6c4, 0x0000c786, 0x0000c7b9, 0x0000c7c4,
+	0x0000c7ce, 0x0000c7e3, 0x0000c7ec, 0x0000c7f6,
+	0x0000c80b, 0x0000c82f, 0x0000c849, 0x0000c85e,
+	0x0000c88a, 0x0000c8c9, 0x0000c8ce, 0x0000c8e3,
+	0x0000c8f5, 0x0000c92a, 0x0000c93b, 0x0000c968,
+	0x0000c997, 0x0000cab9, 0x0000cbdb, 0x0000cc51,
+	0x0000ccdc, 0x0000cd6b, 0x0000cdd2, 0x0000ce14,
 	// Entry 360 - 37F
-	0x0000cd83, 0x0000cdf6, 0x0000ce3e, 0x0000ce6c,
-	0x0000ce9a, 0x0000cecd, 0x0000cf00,
-} // Size: 3508 bytes
+	0x0000ce66, 0x0000ceae, 0x0000cf21, 0x0000cf69,
+	0x0000cf97, 0x0000cfc5, 0x0000cff8, 0x0000d02b,
+} // Size: 3512 bytes
 
-const frData string = "" + // Size: 52992 bytes
+const frData string = "" + // Size: 53291 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2132,667 +2136,671 @@ const frData string = "" + // Size: 52992 bytes
 	"que ce filtre retient et dont la nouvelle tentative attend\x02L’occurren" +
 	"ce de chacune, qui attend son délai avant une nouvelle tentative, est pr" +
 	"oposée dès maintenant, ses tentatives restantes inchangées\u202f: ses ex" +
-	"écutants la prennent aussitôt. Aucune occurrence n’est terminée à la pl" +
-	"ace d’un exécutant.\x14\x01\x81\x01\x00\x02B\x02%[1]d instance en cours " +
-	"attend une nouvelle tentative maintenant.\x00F\x02%[1]d instances en cou" +
-	"rs attendent une nouvelle tentative maintenant.\x14\x01\x81\x01\x00\x02$" +
-	"\x02Reprendre %[1]d instance maintenant\x00%\x02Reprendre %[1]d instance" +
-	"s maintenant\x02Reprendre toutes les instances bloquées que ce filtre re" +
-	"tient\x02L’occurrence en échec de chacune est proposée de nouveau, avec " +
-	"un budget de tentatives neuf. Aucune occurrence n’est terminée à la plac" +
-	"e d’un exécutant.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée cor" +
-	"respond au filtre maintenant.\x00>\x02%[1]d instances bloquées correspon" +
-	"dent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]" +
-	"d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les" +
-	" instances bloquées que ce filtre retient\x02Chacune passe en échec avec" +
-	" le code d’erreur abandoned et ne peut plus être reprise.\x14\x01\x81" +
-	"\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]" +
-	"d instances\x02Arrêter toutes les instances bloquées que ce filtre retie" +
-	"nt\x02Arrêter toutes les instances en cours que ce filtre retient\x14" +
-	"\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtre ma" +
-	"intenant.\x00=\x02%[1]d instances en cours correspondent au filtre maint" +
-	"enant.\x02Arrêter toutes les instances en cours ou bloquées que ce filtr" +
-	"e retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée" +
-	" correspond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bl" +
-	"oquées correspondent au filtre maintenant.\x02Chacune est annulée avec s" +
-	"es occurrences ouvertes\u202f; une instance arrêtée ne peut pas être rep" +
-	"rise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02A" +
-	"rrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle" +
-	" cette action s’applique ne correspond au filtre.\x02Un code d’erreur es" +
-	"t comparé tel quel, majuscules comprises.\x02Aucun processus, aucune clé" +
-	" métier, aucun code d’erreur ni date de création ne restreint ce filtre" +
-	"\u202f: l’action s’applique aux instances de tous les processus.\x02Proc" +
-	"essus\x02Version\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à u" +
-	"n nœud de\x02En attente d’une nouvelle tentative à un nœud de\x02Créées " +
-	"depuis le\x02Créées jusqu’au\x02Autres critères\x02aucun\x02Par processu" +
-	"s et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux" +
-	"\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01" +
-	"\x02%[1]d d’entre elles appelle une destination en ce moment\u202f: un a" +
-	"rrêt interrompt l’appel, mais la destination a peut-être déjà traité la " +
-	"requête (une carte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01" +
-	"\x02%[1]d d’entre elles appellent une destination en ce moment\u202f: un" +
-	" arrêt interrompt l’appel, mais la destination a peut-être déjà traité l" +
-	"a requête (une carte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81" +
-	"\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel push " +
-	"qui a peut-être été exécuté malgré tout\u202f: il s’est terminé par outc" +
-	"ome_unknown ou deadline_exceeded (sa réponse a été perdue, ou est arrivé" +
-	"e après le délai), ou par invalid_outputs (la destination a répondu un s" +
-	"uccès dont le contrat a refusé les sorties). Vérifiez auprès de la desti" +
-	"nation qu’elle n’a pas agi avant de reprendre, sinon elle agira deux foi" +
-	"s (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont" +
-	" bloquées à un appel push qui a peut-être été exécuté malgré tout\u202f:" +
-	" il s’est terminé par outcome_unknown ou deadline_exceeded (sa réponse a" +
-	" été perdue, ou est arrivée après le délai), ou par invalid_outputs (la " +
-	"destination a répondu un succès dont le contrat a refusé les sorties). V" +
-	"érifiez auprès de la destination qu’elle n’a pas agi avant de reprendre" +
-	", sinon elle agira deux fois (une carte débitée deux fois).\x14\x01\x81" +
-	"\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant tout" +
-	"e tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne p" +
-	"eut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
-	"\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute t" +
-	"entative (leurs entrées n’ont pas pu être construites)\u202f: elles ne p" +
-	"euvent pas être reprises et ne sont pas comptées. Abandonnez-les ou arrê" +
-	"tez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02" +
-	"Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[" +
-	"1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Auc" +
-	"un processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la" +
-	" clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition" +
-	"\u202f: celle qu’exécute le nœud où une instance est bloquée, pas le nom" +
-	" du nœud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre" +
-	" confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé depu" +
-	"is le décompte (il était de %[1]d)\u202f: entre-temps, des instances ont" +
-	" été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez " +
-	"le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déj" +
-	"à été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
-	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
-	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
-	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
-	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
-	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
-	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
-	"on groupée\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02" +
-	"Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opér" +
-	"ateur, et chaque effacement fait par un administrateur, avec son motif. " +
-	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
-	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
-	".\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances " +
-	"supprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filt" +
-	"res\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corresp" +
-	"ond.\x02Toutes les actions\x02L’instance de processus doit être un ident" +
-	"ifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de" +
-	" chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l" +
-	"’identifiant complet.\x02L’action groupée doit être désignée par son i" +
-	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
-	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
-	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
-	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
-	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
-	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
-	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
-	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
-	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
-	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
-	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
-	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
-	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
-	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
-	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
-	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
-	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Con" +
-	"sole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Ét" +
-	"at\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurr" +
-	"ence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutant" +
-	"s\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté " +
-	"en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
-	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
-	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
-	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
-	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
-	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
-	"et les processus\u202f: les tâches externes et les instances de processu" +
-	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
-	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
-	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
-	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
-	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
-	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
-	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
-	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
-	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
-	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
-	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
-	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
-	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
-	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
-	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
-	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
-	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
-	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
-	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
-	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
-	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
-	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
-	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
-	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
-	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
-	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
-	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
-	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
-	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
-	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
-	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
-	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
-	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
-	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
-	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
-	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
-	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
-	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
-	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
-	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
-	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
-	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
-	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
-	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
-	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
-	" nom ou une description a changé).\x02Changements de la copie de travail" +
-	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
-	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
-	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
-	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
-	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
-	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
-	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
-	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
-	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
-	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
-	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
-	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
-	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
-	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
-	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
-	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
-	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
-	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
-	"nations avec relais apply (documents de type Destination) ou par l’API (" +
-	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
-	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
-	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
-	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
-	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
-	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
-	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
-	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
-	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
-	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
-	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
-	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
-	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
-	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
-	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
-	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
-	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
-	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
-	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
-	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
-	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
-	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
-	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
-	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
-	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
-	" un échec qui laisse des tentatives compte sous En attente d’une nouvell" +
-	"e tentative jusqu’à ce que la suivante soit due.\x02L’occurrence en éche" +
-	"c d’une instance bloquée compte à la fois dans Instances bloquées et dan" +
-	"s En échec.\x02Réussites et échecs, dernière heure\x02Définitions, celle" +
-	"s qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Inst" +
-	"ances bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02" +
-	"En attente d’une nouvelle tentative\x02Terminées, dernière heure\x02En é" +
-	"chec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au" +
-	" %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, affiché" +
-	" à nouveau à chaque rechargement.\x02la plus proche prévue le %[1]s\x02p" +
-	"rochaine tentative %[1]s\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02La définition " +
-	"%[1]s n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussite" +
-	"s et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
-	"raphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus anci" +
-	"ennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"Rétention\u202f: les instances terminées sont conservées sans limite, se" +
-	"lon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les in" +
-	"stances terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rét" +
-	"ention\u202f: les instances terminées sont supprimées avec leurs occurre" +
-	"nces %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre rép" +
-	"lique.\x02Rétention\u202f: les instances terminées sont supprimées avec " +
-	"leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02Son occurrence au nœud %[1]s a " +
-	"échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]s, %[" +
-	"4]s)\u202f: la reprise la propose dès maintenant, ses tentatives restant" +
-	"es inchangées. L’arrêt annule l’instance et ses occurrences ouvertes. Ni" +
-	" l’une ni l’autre ne termine rien\u202f; chacune demande un motif, consi" +
-	"gné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurre" +
-	"nces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fi" +
-	"n\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais" +
-	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
-	"S_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique c" +
-	"onserve les instances terminées sans limite\x02Supprimée par la rétentio" +
-	"n\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02Une nouvelle tentative n’attend que sur" +
-	" une instance en cours\u202f: choisissez le statut «\u202fen cours\u202f" +
-	"», ou aucun.\x02Une instance en cours dont la nouvelle tentative attend" +
-	" n’a pas de code d’erreur et n’est bloquée nulle part\u202f: laissez vid" +
-	"es le code d’erreur et «\u202fBloquée à un nœud de\u202f».\x02La version" +
-	" doit être un nombre entier à partir de 1.\x02Une version est celle d’un" +
-	" processus\u202f: choisissez aussi le processus.\x02Date de création\x02" +
-	"La taille de page doit être comprise entre 1 et %[1]d.\x02Instances de p" +
-	"rocessus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les" +
-	" instances que ce filtre retient\x02La page suivante les compte et deman" +
-	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
-	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
-	"ce ne correspond à ces filtres.\x02Une instance en cours n’a pas encore " +
-	"de code d’erreur\u202f: les occurrences en échec avec ce code qui attend" +
-	"ent leur nouvelle tentative sont listées dans les tâches externes, filtr" +
-	"ées par ce code.\x02Tous les processus\x02Toute définition\x02Les occur" +
-	"rences disponibles de %[1]s\u202f: celles qui attendent une nouvelle ten" +
-	"tative montrent leur erreur et leur prochaine tentative\x02Tous les stat" +
-	"uts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une i" +
-	"nstance, pas d’une tâche\u202f: la page Instances liste les instances qu" +
-	"i l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02" +
-	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02b" +
-	"loquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secr" +
-	"et)\x02pull (un exécutant la récupère)\x02push (Relais appelle le servic" +
-	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s\x02Mod" +
-	"e\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Déla" +
-	"i avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un a" +
-	"ppel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier" +
-	" appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_T" +
-	"IMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_" +
-	"timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_T" +
-	"IMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après ch" +
-	"aque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la de" +
-	"rnière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ten" +
-	"tative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d" +
-	" rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"écutants la prennent aussitôt. Si le service qu’elle appelle échoue enc" +
+	"ore, cette tentative échoue aussi et consomme l’une de celles qui resten" +
+	"t. Aucune occurrence n’est terminée à la place d’un exécutant.\x14\x01" +
+	"\x81\x01\x00\x027\x02%[1]d instance en cours attend une nouvelle tentati" +
+	"ve.\x00;\x02%[1]d instances en cours attendent une nouvelle tentative." +
+	"\x14\x01\x81\x01\x00\x02$\x02Reprendre %[1]d instance maintenant\x00%" +
+	"\x02Reprendre %[1]d instances maintenant\x02Reprendre toutes les instanc" +
+	"es bloquées que ce filtre retient\x02L’occurrence en échec de chacune es" +
+	"t proposée de nouveau, avec un budget de tentatives neuf. Aucune occurre" +
+	"nce n’est terminée à la place d’un exécutant.\x14\x01\x81\x01\x00\x029" +
+	"\x02%[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]" +
+	"d instances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d inst" +
+	"ances\x02Abandonner toutes les instances bloquées que ce filtre retient" +
+	"\x02Chacune passe en échec avec le code d’erreur abandoned et ne peut pl" +
+	"us être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instanc" +
+	"e\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances " +
+	"bloquées que ce filtre retient\x02Arrêter toutes les instances en cours " +
+	"que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cour" +
+	"s correspond au filtre maintenant.\x00=\x02%[1]d instances en cours corr" +
+	"espondent au filtre maintenant.\x02Arrêter toutes les instances en cours" +
+	" ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d ins" +
+	"tance en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d" +
+	" instances en cours ou bloquées correspondent au filtre maintenant.\x02C" +
+	"hacune est annulée avec ses occurrences ouvertes\u202f; une instance arr" +
+	"êtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %" +
+	"[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: " +
+	"aucune instance à laquelle cette action s’applique ne correspond au filt" +
+	"re.\x02Un code d’erreur est comparé tel quel, majuscules comprises.\x02A" +
+	"ucun processus, aucune clé métier, aucun code d’erreur ni date de créati" +
+	"on ne restreint ce filtre\u202f: l’action s’applique aux instances de to" +
+	"us les processus.\x02Processus\x02Version\x02Statut\x02Clé métier\x02Cod" +
+	"e d’erreur\x02Bloquée à un nœud de\x02En attente d’une nouvelle tentativ" +
+	"e à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Autres critères" +
+	"\x02aucun\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d gr" +
+	"oupes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81" +
+	"\x01\x00\x02\xcd\x01\x02%[1]d d’entre elles appelle une destination en c" +
+	"e moment\u202f: un arrêt interrompt l’appel, mais la destination a peut-" +
+	"être déjà traité la requête (une carte débitée\u202f: vérifiez-le chez " +
+	"elle).\x00\xcf\x01\x02%[1]d d’entre elles appellent une destination en c" +
+	"e moment\u202f: un arrêt interrompt l’appel, mais la destination a peut-" +
+	"être déjà traité la requête (une carte débitée\u202f: vérifiez-le chez " +
+	"elle).\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloqué" +
+	"e à un appel push qui a peut-être été exécuté malgré tout\u202f: il s’es" +
+	"t terminé par outcome_unknown ou deadline_exceeded (sa réponse a été per" +
+	"due, ou est arrivée après le délai), ou par invalid_outputs (la destinat" +
+	"ion a répondu un succès dont le contrat a refusé les sorties). Vérifiez " +
+	"auprès de la destination qu’elle n’a pas agi avant de reprendre, sinon e" +
+	"lle agira deux fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d " +
+	"d’entre elles sont bloquées à un appel push qui a peut-être été exécuté " +
+	"malgré tout\u202f: il s’est terminé par outcome_unknown ou deadline_exce" +
+	"eded (sa réponse a été perdue, ou est arrivée après le délai), ou par in" +
+	"valid_outputs (la destination a répondu un succès dont le contrat a refu" +
+	"sé les sorties). Vérifiez auprès de la destination qu’elle n’a pas agi a" +
+	"vant de reprendre, sinon elle agira deux fois (une carte débitée deux fo" +
+	"is).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
+	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
+	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
+	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
+	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
+	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-v" +
+	"ous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de ver" +
+	"sion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune" +
+	" définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’" +
+	"une définition\u202f: celle qu’exécute le nœud où une instance est bloqu" +
+	"ée, pas le nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]" +
+	"d.\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
+	"e a changé depuis le décompte (il était de %[1]d)\u202f: entre-temps, de" +
+	"s instances ont été clôturées, reprises ou traitées. Rien n’a été fait" +
+	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette act" +
+	"ion groupée a déjà été appliquée (le formulaire a été envoyé de nouveau)" +
+	"\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été fa" +
+	"it.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d ins" +
+	"tance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
+	"\x01\x81\x01\x00\x02\\\x02Nouvelle tentative avancée pour %[1]d instance" +
+	"\u202f: ses exécutants la prennent maintenant.\x00c\x02Nouvelles tentati" +
+	"ves avancées pour %[1]d instances\u202f: leurs exécutants les prennent m" +
+	"aintenant.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a chang" +
+	"é après le comptage (clôturée, ou traitée par quelqu’un d’autre).\x00p" +
+	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôturées," +
+	" ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]" +
+	"s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurr" +
+	"ence proposée de nouveau\x02Action groupée\x02reprise immédiate (tentati" +
+	"ves inchangées)\x02supprimée\x02Journal d’audit\x02Chaque reprise, aband" +
+	"on et arrêt appliqué par un opérateur, et chaque effacement fait par un " +
+	"administrateur, avec son motif. Les révélations de valeurs sensibles ont" +
+	" leur propre journal, que les administrateurs lisent sur la page Révélat" +
+	"ions (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact" +
+	"\x02exacte\u202f; les instances supprimées depuis ne sont pas trouvées" +
+	"\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Au" +
+	"cune action d’opérateur ne correspond.\x02Toutes les actions\x02L’instan" +
+	"ce de processus doit être un identifiant d’instance complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"’instance, ou copiez son lien, pour l’identifiant complet.\x02L’action" +
+	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
+	"opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’ide" +
+	"ntifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le jou" +
+	"rnal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’" +
+	"action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recharge" +
+	"ment montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que" +
+	" l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
+	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
+	"mencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d" +
+	", ignorées car changées après le compte\u202f: %[6]d. Elle s’est terminé" +
+	"e le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arr" +
+	"êtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f: " +
+	"%[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f" +
+	"; agissez de nouveau sur le filtre pour le reste.\x02Action groupée (%[1" +
+	"]s) par %[2]s, commencée le %[3]s, en cours — instances comptées\u202f: " +
+	"%[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque re" +
+	"chargement montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: l" +
+	"e réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué re" +
+	"ste appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02E" +
+	"rreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au conte" +
+	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
+	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
+	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
+	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
+	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
+	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
+	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
+	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
+	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
+	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
+	" permet de lire que les définitions et les processus\u202f: les tâches e" +
+	"xternes et les instances de processus sont réservées aux opérateurs et a" +
+	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
+	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
+	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
+	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
+	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
+	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
+	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
+	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
+	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
+	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
+	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
+	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
+	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
+	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
+	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
+	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
+	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
+	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
+	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
+	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
+	"eur copie de travail, leurs révisions immuables et leurs publications no" +
+	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
+	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
+	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
+	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
+	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
+	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
+	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
+	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
+	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
+	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
+	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
+	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
+	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
+	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
+	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
+	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
+	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
+	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
+	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
+	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
+	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
+	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
+	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
+	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
+	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
+	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
+	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
+	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
+	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
+	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
+	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
+	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
+	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
+	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
+	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
+	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
+	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
+	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
+	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances ter" +
+	"minées sont conservées sans limite, selon le RELAIS_RETENTION d’une autr" +
+	"e réplique.\x02Rétention\u202f: les instances terminées sont conservées " +
+	"sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances termin" +
+	"ées sont supprimées avec leurs occurrences %[1]s après leur fin, le REL" +
+	"AIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les in" +
+	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
+	"r fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[" +
+	"4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il" +
+	" y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
+	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
+	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
+	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nouvelle " +
+	"tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propose dès " +
+	"maintenant, ses tentatives restantes inchangées. L’arrêt annule l’instan" +
+	"ce et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rien" +
+	"\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02L" +
+	"’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine ri" +
+	"en.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée pa" +
+	"r %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
+	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
+	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
+	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
+	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
+	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
+	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
+	"e statut «\u202fen cours\u202f», ou aucun.\x02Une instance en cours dont" +
+	" la nouvelle tentative attend n’a pas de code d’erreur et n’est bloquée " +
+	"nulle part\u202f: laissez vides le code d’erreur et «\u202fBloquée à un " +
+	"nœud de\u202f».\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Une ins" +
+	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
+	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
+	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
+	"Toute définition\x02Les occurrences disponibles de %[1]s\u202f: celles q" +
+	"ui attendent une nouvelle tentative montrent leur erreur et leur prochai" +
+	"ne tentative\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s" +
+	"\u202f» est le statut d’une instance, pas d’une tâche\u202f: la page Ins" +
+	"tances liste les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée\x02en éche" +
+	"c\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02d" +
+	"éconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
+	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02mas" +
+	"qué (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02" +
+	"push (Relais appelle le service)\x02administrateur\x02opérateur\x02conce" +
+	"pteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02t" +
+	"ype modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02cla" +
+	"ssification modifiée\x02contrainte modifiée\x02routage modifié\x02longue" +
+	"ur minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximu" +
+	"m\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, ré" +
+	"vision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Pol" +
+	"itique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus anci" +
+	"ennes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée " +
+	"le\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Mess" +
+	"age d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02" +
+	"en cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette o" +
+	"ccurrence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
+	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
+	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02après la repr" +
+	"ise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre " +
+	"maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles ten" +
+	"tatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœ" +
+	"ud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
+	"\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une dest" +
+	"ination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s" +
+	", ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à" +
+	" %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s a" +
+	"près chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai " +
+	"multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
 	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant que l’occurr" +
-	"ence soit terminée\u202f: aucune tentative n’a abouti à temps.\x02Le rés" +
-	"ultat ne respectait pas le contrat de sorties de la révision.\x02La répo" +
-	"nse à l’appel a été perdue (la connexion s’est rompue après l’envoi de l" +
-	"a requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donné" +
-	"es avant de l’enregistrer)\u202f: on ignore si la destination a agi, don" +
-	"c Relais ne l’appelle pas de nouveau de lui-même (la reprise par un opér" +
-	"ateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destination ét" +
-	"ait injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
-	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
-	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
-	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
-	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
-	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
-	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
-	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
-	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
-	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative" +
-	"\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou " +
-	"expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de" +
-	" l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente " +
-	"d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de" +
-	" l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœ" +
-	"ud, et est bloquée à un nœud suivant.\x02Son instance a continué par le " +
-	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
-	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
-	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
-	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
-	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
-	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
-	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
-	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02instance bloquée ici" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont refaits à quelques secondes d’intervalle, af" +
-	"fichés à nouveau à chaque rechargement.\x02révision\u00a0%[1]d\x02Tentat" +
-	"ive antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible d" +
-	"epuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02P" +
-	"ages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
-	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02versions plus anciennes, depuis la version %[1]d (chacune mène à " +
-	"la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les col" +
-	"onnes suivent le plus long chemin depuis le nœud de départ. Les flèches " +
-	"pleines sont les réussites (étiquetées par leur route), les pointillées " +
-	"les échecs (étiquetées par leurs codes d’erreur). Chaque case indique co" +
-	"mbien d’occurrences de cette version se trouvent à ce nœud maintenant." +
-	"\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant que l’occurrence soit terminée\u202f: aucune tentative" +
+	" n’a abouti à temps.\x02Le résultat ne respectait pas le contrat de sort" +
+	"ies de la révision.\x02La réponse à l’appel a été perdue (la connexion s" +
+	"’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
+	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
+	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
+	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
+	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
+	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
+	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
+	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
+	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
+	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
+	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
+	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
+	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
+	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
+	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
+	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
+	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
+	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
+	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
+	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
+	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
+	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
+	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
+	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
+	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
+	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
+	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
+	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
+	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
+	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
+	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
+	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
+	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
+	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
+	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
+	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
+	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
+	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
+	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
+	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
+	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
+	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
+	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
+	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
+	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
+	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
+	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
+	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
+	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
+	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
+	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
+	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
+	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
+	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
+	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
+	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
+	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 100880 bytes (98KiB); checksum: AEC49488
+	// Total table size 101439 bytes (99KiB); checksum: 720C6F6D

@@ -68,6 +68,15 @@ cross join lateral (
 ) w
 where w.count > 0;
 
+-- name: OccurrenceWaitingRetryOf :many
+-- Of the given instances, the occurrences waiting out a retry delay, with
+-- the code their last attempt failed with and when the next is due: a list
+-- of running instances shows why each waits (on-call QA: every row read
+-- "—" during an outage).
+select instance_id, node, error_code, available_at from occurrences
+where instance_id = any(@instance_ids::uuid[]) and status = 'available' and attempts > 0
+  and available_at > coalesce(sqlc.narg('now')::timestamptz, now());
+
 -- name: OccurrenceOldestDeferredByDefinition :many
 -- Per definition, when its oldest deferred occurrence was deferred. One
 -- probe of occurrences_deferred_since per definition.

@@ -377,6 +377,53 @@ func (q *Queries) OccurrenceWaitingRetryByDefinition(ctx context.Context, now *t
 	return items, nil
 }
 
+const occurrenceWaitingRetryOf = `-- name: OccurrenceWaitingRetryOf :many
+select instance_id, node, error_code, available_at from occurrences
+where instance_id = any($1::uuid[]) and status = 'available' and attempts > 0
+  and available_at > coalesce($2::timestamptz, now())
+`
+
+type OccurrenceWaitingRetryOfParams struct {
+	InstanceIds []uuid.UUID
+	Now         *time.Time
+}
+
+type OccurrenceWaitingRetryOfRow struct {
+	InstanceID  uuid.UUID
+	Node        string
+	ErrorCode   *string
+	AvailableAt time.Time
+}
+
+// Of the given instances, the occurrences waiting out a retry delay, with
+// the code their last attempt failed with and when the next is due: a list
+// of running instances shows why each waits (on-call QA: every row read
+// "—" during an outage).
+func (q *Queries) OccurrenceWaitingRetryOf(ctx context.Context, arg OccurrenceWaitingRetryOfParams) ([]OccurrenceWaitingRetryOfRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceWaitingRetryOf, arg.InstanceIds, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceWaitingRetryOfRow{}
+	for rows.Next() {
+		var i OccurrenceWaitingRetryOfRow
+		if err := rows.Scan(
+			&i.InstanceID,
+			&i.Node,
+			&i.ErrorCode,
+			&i.AvailableAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrencesHoldingInstance = `-- name: OccurrencesHoldingInstance :many
 select o.id from occurrences o
 join instances i on i.id = o.instance_id and i.status = 'held'
