@@ -1762,8 +1762,15 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("bulk retry now: %d %.300s", r.status, r.body)
 	}
-	if done := b.mustGet(r.header.Get("Location"), 200); !strings.Contains(done.body, "Retries brought forward for 3 instances") {
+	done := b.mustGet(r.header.Get("Location"), 200)
+	if !strings.Contains(done.body, "Retries brought forward for 3 instances") {
 		t.Errorf("the page after a bulk retry now does not say retries were brought forward")
+	}
+	// Its summary says what it did and over which filter (the pin to the
+	// count's moment is the console's, not a criterion shown).
+	if got := text(done, "bulk-scope"); !strings.HasPrefix(got, "Bulk retry now (attempts unchanged) by ") ||
+		!strings.HasSuffix(got, "Filter: Waiting a retry at a node of: score_company.") {
+		t.Errorf("bulk summary %q", got)
 	}
 	for _, occ := range occs {
 		o := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)

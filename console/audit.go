@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -239,6 +240,78 @@ func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (label string, kn
 		return "", false, err
 	}
 	name, who, started := actionName(ctx, b.Action), tokenHolder(ctx, b.ActorName, b.ActorTokenID, auth.Role(b.ActorRole)), formatTime(ctx, b.StartedAt).Text
+	if a := engine.Action(b.Action); a == engine.ActionRetry && bulkBroughtForward(b.Filter) {
+		// Not a held instance's retry with a fresh budget.
+		name = T(ctx, "retry now (attempts unchanged)")
+	}
+	label, known, err = c.bulkProgress(ctx, b, name, who, started)
+	if filter := bulkFilterText(ctx, b.Filter); filter != "" {
+		// What it acted on (on-call QA: the page said how many, not which).
+		label += " " + T(ctx, "Filter: %s.", filter)
+	}
+	return label, known, err
+}
+
+// bulkBroughtForward reports whether a bulk retry's recorded filter kept
+// running instances: it brought their waiting retries forward.
+func bulkBroughtForward(raw json.RawMessage) bool {
+	var f map[string]any
+	if json.Unmarshal(raw, &f) != nil {
+		return false
+	}
+	_, at := f["retrying_at"]
+	return f["status"] == engine.InstanceRunning || at
+}
+
+// bulkFilterText says a bulk action's recorded filter (the API's names, as
+// engine.bulkFilterRecord writes it) in the console's words.
+func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
+	var f map[string]any
+	if json.Unmarshal(raw, &f) != nil {
+		return ""
+	}
+	var parts []string
+	text := func(k string) string { s, _ := f[k].(string); return s }
+	if text("created_before") != "" && text("created_before") == text("matched_before") {
+		// The console's pin to the moment of its count, not a criterion
+		// the operator chose.
+		delete(f, "created_before")
+	}
+	when := func(k string) string {
+		t, err := time.Parse(time.RFC3339Nano, text(k))
+		if err != nil {
+			return text(k)
+		}
+		return formatTime(ctx, t).Text
+	}
+	for _, p := range []struct {
+		key, label string
+		value      func(string) string
+	}{
+		{"process", T(ctx, "Process"), text},
+		{"version", T(ctx, "Version"), func(k string) string {
+			n, _ := f[k].(float64)
+			return strconv.Itoa(int(n))
+		}},
+		{"status", T(ctx, "Status"), func(k string) string { return statusLabel(ctx, text(k)) }},
+		{"business_key_given", T(ctx, "Business key"), func(string) string { return T(ctx, "given (not kept)") }},
+		{"error_code", T(ctx, "Error code"), text},
+		{"held_at", T(ctx, "Held at a node of"), text},
+		{"retrying_at", T(ctx, "Waiting a retry at a node of"), text},
+		{"created_after", T(ctx, "Created from"), when},
+		{"created_before", T(ctx, "Created before"), when},
+	} {
+		if _, ok := f[p.key]; ok {
+			// Named as the chart's "label: value" is: one message.
+			slotLabel, what := p.label, p.value(p.key)
+			parts = append(parts, T(ctx, "%s: %s", slotLabel, what))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// bulkProgress says how far bulk action b got.
+func (c *Console) bulkProgress(ctx context.Context, b engine.BulkRecord, name, who, started string) (string, bool, error) {
 	switch b.Status() {
 	case "completed":
 		return T(ctx, "Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.",

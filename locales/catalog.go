@@ -39,87 +39,87 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              372,
-	"%[1]s %[2]s, %[3]s %[4]s":                 373,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          371,
-	"%[1]s; %[2]s":                             370,
-	"%d (0 lowest, 9 highest)":                 553,
-	"%d attempts":                              562,
-	"%d attempts, retry after %s, priority %d": 750,
-	"%d breaking":                              278,
-	"%d changes":                               277,
-	"%d completed":                             364,
-	"%d d":                                     380,
-	"%d days":                                  394,
-	"%d failed":                                365,
-	"%d h":                                     379,
+	"%[1]s %[2]s":                              375,
+	"%[1]s %[2]s, %[3]s %[4]s":                 376,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          374,
+	"%[1]s; %[2]s":                             373,
+	"%d (0 lowest, 9 highest)":                 556,
+	"%d attempts":                              565,
+	"%d attempts, retry after %s, priority %d": 753,
+	"%d breaking":                              282,
+	"%d changes":                               281,
+	"%d completed":                             367,
+	"%d d":                                     383,
+	"%d days":                                  397,
+	"%d failed":                                368,
+	"%d h":                                     382,
 	"%d held instances match now.":             79,
-	"%d hours":                                 395,
-	"%d items":                                 831,
-	"%d left":                                  564,
-	"%d min":                                   378,
-	"%d minutes":                               396,
+	"%d hours":                                 398,
+	"%d items":                                 834,
+	"%d left":                                  567,
+	"%d min":                                   381,
+	"%d minutes":                               399,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 110,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              829,
-	"%d ms": 398,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         738,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 737,
-	"%d occurrences": 667,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              832,
+	"%d ms": 401,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         741,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 740,
+	"%d occurrences": 670,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       108,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 109,
-	"%d releases": 302,
+	"%d releases": 306,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       377,
-	"%d seconds": 397,
+	"%d s":       380,
+	"%d seconds": 400,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 125,
-	"%s (a fixed offset, no daylight saving time)":                                     699,
-	"%s (deferred; settled by %s)":                                                     629,
-	"%s (deferred; settled with its settle token)":                                     627,
-	"%s (deferred; settled with its settle token, as %s)":                              628,
+	"%s (a fixed offset, no daylight saving time)":                                     702,
+	"%s (deferred; settled by %s)":                                                     632,
+	"%s (deferred; settled with its settle token)":                                     630,
+	"%s (deferred; settled with its settle token, as %s)":                              631,
 	"%s (token #%d, %s)":                                                               126,
-	"%s = %s":                                                                          744,
-	"%s ago":                                                                           375,
-	"%s at %s":                                                                         633,
-	"%s so far":                                                                        625,
-	"%s version %s":                                                                    294,
-	"%s versions %s":                                                                   295,
-	"%s ← %s":                                                                          743,
-	"%s → %s":                                                                          745,
-	"%s, %s: %s":                                                                       333,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         557,
-	"%s, cut to %s by the destination’s max_timeout":                       556,
-	"%s, multiplied by %s after each failure, up to %s":                    559,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 558,
-	"%s, revision %s":                         516,
-	"%s, version %s":                          517,
-	"%s: %s":                                  363,
-	"%s: %s → %s":                             285,
-	"%s: a date is written 2026-12-01.":       683,
-	"%s: every revision, present and future":  223,
-	"%s: revision %s":                         224,
-	"%s: revisions %s":                        225,
-	"%s: the first day comes after the last.": 684,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 554,
-	"%s–%s":                         362,
-	"(%d characters in all)":        833,
-	"(%d handed back, not counted)": 563,
-	"(each item)":                   819,
-	"(in %s)":                       832,
-	"(worker %s)":                   612,
-	"0 seconds":                     393,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            796,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 601,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       335,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 694,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        443,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             649,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           458,
-	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        444,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 784,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   783,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    446,
+	"%s = %s":                                                                          747,
+	"%s ago":                                                                           378,
+	"%s at %s":                                                                         636,
+	"%s so far":                                                                        628,
+	"%s version %s":                                                                    298,
+	"%s versions %s":                                                                   299,
+	"%s ← %s":                                                                          746,
+	"%s → %s":                                                                          748,
+	"%s, %s: %s":                                                                       337,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         560,
+	"%s, cut to %s by the destination’s max_timeout":                       559,
+	"%s, multiplied by %s after each failure, up to %s":                    562,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 561,
+	"%s, revision %s":                         519,
+	"%s, version %s":                          520,
+	"%s: %s":                                  155,
+	"%s: %s → %s":                             289,
+	"%s: a date is written 2026-12-01.":       686,
+	"%s: every revision, present and future":  227,
+	"%s: revision %s":                         228,
+	"%s: revisions %s":                        229,
+	"%s: the first day comes after the last.": 687,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 557,
+	"%s–%s":                         366,
+	"(%d characters in all)":        836,
+	"(%d handed back, not counted)": 566,
+	"(each item)":                   822,
+	"(in %s)":                       835,
+	"(worker %s)":                   615,
+	"0 seconds":                     396,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            799,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 604,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       339,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 697,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        446,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             652,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           461,
+	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        447,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 787,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   786,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    449,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -127,451 +127,453 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              439,
-	"Abandoned by %s at %s — “%s”":                                   426,
+	"Abandoned at node":                                              442,
+	"Abandoned by %s at %s — “%s”":                                   429,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 452,
+	"Act on every instance this filter matches": 455,
 	"Action":          129,
 	"All actions":     146,
-	"All consumers":   663,
-	"All definitions": 355,
-	"All its tasks":   222,
-	"All processes":   459,
-	"All statuses":    462,
-	"All workers":     846,
+	"All consumers":   666,
+	"All definitions": 359,
+	"All its tasks":   226,
+	"All processes":   462,
+	"All statuses":    465,
+	"All workers":     849,
 	"An error code is matched exactly, capitals included.": 92,
-	"An operator abandoned the instance.":                  600,
-	"Any definition":                                       460,
+	"An operator abandoned the instance.":                  603,
+	"Any definition":                                       463,
 	"Apply filters":                                        143,
-	"Apr":                                                  384,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 347,
-	"Attempts":                         521,
+	"Apr":                                                  387,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 351,
+	"Attempts":                         524,
 	"Audit log":                        136,
-	"Aug":                              388,
-	"Available from":                   574,
-	"Back to definitions":              190,
-	"Back to external tasks":           188,
-	"Back to sign-in":                  189,
-	"Back to the form":                 198,
+	"Aug":                              391,
+	"Available from":                   577,
+	"Back to definitions":              194,
+	"Back to external tasks":           192,
+	"Back to sign-in":                  193,
+	"Back to the form":                 202,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           764,
-	"Back without saving":              696,
-	"Breaks processes":                 254,
-	"Breaks workers":                   255,
+	"Back to the occurrence":           767,
+	"Back without saving":              699,
+	"Breaks processes":                 258,
+	"Breaks workers":                   259,
 	"Bulk %s applied to %d instances.": 123,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  154,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 153,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      152,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  158,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 157,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      156,
 	"Bulk action":                     133,
 	"Business key":                    97,
 	"By process and error code":       105,
-	"Call timeout":                    555,
-	"Calls":                           313,
-	"Calls signed (Relais-Signature)": 315,
-	"Camunda 7 facade":                851,
-	"Cancelled: the instance was stopped (%s).":               624,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 623,
+	"Call timeout":                    558,
+	"Calls":                           317,
+	"Calls signed (Relais-Signature)": 319,
+	"Camunda 7 facade":                854,
+	"Cancelled: the instance was stopped (%s).":               627,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 626,
 	"Cannot act on this filter":                               111,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           766,
-	"Cannot reveal it here":                                   762,
-	"Change":                                                  252,
-	"Changes between the two revisions":                       264,
-	"Changes of the Working copy since revision %d":           273,
-	"Choose two existing revisions to compare.":               274,
-	"Classification":                                          231,
+	"Cannot reveal":                                           769,
+	"Cannot reveal it here":                                   765,
+	"Change":                                                  256,
+	"Changes between the two revisions":                       268,
+	"Changes of the Working copy since revision %d":           277,
+	"Choose two existing revisions to compare.":               278,
+	"Classification":                                          235,
 	"Clear filters":                                           144,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            732,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 715,
-	"Compare":              251,
-	"Compare revisions":    247,
-	"Completed":            358,
-	"Completed (%s).":      618,
-	"Completed, last hour": 344,
-	"Completions and failures per 5 minutes, last hour: %s":    356,
-	"Completions and failures per 5-minute slot, oldest first": 360,
-	"Completions and failures, last hour":                      336,
-	"Connected":                                                842,
-	"Constraints":                                              232,
-	"Consumer":                                                 523,
-	"Consumer and worker":                                      660,
-	"Consumers":                                                169,
-	"Consumers, oldest first":                                  211,
-	"Counting the occurrences; the counts appear when you reload the page.":         226,
-	"Counts are unavailable right now.":                                             227,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 759,
-	"Counts by status": 655,
-	"Created":          409,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            735,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 718,
+	"Compare":              255,
+	"Compare revisions":    251,
+	"Completed":            362,
+	"Completed (%s).":      621,
+	"Completed, last hour": 348,
+	"Completions and failures per 5 minutes, last hour: %s":    360,
+	"Completions and failures per 5-minute slot, oldest first": 364,
+	"Completions and failures, last hour":                      340,
+	"Connected":                                                845,
+	"Constraints":                                              236,
+	"Consumer":                                                 526,
+	"Consumer and worker":                                      663,
+	"Consumers":                                                173,
+	"Consumers, oldest first":                                  215,
+	"Counting the occurrences; the counts appear when you reload the page.":         230,
+	"Counts are unavailable right now.":                                             231,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 762,
+	"Counts by status": 658,
+	"Created":          412,
+	"Created before":   154,
 	"Created from":     101,
-	"Created on":       215,
+	"Created on":       219,
 	"Created to":       102,
-	"Creation date":    447,
-	"Dates":            519,
-	"Deadline":         551,
-	"Dec":              392,
-	"Deferred":         578,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 617,
-	"Definition":                                 338,
-	"Definition %s":                              234,
-	"Definition %s has no occurrence yet.":       354,
+	"Creation date":    450,
+	"Dates":            522,
+	"Deadline":         554,
+	"Dec":              395,
+	"Deferred":         581,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 620,
+	"Definition":                                 342,
+	"Definition %s":                              238,
+	"Definition %s has no occurrence yet.":       358,
 	"Definition %s has no revision %d.":          119,
-	"Definitions":                                167,
-	"Definitions by key":                         297,
-	"Definitions served":                         840,
-	"Definitions, those needing attention first": 337,
-	"Deleted by retention":                       435,
-	"Description":                                233,
-	"Destination":                                535,
-	"Destinations":                               170,
-	"Destinations by name":                       306,
-	"Destination’s answer":                       528,
-	"Detail":                                     253,
+	"Definitions":                                171,
+	"Definitions by key":                         301,
+	"Definitions served":                         843,
+	"Definitions, those needing attention first": 341,
+	"Deleted by retention":                       438,
+	"Description":                                237,
+	"Destination":                                538,
+	"Destinations":                               174,
+	"Destinations by name":                       310,
+	"Destination’s answer":                       531,
+	"Detail":                                     257,
 	"Did you mean “%s”?":                         114,
-	"Digest":                                     267,
-	"Display settings":                           175,
-	"Display settings saved.":                    702,
-	"Display settings: ":                         176,
-	"Duration":                                   527,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 334,
+	"Digest":                                     271,
+	"Display settings":                           179,
+	"Display settings saved.":                    705,
+	"Display settings: ":                         180,
+	"Duration":                                   530,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 338,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          670,
-	"End node":                  438,
-	"End node or error":         456,
-	"Ended":                     429,
-	"Erase process instance %s": 318,
-	"Erase the instance":        321,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 319,
-	"Erase this instance…": 419,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 323,
-	"Error":                      659,
-	"Error (before any attempt)": 581,
-	"Error (the deadline passed after attempt %d)": 580,
+	"Earlier attempt:":          673,
+	"End node":                  441,
+	"End node or error":         459,
+	"Ended":                     432,
+	"Erase process instance %s": 322,
+	"Erase the instance":        325,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 323,
+	"Erase this instance…": 422,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 327,
+	"Error":                      662,
+	"Error (before any attempt)": 584,
+	"Error (the deadline passed after attempt %d)": 583,
 	"Error code":       98,
-	"Error message":    530,
-	"Error: %s · %s":   156,
-	"Every %d seconds": 701,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 573,
-	"Every attempt, oldest first": 522,
+	"Error message":    533,
+	"Error: %s · %s":   160,
+	"Every %d seconds": 704,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 576,
+	"Every attempt, oldest first": 525,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 137,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  769,
-	"Expired token":                        806,
-	"Expires":                              803,
-	"External tasks":                       162,
-	"Failed":                               341,
-	"Failed (%s).":                         622,
-	"Failed at node":                       440,
-	"Failed occurrence":                    431,
-	"Failed, last hour":                    345,
-	"Feb":                                  382,
-	"Field":                                228,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  772,
+	"Expired token":                        809,
+	"Expires":                              806,
+	"External tasks":                       166,
+	"Failed":                               345,
+	"Failed (%s).":                         625,
+	"Failed at node":                       443,
+	"Failed occurrence":                    434,
+	"Failed, last hour":                    349,
+	"Feb":                                  385,
+	"Field":                                232,
 	"Filter":                               68,
+	"Filter: %s.":                          152,
 	"Filters":                              138,
-	"Find":                                 166,
-	"Find an instance or occurrence":       164,
-	"Finished":                             526,
-	"First page":                           680,
+	"Find":                                 170,
+	"Find an instance or occurrence":       168,
+	"Finished":                             529,
+	"First page":                           683,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    201,
-	"Form refused":                         196,
-	"Form too large":                       199,
-	"From revision":                        249,
-	"From revision %d to revision %d:":     275,
+	"Form not received":                    205,
+	"Form refused":                         200,
+	"Form too large":                       203,
+	"From revision":                        253,
+	"From revision %d to revision %d:":     279,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  214,
-	"Graph":                   714,
-	"Graph of %s":             736,
-	"HTTP 2xx, unusable body": 639,
-	"Headers sent":            309,
-	"Health":                  161,
+	"Grants":                  218,
+	"Graph":                   717,
+	"Graph of %s":             739,
+	"HTTP 2xx, unusable body": 642,
+	"Headers sent":            313,
+	"Health":                  165,
 	"Held at a node of":       99,
-	"Held at node":            430,
-	"Held for":                432,
-	"Held instances":          340,
-	"ID":                      212,
-	"In flight":               841,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 357,
-	"Inputs": 257,
-	"Inputs an instance of this version is started with": 725,
-	"Inputs from":                723,
-	"Inputs of revision %d":      268,
-	"Inputs of the working copy": 259,
-	"Inputs the instance was started with, labelled by process version %d's contract": 417,
-	"Inputs, labelled by revision %d's contract":                                      565,
-	"Instance":                  455,
+	"Held at node":            433,
+	"Held for":                435,
+	"Held instances":          344,
+	"ID":                      216,
+	"In flight":               844,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 361,
+	"Inputs": 261,
+	"Inputs an instance of this version is started with": 728,
+	"Inputs from":                726,
+	"Inputs of revision %d":      272,
+	"Inputs of the working copy": 263,
+	"Inputs the instance was started with, labelled by process version %d's contract": 420,
+	"Inputs, labelled by revision %d's contract":                                      568,
+	"Instance":                  458,
 	"Instances":                 106,
-	"Instances of this version": 726,
-	"Invalid request":           186,
-	"It takes every revision its consumer is granted.":     864,
-	"It takes every revision its consumer is granted: %s.": 863,
-	"It takes revision %d only.":                           867,
-	"It takes revisions %s only.":                          869,
-	"Its calls":                                            314,
+	"Instances of this version": 729,
+	"Invalid request":           190,
+	"It takes every revision its consumer is granted.":     867,
+	"It takes every revision its consumer is granted: %s.": 866,
+	"It takes revision %d only.":                           870,
+	"It takes revisions %s only.":                          872,
+	"Its calls":                                            318,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 320,
-	"Its instance is held here, waiting for an operator.":                            619,
-	"Its instance went on along the node’s error path, and is held at a later node.": 620,
-	"Its instance went on along the node’s error path.":                              621,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 324,
+	"Its instance is held here, waiting for an operator.":                            622,
+	"Its instance went on along the node’s error path, and is held at a later node.": 623,
+	"Its instance went on along the node’s error path.":                              624,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      811,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 423,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      814,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 426,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     381,
-	"Jul":                     387,
-	"Jun":                     386,
-	"Keep it":                 813,
+	"Jan":                     384,
+	"Jul":                     390,
+	"Jun":                     389,
+	"Keep it":                 816,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       316,
-	"Key":                     298,
-	"Kind":                    718,
-	"Language":                158,
-	"Last changed":            311,
-	"Last error (attempt %d)": 579,
-	"Last reserved":           576,
-	"Last saved":              238,
-	"Last seen":               843,
-	"Last used":               802,
-	"Latest":                  727,
-	"Latest revision":         299,
-	"Lists every change from one revision to another, and whom it may break.": 248,
-	"Local time in %s": 698,
-	"Lock expired %s — waiting to be offered again.": 609,
-	"Lock expires":    577,
-	"Longest timeout": 310,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 276,
-	"Main navigation":     160,
-	"Mar":                 383,
-	"Maximum attempts":    547,
-	"May":                 385,
-	"Message":             657,
-	"Message from Relais": 647,
-	"Message from Relais, quoting the destination’s answer":            646,
-	"Message from the worker (its own words, protected values masked)": 645,
-	"Method not allowed": 773,
-	"Mode":               545,
-	"More filters: instance, revision, consumer, destination, dates": 651,
-	"Name":                    213,
-	"Never":                   700,
-	"Next attempt":            575,
-	"Next attempt or settled": 661,
-	"Next node":               408,
-	"Next page":               679,
+	"Keep the instance":       320,
+	"Key":                     302,
+	"Kind":                    721,
+	"Language":                162,
+	"Last changed":            315,
+	"Last error (attempt %d)": 582,
+	"Last reserved":           579,
+	"Last saved":              242,
+	"Last seen":               846,
+	"Last used":               805,
+	"Latest":                  730,
+	"Latest revision":         303,
+	"Lists every change from one revision to another, and whom it may break.": 252,
+	"Local time in %s": 701,
+	"Lock expired %s — waiting to be offered again.": 612,
+	"Lock expires":    580,
+	"Longest timeout": 314,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 280,
+	"Main navigation":     164,
+	"Mar":                 386,
+	"Maximum attempts":    550,
+	"May":                 388,
+	"Message":             660,
+	"Message from Relais": 650,
+	"Message from Relais, quoting the destination’s answer":            649,
+	"Message from the worker (its own words, protected values masked)": 648,
+	"Method not allowed": 776,
+	"Mode":               548,
+	"More filters: instance, revision, consumer, destination, dates": 654,
+	"Name":                    217,
+	"Never":                   703,
+	"Next attempt":            578,
+	"Next attempt or settled": 664,
+	"Next node":               411,
+	"Next page":               682,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 150,
-	"No consumer yet.":                                    208,
-	"No definition has occurrences yet.":                  346,
+	"No consumer yet.":                                    212,
+	"No definition has occurrences yet.":                  350,
 	"No definition has the key “%s”.":                     117,
-	"No definition yet.":                                  301,
-	"No destination yet.":                                 303,
-	"No inputs.":                                          258,
-	"No inputs: an instance starts with an empty object.": 724,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    782,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 780,
-	"No instance matches these filters.": 457,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 781,
-	"No live worker takes %s now (Workers page).":                                               603,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 604,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           605,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          606,
-	"No more consumers.":                                   209,
-	"No more destinations.":                                304,
-	"No occurrence matches these filters.":                 662,
+	"No definition yet.":                                  305,
+	"No destination yet.":                                 307,
+	"No inputs.":                                          262,
+	"No inputs: an instance starts with an empty object.": 727,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    785,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 783,
+	"No instance matches these filters.": 460,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 784,
+	"No live worker takes %s now (Workers page).":                                               606,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 607,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           608,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          609,
+	"No more consumers.":                                   213,
+	"No more destinations.":                                308,
+	"No occurrence matches these filters.":                 665,
 	"No operator action matches.":                          145,
-	"No operator has acted on this instance.":              413,
-	"No outputs yet: the occurrence has not completed.":    568,
-	"No outputs.":                                          261,
-	"No outputs: the occurrence ended without completing.": 570,
+	"No operator has acted on this instance.":              416,
+	"No outputs yet: the occurrence has not completed.":    571,
+	"No outputs.":                                          265,
+	"No outputs: the occurrence ended without completing.": 573,
 	"No process has the key “%s”.":                         116,
-	"No process is published yet.":                         709,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             860,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             859,
+	"No process is published yet.":                         712,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             863,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             862,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 155,
-	"No release yet.": 242,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 753,
-	"No revision yet: the Working copy has never been snapshotted.":                     240,
-	"No token.":              800,
-	"No value was revealed.": 771,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              534,
-	"No worker has reserved this occurrence yet.":                                        531,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 861,
-	"No worker is connected.":           844,
-	"No worker serves this definition.": 847,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 858,
-	"Node":                  405,
-	"Nodes":                 716,
-	"Nodes of this version": 733,
-	"Nodes of this version, with their occurrences now": 717,
-	"Nodes reached, in order":                           404,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 159,
+	"No release yet.": 246,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 756,
+	"No revision yet: the Working copy has never been snapshotted.":                     244,
+	"No token.":              803,
+	"No value was revealed.": 774,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              537,
+	"No worker has reserved this occurrence yet.":                                        534,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 864,
+	"No worker is connected.":           847,
+	"No worker serves this definition.": 850,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 861,
+	"Node":                  408,
+	"Nodes":                 719,
+	"Nodes of this version": 736,
+	"Nodes of this version, with their occurrences now": 720,
+	"Nodes reached, in order":                           407,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 184,
-	"Not found":   194,
-	"Notes":       245,
-	"Nothing exists at this address, or it is not visible to you.": 191,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 192,
+	"Not allowed": 188,
+	"Not found":   198,
+	"Notes":       249,
+	"Nothing exists at this address, or it is not visible to you.": 195,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 196,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             778,
+	"Nothing to find: the search box is empty.":                             781,
 	"Nothing was done.":        35,
-	"Nov":                      391,
-	"Now":                      540,
-	"Occurrence":               406,
-	"Occurrence %s":            518,
+	"Nov":                      394,
+	"Now":                      543,
+	"Occurrence":               409,
+	"Occurrence %s":            521,
 	"Occurrence offered again": 132,
-	"Occurrences now":          722,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          856,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 857,
-	"Occurrences, newest first": 656,
-	"Oct":                       390,
-	"Offered from %s — %s.":     608,
-	"Oldest claimable waits":    342,
-	"On error":                  721,
-	"On success":                720,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         767,
-	"Only administrators may reveal a sensitive value.":                                                           760,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 797,
-	"Open":             339,
-	"Operator actions": 401,
-	"Operator actions on this instance, newest first": 414,
+	"Occurrences now":          725,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          859,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 860,
+	"Occurrences, newest first": 659,
+	"Oct":                       393,
+	"Offered from %s — %s.":     611,
+	"Oldest claimable waits":    346,
+	"On error":                  724,
+	"On success":                723,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         770,
+	"Only administrators may reveal a sensitive value.":                                                           763,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 800,
+	"Open":             343,
+	"Operator actions": 404,
+	"Operator actions on this instance, newest first": 417,
 	"Operator actions, newest first":                  149,
 	"Other criteria":                                  103,
-	"Outcome":                                         529,
-	"Outputs":                                         260,
-	"Outputs of revision %d":                          269,
-	"Outputs of the working copy":                     262,
-	"Outputs, labelled by revision %d's contract":     567,
-	"Pages": 677,
-	"Paste your token in the field: it is empty.": 794,
-	"Path":                            402,
-	"Pause reloading":                 183,
-	"Pinned by":                       292,
-	"Pinned revision":                 719,
-	"Policy":                          520,
-	"Previous page":                   678,
-	"Priority":                        552,
+	"Outcome":                                         532,
+	"Outputs":                                         264,
+	"Outputs of revision %d":                          273,
+	"Outputs of the working copy":                     266,
+	"Outputs, labelled by revision %d's contract":     570,
+	"Pages": 680,
+	"Paste your token in the field: it is empty.": 797,
+	"Path":                            405,
+	"Pause reloading":                 187,
+	"Pinned by":                       296,
+	"Pinned revision":                 722,
+	"Policy":                          523,
+	"Previous page":                   681,
+	"Priority":                        555,
 	"Process":                         94,
-	"Process %s":                      712,
+	"Process %s":                      715,
 	"Process %s has no version %d.":   115,
-	"Process and node":                658,
-	"Process inputs":                  416,
+	"Process and node":                661,
+	"Process inputs":                  419,
 	"Process instance":                131,
-	"Process instance %s":             399,
-	"Process instances":               449,
-	"Process instances, newest first": 454,
-	"Processes":                       163,
-	"Processes by key":                707,
-	"Protocol":                        839,
-	"Published":                       246,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 705,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       706,
-	"Push destination": 652,
+	"Process instance %s":             402,
+	"Process instances":               452,
+	"Process instances, newest first": 457,
+	"Processes":                       167,
+	"Processes by key":                710,
+	"Protocol":                        842,
+	"Published":                       250,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 708,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       709,
+	"Push destination": 655,
 	"Reason":           130,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            546,
-	"Recorded operator actions":                             412,
-	"Relais console":                                        157,
-	"Relais has not called the destination yet.":            537,
-	"Relais is calling the destination (since %s).":         614,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 539,
-	"Relais never called the destination: the occurrence ended before any call.":                                    538,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        635,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 637,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     634,
+	"Reason given by the worker":                            549,
+	"Recorded operator actions":                             415,
+	"Relais console":                                        161,
+	"Relais has not called the destination yet.":            540,
+	"Relais is calling the destination (since %s).":         617,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 542,
+	"Relais never called the destination: the occurrence ended before any call.":                                    541,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        638,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 640,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     637,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           636,
-	"Release":                       243,
-	"Releases":                      241,
-	"Releases, oldest first":        263,
-	"Reload lists and detail pages": 693,
-	"Reloading paused":              180,
-	"Reloading paused: this page stays as it is until you resume.": 704,
-	"Reloading resumed.":                  703,
-	"Replica":                             536,
-	"Required":                            230,
-	"Reserved":                            525,
-	"Reserved by %s.":                     616,
-	"Reserved by %s; lock until %s — %s.": 615,
-	"Reserved now":                        221,
-	"Resume":                              181,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         369,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 368,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             367,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            366,
-	"Retried by %s at %s — “%s”": 427,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           639,
+	"Release":                       247,
+	"Releases":                      245,
+	"Releases, oldest first":        267,
+	"Reload lists and detail pages": 696,
+	"Reloading paused":              184,
+	"Reloading paused: this page stays as it is until you resume.": 707,
+	"Reloading resumed.":                  706,
+	"Replica":                             539,
+	"Required":                            234,
+	"Reserved":                            528,
+	"Reserved by %s.":                     619,
+	"Reserved by %s; lock until %s — %s.": 618,
+	"Reserved now":                        225,
+	"Resume":                              185,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         372,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 371,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             370,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            369,
+	"Retried by %s at %s — “%s”": 430,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 549,
+	"Retries": 552,
 	"Retries brought forward for %d instances: their workers take them now.": 124,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             607,
-	"Retry delay":                                   548,
+	"Retry at %s — %s.":                             610,
+	"Retry delay":                                   551,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             541,
+	"Retry or abandon it from its instance":                                                                             544,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 582,
+	"Retryable": 585,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 571,
-	"Revealed by %s at %s; recorded in the audit log.": 765,
-	"Reveals":               172,
-	"Reveals, newest first": 770,
-	"Revision":              244,
-	"Revision %d":           265,
-	"Revisions":             239,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 865,
-	"Revoke the %s token “%s”?": 810,
-	"Revoke the token":          812,
-	"Revoke token %d":           809,
-	"Revoke…":                   807,
-	"Role":                      801,
-	"Route":                     407,
-	"Routing output":            237,
-	"Row %s":                    681,
-	"Rows %s–%s":                682,
-	"Save settings":             695,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      761,
+	"Reveal — this is recorded": 574,
+	"Revealed by %s at %s; recorded in the audit log.": 768,
+	"Reveals":               176,
+	"Reveals, newest first": 773,
+	"Revision":              248,
+	"Revision %d":           269,
+	"Revisions":             243,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 868,
+	"Revoke the %s token “%s”?": 813,
+	"Revoke the token":          815,
+	"Revoke token %d":           812,
+	"Revoke…":                   810,
+	"Role":                      804,
+	"Route":                     410,
+	"Routing output":            241,
+	"Row %s":                    684,
+	"Rows %s–%s":                685,
+	"Save settings":             698,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      764,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 317,
-	"Search":                               776,
-	"Secret values can never be revealed.": 768,
-	"Sep":                                  389,
-	"Served by %d workers":                 862,
-	"Settled":                              410,
-	"Settlement date":                      650,
-	"Show all definitions":                 353,
-	"Show times in":                        691,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 321,
+	"Search":                               779,
+	"Secret values can never be revealed.": 771,
+	"Sep":                                  392,
+	"Served by %d workers":                 865,
+	"Settled":                              413,
+	"Settlement date":                      653,
+	"Show all definitions":                 357,
+	"Show times in":                        694,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 151,
-	"Sign in": 789,
-	"Sign in with an operator, designer or administrator token.": 790,
-	"Sign out":             174,
-	"Signed in as %s (%s)": 173,
-	"Since revision %d:":   271,
-	"Skip to content":      159,
-	"Slot":                 361,
-	"Snapshotted":          266,
+	"Sign in": 792,
+	"Sign in with an operator, designer or administrator token.": 793,
+	"Sign out":             178,
+	"Signed in as %s (%s)": 177,
+	"Since revision %d:":   275,
+	"Skip to content":      163,
+	"Slot":                 365,
+	"Snapshotted":          270,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 206,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 798,
-	"Staff tokens, oldest first": 799,
-	"Start node":                 713,
-	"Started":                    428,
-	"State":                      216,
+	"Something went wrong": 210,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 801,
+	"Staff tokens, oldest first": 802,
+	"Start node":                 716,
+	"Started":                    431,
+	"State":                      220,
 	"Status":                     96,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -584,335 +586,336 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              425,
+	"Stopped by %s at %s — “%s”":                              428,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   424,
-	"Summary": 400,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 296,
-	"Tasks":                   217,
-	"Temporarily unavailable": 204,
-	"That is too long to be an id or a business key.":                                           779,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   427,
+	"Summary": 403,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 300,
+	"Tasks":                   221,
+	"Temporarily unavailable": 208,
+	"That is too long to be an id or a business key.":                                           782,
 	"The %d largest groups; the filter matches more.":                                           107,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 543,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 305,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    270,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            594,
-	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        461,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 546,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 309,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    274,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            597,
+	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        464,
 	"The bulk action must be its id (a UUID).":                                      148,
-	"The call could not be prepared.":                                               595,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 756,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 613,
-	"The chart’s numbers": 359,
+	"The call could not be prepared.":                                               598,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 759,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 616,
+	"The chart’s numbers": 363,
 	"The confirmed count is missing: start again from the list.":                                                                                                        120,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       207,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      692,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       211,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      695,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 121,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             205,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            592,
-	"The destination answered HTTP %s.":     602,
-	"The destination could not be reached.": 596,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    586,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         587,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   585,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 584,
-	"The destination’s answer was too large.": 597,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      210,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          187,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                599,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         631,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      632,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    630,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            598,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               589,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 588,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     590,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             591,
-	"The latest %d attempts, oldest first":                                                         542,
-	"The next page counts them and asks for a reason before anything changes.":                     453,
-	"The nodes this instance reached, in order, each with its occurrence.":                         403,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 236,
-	"The page cursor is invalid: go back to the first page.":                                       689,
-	"The page size must be between 1 and %d.":                                                      448,
-	"The parameter “%s” is given %d times: give it once.":                                          688,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             209,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            595,
+	"The destination answered HTTP %s.":     605,
+	"The destination could not be reached.": 599,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    589,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         590,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   588,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 587,
+	"The destination’s answer was too large.": 600,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      214,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          191,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                602,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         634,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      635,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    633,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            601,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               592,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 591,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     593,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             594,
+	"The latest %d attempts, oldest first":                                                         545,
+	"The next page counts them and asks for a reason before anything changes.":                     456,
+	"The nodes this instance reached, in order, each with its occurrence.":                         406,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 240,
+	"The page cursor is invalid: go back to the first page.":                                       692,
+	"The page size must be between 1 and %d.":                                                      451,
+	"The parameter “%s” is given %d times: give it once.":                                          691,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 147,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                        51,
-	"The result did not match the revision's outputs contract.": 593,
-	"The revision must be a whole number, 1 or more.":           648,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 792,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        786,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     816,
-	"The version must be a whole number from 1.":                                                                                                        445,
-	"These revisions have the same contracts.":                                                                                                          256,
-	"These settings are kept in this browser only.":                                                                                                     690,
-	"They take every revision their consumer is granted.":                                                                                               866,
-	"They take revision %d only.":                                                                                                                       868,
-	"They take revisions %s only.":                                                                                                                      870,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 685,
+	"The result did not match the revision's outputs contract.": 596,
+	"The revision must be a whole number, 1 or more.":           651,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 795,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        789,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     819,
+	"The version must be a whole number from 1.":                                                                                                        448,
+	"These revisions have the same contracts.":                                                                                                          260,
+	"These settings are kept in this browser only.":                                                                                                     693,
+	"They take every revision their consumer is granted.":                                                                                               869,
+	"They take revision %d only.":                                                                                                                       871,
+	"They take revisions %s only.":                                                                                                                      873,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 688,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         122,
-	"This contract has no inputs.":  566,
-	"This contract has no outputs.": 569,
+	"This contract has no inputs.":  569,
+	"This contract has no outputs.": 572,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 118,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 203,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            202,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  200,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  197,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           775,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 207,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            206,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  204,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  201,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           778,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 324,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 328,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 420,
-	"This instance has not reached a task yet.":                                                                                                                                     411,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 423,
+	"This instance has not reached a task yet.":                                                                                                                                     414,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   44,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 322,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 326,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 421,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 422,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 424,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 425,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  195,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            815,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           814,
-	"This page does not accept that request.": 774,
-	"This page reloads every %d seconds.":     182,
-	"This process takes no inputs.":           418,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 763,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  199,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            818,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           817,
+	"This page does not accept that request.": 777,
+	"This page reloads every %d seconds.":     186,
+	"This process takes no inputs.":           421,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 766,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 795,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 734,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            735,
-	"Times in %s · no auto-reload":    179,
-	"Times in %s · reload every %d s": 178,
-	"Times in %s · reloading paused":  177,
-	"To revision":                     250,
-	"Token":                           791,
-	"Tokens":                          171,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 793,
-	"Totals of all definitions, not narrowed by the other filters":         666,
-	"Totals of definition %s, not narrowed by the other filters":           665,
-	"Type": 229,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 777,
-	"URL":                              308,
-	"UTC (coordinated universal time)": 697,
+	"This token is unknown, revoked or expired.": 798,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 737,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            738,
+	"Times in %s · no auto-reload":    183,
+	"Times in %s · reload every %d s": 182,
+	"Times in %s · reloading paused":  181,
+	"To revision":                     254,
+	"Token":                           794,
+	"Tokens":                          175,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 796,
+	"Totals of all definitions, not narrowed by the other filters":         669,
+	"Totals of definition %s, not narrowed by the other filters":           668,
+	"Type": 233,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 780,
+	"URL":                              312,
+	"UTC (coordinated universal time)": 700,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                112,
 	"Unknown destination “%s”.":        113,
-	"Unknown parameter “%s” (did you mean “%s”?).": 686,
-	"Unknown parameter “%s”.":                      687,
-	"Unknown status “%s” (did you mean “%s”?).":    463,
-	"Unknown status “%s”.":                         465,
-	"Value":                                        415,
+	"Unknown parameter “%s” (did you mean “%s”?).": 689,
+	"Unknown parameter “%s”.":                      690,
+	"Unknown status “%s” (did you mean “%s”?).":    466,
+	"Unknown status “%s”.":                         468,
+	"Value":                                        418,
 	"Version":                                      95,
-	"Versions, newest first":                       708,
-	"Waiting a retry":                              343,
+	"Versions, newest first":                       711,
+	"Waiting a retry":                              347,
 	"Waiting a retry at a node of":                 100,
-	"Waiting for Relais to call the destination since %s (%s).": 610,
-	"Waiting for a worker since %s (%s).":                       611,
+	"Waiting for Relais to call the destination since %s (%s).": 613,
+	"Waiting for a worker since %s (%s).":                       614,
 	"When":                                                      127,
 	"Who":                                                       128,
-	"Whole message":                                             533,
-	"Why (recorded with the reveal)":                            572,
-	"Worker":                                                    838,
-	"Worker id":                                                 524,
-	"Workers":                                                   168,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        836,
+	"Whole message":                                             536,
+	"Why (recorded with the reveal)":                            575,
+	"Worker":                                                    841,
+	"Worker id":                                                 527,
+	"Workers":                                                   172,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        839,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 837,
-	"Workers serving %s":                   845,
+	"Workers seen within three heartbeats": 840,
+	"Workers serving %s":                   848,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        235,
-	"You are signed out.": 785,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              185,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 787,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          788,
-	"[redacted]":                          644,
+	"Working copy":        239,
+	"You are signed out.": 788,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              189,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 790,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          791,
+	"[redacted]":                          647,
 	"a token’s name, exact":               139,
 	"abandon":                             4,
-	"active":                              218,
-	"administrator":                       494,
-	"after %s’s retry at %s":              544,
-	"an incident: retry, abandon or stop": 328,
-	"answer too large":                    642,
-	"any":                                 450,
-	"any other code → %s":                 748,
-	"any other error":                     326,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 668,
-	"at least %d characters":                   820,
-	"at least %d items":                        827,
-	"at most %d":                               560,
-	"at most %d characters":                    821,
-	"at most %d items":                         828,
-	"at most %d since the last operator retry": 561,
-	"available":                                466,
-	"boolean":                                  481,
-	"call in progress since":                   674,
-	"cancelled":                                471,
-	"choice":                                   484,
-	"claimable since":                          673,
-	"claimable since %s":                       350,
-	"classification changed":                   505,
-	"completed":                                469,
-	"constraint changed":                       506,
-	"consumer":                                 497,
-	"consumer #%s":                             626,
-	"date":                                     482,
-	"date and time":                            483,
-	"deadline %s":                              752,
-	"deferred":                                 468,
-	"deferred since":                           676,
+	"active":                              222,
+	"administrator":                       497,
+	"after %s’s retry at %s":              547,
+	"an incident: retry, abandon or stop": 332,
+	"answer too large":                    645,
+	"any":                                 453,
+	"any other code → %s":                 751,
+	"any other error":                     330,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 671,
+	"at least %d characters":                   823,
+	"at least %d items":                        830,
+	"at most %d":                               563,
+	"at most %d characters":                    824,
+	"at most %d items":                         831,
+	"at most %d since the last operator retry": 564,
+	"available":                                469,
+	"boolean":                                  484,
+	"call in progress since":                   677,
+	"cancelled":                                474,
+	"choice":                                   487,
+	"claimable since":                          676,
+	"claimable since %s":                       354,
+	"classification changed":                   508,
+	"completed":                                472,
+	"constraint changed":                       509,
+	"consumer":                                 500,
+	"consumer #%s":                             629,
+	"date":                                     485,
+	"date and time":                            486,
+	"deadline %s":                              755,
+	"deferred":                                 471,
+	"deferred since":                           679,
 	"deleted":                                  135,
-	"designer":                                 496,
-	"disconnected":                             477,
-	"each item of %s":                          818,
-	"end (completes)":                          741,
-	"end (fails)":                              742,
-	"end: completes the instance":              329,
-	"end: fails the instance":                  330,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         436,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 437,
+	"designer":                                 499,
+	"disconnected":                             480,
+	"each item of %s":                          821,
+	"end (completes)":                          744,
+	"end (fails)":                              745,
+	"end: completes the instance":              333,
+	"end: fails the instance":                  334,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         439,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 440,
 	"erase":                                  6,
-	"every revision its consumer is granted": 852,
-	"every revision its consumer is granted: %s":   848,
-	"exact, case-sensitive":                        451,
+	"every revision its consumer is granted": 855,
+	"every revision its consumer is granted: %s":   851,
+	"exact, case-sensitive":                        454,
 	"exact; instances deleted since are not found": 140,
-	"expired":                             474,
-	"failed":                              470,
-	"fails the instance":                  749,
-	"field added":                         500,
-	"field removed":                       501,
-	"format":                              511,
-	"format %s":                           823,
+	"expired":                             477,
+	"failed":                              473,
+	"fails the instance":                  752,
+	"field added":                         503,
+	"field removed":                       504,
+	"format":                              514,
+	"format %s":                           826,
 	"from":                                141,
-	"held":                                473,
-	"held for an operator":                327,
-	"held, then abandoned by an operator": 442,
-	"held, then stopped by an operator":   441,
-	"hidden (secret)":                     491,
-	"hidden (sensitive)":                  490,
-	"hold (an incident for an operator)":  747,
-	"id or business key":                  165,
-	"in %s":                               374,
-	"in progress":                         532,
-	"instance held here":                  664,
-	"instance id":                         654,
-	"instances held":                      757,
-	"instances held: %s":                  758,
-	"integer":                             479,
-	"its name, exactly":                   653,
-	"just now":                            376,
-	"list":                                486,
-	"lock until":                          675,
-	"long polling":                        850,
-	"long wait":                           351,
-	"masked value":                        307,
-	"maximum":                             513,
-	"maximum %s":                          825,
-	"maximum items":                       515,
-	"maximum length":                      509,
-	"minimum":                             512,
-	"minimum %s":                          824,
-	"minimum items":                       514,
-	"minimum length":                      508,
-	"never":                               804,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 434,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       433,
-	"next attempt":                 672,
-	"next attempt %s":              349,
-	"no":                           499,
-	"no answer within the timeout": 640,
-	"no connection":                641,
-	"no grant: it takes nothing":   220,
-	"no header":                    312,
-	"no process version":           293,
-	"no worker":                    352,
-	"no worker takes revision %d":  854,
-	"no worker takes revisions %s": 855,
-	"no: the latest is version %d": 729,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 583,
-	"none": 290,
-	"none (revealed before reasons were asked for)": 772,
+	"given (not kept)":                    153,
+	"held":                                476,
+	"held for an operator":                331,
+	"held, then abandoned by an operator": 445,
+	"held, then stopped by an operator":   444,
+	"hidden (secret)":                     494,
+	"hidden (sensitive)":                  493,
+	"hold (an incident for an operator)":  750,
+	"id or business key":                  169,
+	"in %s":                               377,
+	"in progress":                         535,
+	"instance held here":                  667,
+	"instance id":                         657,
+	"instances held":                      760,
+	"instances held: %s":                  761,
+	"integer":                             482,
+	"its name, exactly":                   656,
+	"just now":                            379,
+	"list":                                489,
+	"lock until":                          678,
+	"long polling":                        853,
+	"long wait":                           355,
+	"masked value":                        311,
+	"maximum":                             516,
+	"maximum %s":                          828,
+	"maximum items":                       518,
+	"maximum length":                      512,
+	"minimum":                             515,
+	"minimum %s":                          827,
+	"minimum items":                       517,
+	"minimum length":                      511,
+	"never":                               807,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 437,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       436,
+	"next attempt":                 675,
+	"next attempt %s":              353,
+	"no":                           502,
+	"no answer within the timeout": 643,
+	"no connection":                644,
+	"no grant: it takes nothing":   224,
+	"no header":                    316,
+	"no process version":           297,
+	"no worker":                    356,
+	"no worker takes revision %d":  857,
+	"no worker takes revisions %s": 858,
+	"no: the latest is version %d": 732,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 586,
+	"none": 294,
+	"none (revealed before reasons were asked for)": 775,
 	"none given": 104,
-	"none yet":   300,
-	"none: a failed call takes the node’s error path": 550,
-	"normal":       487,
-	"not provided": 830,
-	"not set":      291,
-	"not yet":      805,
-	"null":         834,
-	"number":       480,
-	"object":       485,
-	"older versions, from version %d (each links the one before)": 711,
-	"on error":                           325,
-	"one attempt, no retry, priority %d": 751,
-	"one of: %s":                         826,
-	"operator":                           495,
-	"optional %s field of type %s":       287,
-	"optional field of type %s":          289,
-	"optional → required":                280,
-	"pattern":                            510,
-	"pattern %s":                         822,
-	"pull":                               739,
-	"pull %s":                            332,
-	"pull (a worker fetches it)":         492,
-	"push %s":                            331,
-	"push (Relais calls the service)":    493,
-	"push to %s":                         740,
-	"rejected":                           475,
-	"released":                           476,
-	"required %s field of type %s":       286,
-	"required changed":                   503,
-	"required field of type %s":          288,
-	"required → optional":                281,
-	"reserved":                           467,
+	"none yet":   304,
+	"none: a failed call takes the node’s error path": 553,
+	"normal":       490,
+	"not provided": 833,
+	"not set":      295,
+	"not yet":      808,
+	"null":         837,
+	"number":       483,
+	"object":       488,
+	"older versions, from version %d (each links the one before)": 714,
+	"on error":                           329,
+	"one attempt, no retry, priority %d": 754,
+	"one of: %s":                         829,
+	"operator":                           498,
+	"optional %s field of type %s":       291,
+	"optional field of type %s":          293,
+	"optional → required":                284,
+	"pattern":                            513,
+	"pattern %s":                         825,
+	"pull":                               742,
+	"pull %s":                            336,
+	"pull (a worker fetches it)":         495,
+	"push %s":                            335,
+	"push (Relais calls the service)":    496,
+	"push to %s":                         743,
+	"rejected":                           478,
+	"released":                           479,
+	"required %s field of type %s":       290,
+	"required changed":                   506,
+	"required field of type %s":          292,
+	"required → optional":                285,
+	"reserved":                           470,
 	"retry":                              3,
 	"retry now (attempts unchanged)":     134,
-	"revision %d":                        669,
-	"revisions %s":                       853,
-	"revoked":                            219,
-	"routing changed":                    507,
-	"routing output":                     817,
-	"routing output %s → %s":             279,
-	"running":                            472,
-	"secret":                             489,
-	"sensitive":                          488,
-	"settled":                            671,
+	"revision %d":                        672,
+	"revisions %s":                       856,
+	"revoked":                            223,
+	"routing changed":                    510,
+	"routing output":                     820,
+	"routing output %s → %s":             283,
+	"running":                            475,
+	"secret":                             492,
+	"sensitive":                          491,
+	"settled":                            674,
 	"stop":                               5,
-	"stream":                             849,
-	"text":                               478,
-	"the contracts are the same (the name or a description changed).": 272,
-	"the soonest due %s":       348,
-	"this session":             808,
-	"timeout %s":               754,
-	"timeout %s (the default)": 755,
+	"stream":                             852,
+	"text":                               481,
+	"the contracts are the same (the name or a description changed).": 276,
+	"the soonest due %s":       352,
+	"this session":             811,
+	"timeout %s":               757,
+	"timeout %s (the default)": 758,
 	"to":                       142,
-	"type changed":             502,
-	"unexpected value":         835,
-	"unknown":                  643,
-	"values added: %s":         282,
-	"values changed":           504,
-	"values removed: %s":       283,
-	"values reordered":         284,
-	"version %d":               710,
-	"version %d →":             731,
-	"waiting":                  638,
-	"yes":                      498,
-	"yes: a start that names no version runs this one":                                                                      728,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 193,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     464,
-	"← version %d": 730,
-	"→ %s":         746,
+	"type changed":             505,
+	"unexpected value":         838,
+	"unknown":                  646,
+	"values added: %s":         286,
+	"values changed":           507,
+	"values removed: %s":       287,
+	"values reordered":         288,
+	"version %d":               713,
+	"version %d →":             734,
+	"waiting":                  641,
+	"yes":                      501,
+	"yes: a start that names no version runs this one":                                                                      731,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 197,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     467,
+	"← version %d": 733,
+	"→ %s":         749,
 }
 
-var enIndex = []uint32{ // 872 elements
+var enIndex = []uint32{ // 875 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -956,212 +959,213 @@ var enIndex = []uint32{ // 872 elements
 	0x000028a1, 0x000028ce, 0x000028d3, 0x000028d6,
 	0x000028e4, 0x000028f2, 0x0000290e, 0x0000291a,
 	0x000029af, 0x000029d8, 0x000029f7, 0x00002a4f,
-	0x00002b27, 0x00002bba, 0x00002c6f, 0x00002d03,
-	0x00002d82, 0x00002d98, 0x00002da7, 0x00002db0,
+	0x00002b27, 0x00002b36, 0x00002b47, 0x00002b56,
+	0x00002b63, 0x00002bf6, 0x00002cab, 0x00002d3f,
 	// Entry A0 - BF
-	0x00002dc0, 0x00002dd0, 0x00002dd7, 0x00002de6,
-	0x00002df0, 0x00002e0f, 0x00002e22, 0x00002e27,
-	0x00002e33, 0x00002e3b, 0x00002e45, 0x00002e52,
-	0x00002e59, 0x00002e61, 0x00002e7c, 0x00002e85,
-	0x00002e96, 0x00002ead, 0x00002ed0, 0x00002ef7,
-	0x00002f18, 0x00002f29, 0x00002f30, 0x00002f57,
-	0x00002f67, 0x00002f73, 0x00002ff1, 0x00003001,
-	0x00003069, 0x00003080, 0x00003090, 0x000030a4,
+	0x00002dbe, 0x00002dd4, 0x00002de3, 0x00002dec,
+	0x00002dfc, 0x00002e0c, 0x00002e13, 0x00002e22,
+	0x00002e2c, 0x00002e4b, 0x00002e5e, 0x00002e63,
+	0x00002e6f, 0x00002e77, 0x00002e81, 0x00002e8e,
+	0x00002e95, 0x00002e9d, 0x00002eb8, 0x00002ec1,
+	0x00002ed2, 0x00002ee9, 0x00002f0c, 0x00002f33,
+	0x00002f54, 0x00002f65, 0x00002f6c, 0x00002f93,
+	0x00002fa3, 0x00002faf, 0x0000302d, 0x0000303d,
 	// Entry C0 - DF
-	0x000030e1, 0x000031fa, 0x00003277, 0x00003281,
-	0x0000333c, 0x00003349, 0x000033c6, 0x000033d7,
-	0x000033e6, 0x00003446, 0x00003458, 0x0000349b,
-	0x000034d9, 0x000034f1, 0x00003537, 0x0000354c,
-	0x000035bb, 0x000035cc, 0x000035df, 0x000036a4,
-	0x000036bc, 0x000036bf, 0x000036c4, 0x000036cb,
-	0x000036d6, 0x000036dc, 0x000036e2, 0x000036e9,
-	0x000036f1, 0x0000370c, 0x00003719, 0x00003727,
+	0x000030a5, 0x000030bc, 0x000030cc, 0x000030e0,
+	0x0000311d, 0x00003236, 0x000032b3, 0x000032bd,
+	0x00003378, 0x00003385, 0x00003402, 0x00003413,
+	0x00003422, 0x00003482, 0x00003494, 0x000034d7,
+	0x00003515, 0x0000352d, 0x00003573, 0x00003588,
+	0x000035f7, 0x00003608, 0x0000361b, 0x000036e0,
+	0x000036f8, 0x000036fb, 0x00003700, 0x00003707,
+	0x00003712, 0x00003718, 0x0000371e, 0x00003725,
 	// Entry E0 - FF
-	0x00003751, 0x00003767, 0x0000377e, 0x000037c4,
-	0x000037e6, 0x000037ec, 0x000037f1, 0x000037fa,
-	0x00003809, 0x00003815, 0x00003821, 0x00003832,
-	0x0000383f, 0x0000389c, 0x000038ab, 0x000038b6,
-	0x000038c0, 0x000038fe, 0x00003907, 0x00003917,
-	0x0000391f, 0x00003928, 0x0000392e, 0x00003938,
-	0x0000394a, 0x00003992, 0x000039a0, 0x000039ac,
-	0x000039b4, 0x000039bb, 0x000039c2, 0x000039d3,
+	0x0000372d, 0x00003748, 0x00003755, 0x00003763,
+	0x0000378d, 0x000037a3, 0x000037ba, 0x00003800,
+	0x00003822, 0x00003828, 0x0000382d, 0x00003836,
+	0x00003845, 0x00003851, 0x0000385d, 0x0000386e,
+	0x0000387b, 0x000038d8, 0x000038e7, 0x000038f2,
+	0x000038fc, 0x0000393a, 0x00003943, 0x00003953,
+	0x0000395b, 0x00003964, 0x0000396a, 0x00003974,
+	0x00003986, 0x000039ce, 0x000039dc, 0x000039e8,
 	// Entry 100 - 11F
-	0x000039e2, 0x00003a0b, 0x00003a12, 0x00003a1d,
-	0x00003a38, 0x00003a40, 0x00003a4c, 0x00003a68,
-	0x00003a7f, 0x00003aa1, 0x00003ab0, 0x00003abc,
-	0x00003ac3, 0x00003adc, 0x00003af6, 0x00003b9f,
-	0x00003bb5, 0x00003bf5, 0x00003c26, 0x00003c50,
-	0x00003c77, 0x00003cee, 0x00003d12, 0x00003d39,
-	0x00003d58, 0x00003d6e, 0x00003d84, 0x00003d98,
-	0x00003dae, 0x00003dbf, 0x00003dd6, 0x00003df9,
+	0x000039f0, 0x000039f7, 0x000039fe, 0x00003a0f,
+	0x00003a1e, 0x00003a47, 0x00003a4e, 0x00003a59,
+	0x00003a74, 0x00003a7c, 0x00003a88, 0x00003aa4,
+	0x00003abb, 0x00003add, 0x00003aec, 0x00003af8,
+	0x00003aff, 0x00003b18, 0x00003b32, 0x00003bdb,
+	0x00003bf1, 0x00003c31, 0x00003c62, 0x00003c8c,
+	0x00003cb3, 0x00003d2a, 0x00003d4e, 0x00003d75,
+	0x00003d94, 0x00003daa, 0x00003dc0, 0x00003dd4,
 	// Entry 120 - 13F
-	0x00003e1c, 0x00003e39, 0x00003e56, 0x00003e5b,
-	0x00003e63, 0x00003e6d, 0x00003e80, 0x00003e94,
-	0x00003ea9, 0x00003ef5, 0x00003f08, 0x00003f0c,
-	0x00003f1c, 0x00003f25, 0x00003f38, 0x00003f5e,
-	0x00003f72, 0x00003f88, 0x0000409e, 0x000040b3,
-	0x000040c0, 0x000040c4, 0x000040d1, 0x000040e1,
-	0x000040ee, 0x000040f8, 0x000040fe, 0x00004108,
-	0x00004128, 0x0000413a, 0x000041ee, 0x0000420b,
+	0x00003dea, 0x00003dfb, 0x00003e12, 0x00003e35,
+	0x00003e58, 0x00003e75, 0x00003e92, 0x00003e97,
+	0x00003e9f, 0x00003ea9, 0x00003ebc, 0x00003ed0,
+	0x00003ee5, 0x00003f31, 0x00003f44, 0x00003f48,
+	0x00003f58, 0x00003f61, 0x00003f74, 0x00003f9a,
+	0x00003fae, 0x00003fc4, 0x000040da, 0x000040ef,
+	0x000040fc, 0x00004100, 0x0000410d, 0x0000411d,
+	0x0000412a, 0x00004134, 0x0000413a, 0x00004144,
 	// Entry 140 - 15F
-	0x00004279, 0x00004339, 0x0000434c, 0x00004399,
-	0x000043fd, 0x00004461, 0x0000446a, 0x0000447a,
-	0x0000448f, 0x000044b3, 0x000044cf, 0x000044e7,
-	0x000044f2, 0x000044fd, 0x00004511, 0x00004631,
-	0x00004681, 0x000046a5, 0x000046d0, 0x000046db,
-	0x000046e0, 0x000046ef, 0x000046f6, 0x0000470d,
-	0x0000471d, 0x00004732, 0x00004744, 0x00004767,
-	0x000047b4, 0x000047ca, 0x000047dd, 0x000047f3,
+	0x00004164, 0x00004176, 0x0000422a, 0x00004247,
+	0x000042b5, 0x00004375, 0x00004388, 0x000043d5,
+	0x00004439, 0x0000449d, 0x000044a6, 0x000044b6,
+	0x000044cb, 0x000044ef, 0x0000450b, 0x00004523,
+	0x0000452e, 0x00004539, 0x0000454d, 0x0000466d,
+	0x000046bd, 0x000046e1, 0x0000470c, 0x00004717,
+	0x0000471c, 0x0000472b, 0x00004732, 0x00004749,
+	0x00004759, 0x0000476e, 0x00004780, 0x000047a3,
 	// Entry 160 - 17F
-	0x000047fd, 0x00004807, 0x0000481c, 0x00004844,
-	0x00004854, 0x0000488d, 0x000048e1, 0x000048eb,
-	0x00004901, 0x0000493a, 0x0000493f, 0x0000494d,
-	0x0000495a, 0x00004983, 0x000049a6, 0x000049f9,
-	0x00004a39, 0x00004aba, 0x00004b21, 0x00004b2e,
-	0x00004b4e, 0x00004b5a, 0x00004b73, 0x00004b7c,
-	0x00004b86, 0x00004b8f, 0x00004b97, 0x00004ba1,
-	0x00004ba9, 0x00004bb1, 0x00004bb5, 0x00004bb9,
+	0x000047f0, 0x00004806, 0x00004819, 0x0000482f,
+	0x00004839, 0x00004843, 0x00004858, 0x00004880,
+	0x00004890, 0x000048c9, 0x0000491d, 0x00004927,
+	0x0000493d, 0x00004976, 0x0000497b, 0x00004989,
+	0x000049b2, 0x000049d5, 0x00004a28, 0x00004a68,
+	0x00004ae9, 0x00004b50, 0x00004b5d, 0x00004b7d,
+	0x00004b89, 0x00004ba2, 0x00004bab, 0x00004bb5,
+	0x00004bbe, 0x00004bc6, 0x00004bd0, 0x00004bd8,
 	// Entry 180 - 19F
-	0x00004bbd, 0x00004bc1, 0x00004bc5, 0x00004bc9,
-	0x00004bcd, 0x00004bd1, 0x00004bd5, 0x00004bd9,
-	0x00004bdd, 0x00004be1, 0x00004beb, 0x00004c09,
-	0x00004c29, 0x00004c4d, 0x00004c71, 0x00004c7a,
-	0x00004c91, 0x00004c99, 0x00004caa, 0x00004caf,
-	0x00004cf4, 0x00004d0c, 0x00004d11, 0x00004d1c,
-	0x00004d22, 0x00004d2c, 0x00004d34, 0x00004d3c,
-	0x00004d66, 0x00004d80, 0x00004da8, 0x00004dd8,
+	0x00004be0, 0x00004be4, 0x00004be8, 0x00004bec,
+	0x00004bf0, 0x00004bf4, 0x00004bf8, 0x00004bfc,
+	0x00004c00, 0x00004c04, 0x00004c08, 0x00004c0c,
+	0x00004c10, 0x00004c1a, 0x00004c38, 0x00004c58,
+	0x00004c7c, 0x00004ca0, 0x00004ca9, 0x00004cc0,
+	0x00004cc8, 0x00004cd9, 0x00004cde, 0x00004d23,
+	0x00004d3b, 0x00004d40, 0x00004d4b, 0x00004d51,
+	0x00004d5b, 0x00004d63, 0x00004d6b, 0x00004d95,
 	// Entry 1A0 - 1BF
-	0x00004dde, 0x00004ded, 0x00004e40, 0x00004e5e,
-	0x00004e75, 0x00004f25, 0x00005047, 0x00005106,
-	0x00005217, 0x0000526e, 0x00005298, 0x000052c4,
-	0x000052ee, 0x000052f6, 0x000052fc, 0x00005309,
-	0x0000531b, 0x00005324, 0x00005366, 0x000053b0,
-	0x000053c5, 0x000053f7, 0x00005443, 0x0000544c,
-	0x0000545e, 0x0000546d, 0x0000548f, 0x000054b3,
-	0x00005501, 0x00005583, 0x000055ae, 0x000055e2,
+	0x00004daf, 0x00004dd7, 0x00004e07, 0x00004e0d,
+	0x00004e1c, 0x00004e6f, 0x00004e8d, 0x00004ea4,
+	0x00004f54, 0x00005076, 0x00005135, 0x00005246,
+	0x0000529d, 0x000052c7, 0x000052f3, 0x0000531d,
+	0x00005325, 0x0000532b, 0x00005338, 0x0000534a,
+	0x00005353, 0x00005395, 0x000053df, 0x000053f4,
+	0x00005426, 0x00005472, 0x0000547b, 0x0000548d,
+	0x0000549c, 0x000054be, 0x000054e2, 0x00005530,
 	// Entry 1C0 - 1DF
-	0x000055f0, 0x0000561b, 0x0000562d, 0x00005631,
-	0x00005647, 0x00005671, 0x000056ba, 0x000056da,
-	0x000056e3, 0x000056f5, 0x00005718, 0x000057b3,
-	0x000057c1, 0x000057d0, 0x00005832, 0x0000583f,
-	0x00005877, 0x000058e0, 0x000058fc, 0x00005906,
-	0x0000590f, 0x00005918, 0x00005922, 0x00005929,
-	0x00005933, 0x0000593b, 0x00005940, 0x00005948,
-	0x00005951, 0x0000595a, 0x00005967, 0x0000596c,
+	0x000055b2, 0x000055dd, 0x00005611, 0x0000561f,
+	0x0000564a, 0x0000565c, 0x00005660, 0x00005676,
+	0x000056a0, 0x000056e9, 0x00005709, 0x00005712,
+	0x00005724, 0x00005747, 0x000057e2, 0x000057f0,
+	0x000057ff, 0x00005861, 0x0000586e, 0x000058a6,
+	0x0000590f, 0x0000592b, 0x00005935, 0x0000593e,
+	0x00005947, 0x00005951, 0x00005958, 0x00005962,
+	0x0000596a, 0x0000596f, 0x00005977, 0x00005980,
 	// Entry 1E0 - 1FF
-	0x00005974, 0x0000597b, 0x00005983, 0x00005988,
-	0x00005996, 0x0000599d, 0x000059a4, 0x000059a9,
-	0x000059b0, 0x000059ba, 0x000059c1, 0x000059d4,
-	0x000059e4, 0x000059ff, 0x00005a1f, 0x00005a2d,
-	0x00005a36, 0x00005a3f, 0x00005a48, 0x00005a4c,
-	0x00005a4f, 0x00005a5b, 0x00005a69, 0x00005a76,
-	0x00005a87, 0x00005a96, 0x00005aad, 0x00005ac0,
-	0x00005ad0, 0x00005adf, 0x00005aee, 0x00005af6,
+	0x00005989, 0x00005996, 0x0000599b, 0x000059a3,
+	0x000059aa, 0x000059b2, 0x000059b7, 0x000059c5,
+	0x000059cc, 0x000059d3, 0x000059d8, 0x000059df,
+	0x000059e9, 0x000059f0, 0x00005a03, 0x00005a13,
+	0x00005a2e, 0x00005a4e, 0x00005a5c, 0x00005a65,
+	0x00005a6e, 0x00005a77, 0x00005a7b, 0x00005a7e,
+	0x00005a8a, 0x00005a98, 0x00005aa5, 0x00005ab6,
+	0x00005ac5, 0x00005adc, 0x00005aef, 0x00005aff,
 	// Entry 200 - 21F
-	0x00005afd, 0x00005b05, 0x00005b0d, 0x00005b1b,
-	0x00005b29, 0x00005b3f, 0x00005b54, 0x00005b65,
-	0x00005b6b, 0x00005b72, 0x00005b7b, 0x00005b97,
-	0x00005ba0, 0x00005baa, 0x00005bb3, 0x00005bbc,
-	0x00005bc5, 0x00005bdc, 0x00005be4, 0x00005bf2,
-	0x00005c1e, 0x00005c2a, 0x00005c38, 0x00005c7e,
-	0x00005c8a, 0x00005c92, 0x00005cbd, 0x00005d08,
-	0x00005dca, 0x00005dce, 0x00005df4, 0x00005e1c,
+	0x00005b0e, 0x00005b1d, 0x00005b25, 0x00005b2c,
+	0x00005b34, 0x00005b3c, 0x00005b4a, 0x00005b58,
+	0x00005b6e, 0x00005b83, 0x00005b94, 0x00005b9a,
+	0x00005ba1, 0x00005baa, 0x00005bc6, 0x00005bcf,
+	0x00005bd9, 0x00005be2, 0x00005beb, 0x00005bf4,
+	0x00005c0b, 0x00005c13, 0x00005c21, 0x00005c4d,
+	0x00005c59, 0x00005c67, 0x00005cad, 0x00005cb9,
+	0x00005cc1, 0x00005cec, 0x00005d37, 0x00005df9,
 	// Entry 220 - 23F
-	0x00005e7f, 0x00005e9e, 0x00005ea3, 0x00005ebe,
-	0x00005ecf, 0x00005edb, 0x00005ee3, 0x00005f15,
-	0x00005f1e, 0x00005f27, 0x00005f43, 0x00005fa4,
-	0x00005fb1, 0x00005fe8, 0x00006017, 0x00006067,
-	0x000060a2, 0x000060b0, 0x000060dc, 0x00006102,
-	0x00006123, 0x0000612e, 0x0000615c, 0x00006179,
-	0x000061a8, 0x000061da, 0x000061f8, 0x0000622d,
-	0x00006249, 0x00006268, 0x000062c3, 0x000062d2,
+	0x00005dfd, 0x00005e23, 0x00005e4b, 0x00005eae,
+	0x00005ecd, 0x00005ed2, 0x00005eed, 0x00005efe,
+	0x00005f0a, 0x00005f12, 0x00005f44, 0x00005f4d,
+	0x00005f56, 0x00005f72, 0x00005fd3, 0x00005fe0,
+	0x00006017, 0x00006046, 0x00006096, 0x000060d1,
+	0x000060df, 0x0000610b, 0x00006131, 0x00006152,
+	0x0000615d, 0x0000618b, 0x000061a8, 0x000061d7,
+	0x00006209, 0x00006227, 0x0000625c, 0x00006278,
 	// Entry 240 - 25F
-	0x000062df, 0x000062ed, 0x000062fa, 0x00006303,
-	0x0000631e, 0x0000634e, 0x00006369, 0x00006373,
-	0x000063c5, 0x00006485, 0x000064e1, 0x0000655f,
-	0x000065d5, 0x000066a8, 0x0000676b, 0x000067a3,
-	0x00006803, 0x0000685a, 0x00006894, 0x000069a1,
-	0x000069c1, 0x000069e7, 0x00006a11, 0x00006a82,
-	0x00006abf, 0x00006ae3, 0x00006b87, 0x00006bac,
-	0x00006bdb, 0x00006c3b, 0x00006c94, 0x00006cee,
+	0x00006297, 0x000062f2, 0x00006301, 0x0000630e,
+	0x0000631c, 0x00006329, 0x00006332, 0x0000634d,
+	0x0000637d, 0x00006398, 0x000063a2, 0x000063f4,
+	0x000064b4, 0x00006510, 0x0000658e, 0x00006604,
+	0x000066d7, 0x0000679a, 0x000067d2, 0x00006832,
+	0x00006889, 0x000068c3, 0x000069d0, 0x000069f0,
+	0x00006a16, 0x00006a40, 0x00006ab1, 0x00006aee,
+	0x00006b12, 0x00006bb6, 0x00006bdb, 0x00006c0a,
 	// Entry 260 - 27F
-	0x00006d08, 0x00006d26, 0x00006d5a, 0x00006d9a,
-	0x00006dc4, 0x00006dd3, 0x00006e9e, 0x00006ecf,
-	0x00006efe, 0x00006f11, 0x00006f86, 0x00006f99,
-	0x00006fcd, 0x0000701e, 0x00007052, 0x00007062,
-	0x000070a9, 0x000070d6, 0x000070e3, 0x000070f3,
-	0x00007123, 0x0000715d, 0x00007180, 0x000071f7,
-	0x00007279, 0x000072fe, 0x0000730d, 0x0000735d,
-	0x000073bd, 0x00007429, 0x000074a0, 0x000074a8,
+	0x00006c6a, 0x00006cc3, 0x00006d1d, 0x00006d37,
+	0x00006d55, 0x00006d89, 0x00006dc9, 0x00006df3,
+	0x00006e02, 0x00006ecd, 0x00006efe, 0x00006f2d,
+	0x00006f40, 0x00006fb5, 0x00006fc8, 0x00006ffc,
+	0x0000704d, 0x00007081, 0x00007091, 0x000070d8,
+	0x00007105, 0x00007112, 0x00007122, 0x00007152,
+	0x0000718c, 0x000071af, 0x00007226, 0x000072a8,
+	0x0000732d, 0x0000733c, 0x0000738c, 0x000073ec,
 	// Entry 280 - 29F
-	0x000074c0, 0x000074dd, 0x000074eb, 0x000074fc,
-	0x00007504, 0x0000750f, 0x00007550, 0x00007588,
-	0x0000759c, 0x000075cc, 0x00007607, 0x00007617,
-	0x00007656, 0x00007667, 0x00007679, 0x00007685,
-	0x00007696, 0x000076b0, 0x000076b8, 0x000076c9,
-	0x000076cf, 0x000076e3, 0x000076fb, 0x00007720,
-	0x0000772e, 0x00007741, 0x0000777f, 0x000077bc,
-	0x000077e8, 0x00007840, 0x0000784f, 0x00007860,
+	0x00007458, 0x000074cf, 0x000074d7, 0x000074ef,
+	0x0000750c, 0x0000751a, 0x0000752b, 0x00007533,
+	0x0000753e, 0x0000757f, 0x000075b7, 0x000075cb,
+	0x000075fb, 0x00007636, 0x00007646, 0x00007685,
+	0x00007696, 0x000076a8, 0x000076b4, 0x000076c5,
+	0x000076df, 0x000076e7, 0x000076f8, 0x000076fe,
+	0x00007712, 0x0000772a, 0x0000774f, 0x0000775d,
+	0x00007770, 0x000077ae, 0x000077eb, 0x00007817,
 	// Entry 2A0 - 2BF
-	0x00007868, 0x00007875, 0x00007885, 0x0000789c,
-	0x000078a7, 0x000078b6, 0x000078bc, 0x000078ca,
-	0x000078d4, 0x000078df, 0x000078e9, 0x000078fc,
-	0x00007921, 0x0000794c, 0x000079dd, 0x00007a18,
-	0x00007a37, 0x00007a75, 0x00007aac, 0x00007ada,
-	0x00007ae8, 0x00007b87, 0x00007ba5, 0x00007cfc,
-	0x00007d0a, 0x00007d1e, 0x00007d3f, 0x00007d53,
-	0x00007d83, 0x00007d89, 0x00007d9d, 0x00007db5,
+	0x0000786f, 0x0000787e, 0x0000788f, 0x00007897,
+	0x000078a4, 0x000078b4, 0x000078cb, 0x000078d6,
+	0x000078e5, 0x000078eb, 0x000078f9, 0x00007903,
+	0x0000790e, 0x00007918, 0x0000792b, 0x00007950,
+	0x0000797b, 0x00007a0c, 0x00007a47, 0x00007a66,
+	0x00007aa4, 0x00007adb, 0x00007b09, 0x00007b17,
+	0x00007bb6, 0x00007bd4, 0x00007d2b, 0x00007d39,
+	0x00007d4d, 0x00007d6e, 0x00007d82, 0x00007db2,
 	// Entry 2C0 - 2DF
-	0x00007dc8, 0x00007e05, 0x00007e78, 0x00007ec5,
-	0x00007ed6, 0x00007eed, 0x00007f0a, 0x00007f18,
-	0x00007f57, 0x00007f65, 0x00007f70, 0x00007f76,
-	0x00008068, 0x0000806e, 0x000080a0, 0x000080a5,
-	0x000080b5, 0x000080c0, 0x000080c9, 0x000080d9,
-	0x000080e5, 0x00008119, 0x0000814c, 0x00008166,
-	0x0000816d, 0x0000819e, 0x000081be, 0x000081d0,
-	0x000081e2, 0x00008287, 0x0000829d, 0x00008322,
+	0x00007db8, 0x00007dcc, 0x00007de4, 0x00007df7,
+	0x00007e34, 0x00007ea7, 0x00007ef4, 0x00007f05,
+	0x00007f1c, 0x00007f39, 0x00007f47, 0x00007f86,
+	0x00007f94, 0x00007f9f, 0x00007fa5, 0x00008097,
+	0x0000809d, 0x000080cf, 0x000080d4, 0x000080e4,
+	0x000080ef, 0x000080f8, 0x00008108, 0x00008114,
+	0x00008148, 0x0000817b, 0x00008195, 0x0000819c,
+	0x000081cd, 0x000081ed, 0x000081ff, 0x00008211,
 	// Entry 2E0 - 2FF
-	0x0000839c, 0x000083ab, 0x00008465, 0x000084b6,
-	0x000084bb, 0x000084c9, 0x000084d9, 0x000084e5,
-	0x000084f5, 0x00008503, 0x00008513, 0x0000851d,
-	0x00008540, 0x00008559, 0x0000856c, 0x000085d8,
-	0x000085fe, 0x0000860d, 0x0000865f, 0x0000866d,
-	0x00008689, 0x000086d7, 0x000086e6, 0x000086fc,
-	0x00008750, 0x00008782, 0x000087da, 0x000087f0,
-	0x000088be, 0x000088d5, 0x0000890c, 0x0000891a,
+	0x000082b6, 0x000082cc, 0x00008351, 0x000083cb,
+	0x000083da, 0x00008494, 0x000084e5, 0x000084ea,
+	0x000084f8, 0x00008508, 0x00008514, 0x00008524,
+	0x00008532, 0x00008542, 0x0000854c, 0x0000856f,
+	0x00008588, 0x0000859b, 0x00008607, 0x0000862d,
+	0x0000863c, 0x0000868e, 0x0000869c, 0x000086b8,
+	0x00008706, 0x00008715, 0x0000872b, 0x0000877f,
+	0x000087b1, 0x00008809, 0x0000881f, 0x000088ed,
 	// Entry 300 - 31F
-	0x0000895e, 0x00008983, 0x000089fa, 0x00008a10,
-	0x00008a27, 0x00008a55, 0x00008a68, 0x00008a90,
-	0x00008b14, 0x00008b1b, 0x00008b83, 0x00008bad,
-	0x00008bdd, 0x00008d32, 0x00008e6c, 0x00008f0c,
-	0x00008fe3, 0x000090bc, 0x000090d0, 0x0000912b,
-	0x000091d6, 0x00009258, 0x00009260, 0x0000929b,
-	0x000092a1, 0x00009333, 0x000093cb, 0x000093f7,
-	0x00009422, 0x00009470, 0x000094dc, 0x00009583,
+	0x00008904, 0x0000893b, 0x00008949, 0x0000898d,
+	0x000089b2, 0x00008a29, 0x00008a3f, 0x00008a56,
+	0x00008a84, 0x00008a97, 0x00008abf, 0x00008b43,
+	0x00008b4a, 0x00008bb2, 0x00008bdc, 0x00008c0c,
+	0x00008d61, 0x00008e9b, 0x00008f3b, 0x00009012,
+	0x000090eb, 0x000090ff, 0x0000915a, 0x00009205,
+	0x00009287, 0x0000928f, 0x000092ca, 0x000092d0,
+	0x00009362, 0x000093fa, 0x00009426, 0x00009451,
 	// Entry 320 - 33F
-	0x0000959e, 0x000095a8, 0x000095ad, 0x000095b7,
-	0x000095bf, 0x000095c5, 0x000095cd, 0x000095db,
-	0x000095e5, 0x000095f2, 0x00009605, 0x00009629,
-	0x000096a9, 0x000096ba, 0x000096c2, 0x00009737,
-	0x0000978b, 0x000097d3, 0x000097e2, 0x000097f5,
-	0x00009801, 0x0000983d, 0x00009877, 0x00009885,
-	0x00009892, 0x000098a0, 0x000098ae, 0x000098bc,
-	0x000098ee, 0x0000991e, 0x0000997a, 0x00009987,
+	0x0000949f, 0x0000950b, 0x000095b2, 0x000095cd,
+	0x000095d7, 0x000095dc, 0x000095e6, 0x000095ee,
+	0x000095f4, 0x000095fc, 0x0000960a, 0x00009614,
+	0x00009621, 0x00009634, 0x00009658, 0x000096d8,
+	0x000096e9, 0x000096f1, 0x00009766, 0x000097ba,
+	0x00009802, 0x00009811, 0x00009824, 0x00009830,
+	0x0000986c, 0x000098a6, 0x000098b4, 0x000098c1,
+	0x000098cf, 0x000098dd, 0x000098eb, 0x0000991d,
 	// Entry 340 - 35F
-	0x000099a7, 0x000099b2, 0x000099cc, 0x000099d1,
-	0x000099e2, 0x00009a68, 0x00009a8d, 0x00009a94,
-	0x00009a9d, 0x00009ab0, 0x00009aba, 0x00009ac4,
-	0x00009ace, 0x00009ae6, 0x00009afc, 0x00009b08,
-	0x00009b2a, 0x00009b58, 0x00009b5f, 0x00009b6c,
-	0x00009b7d, 0x00009ba4, 0x00009bb4, 0x00009bd3,
-	0x00009bf3, 0x00009ccb, 0x00009dac, 0x00009e00,
-	0x00009e50, 0x00009eb0, 0x00009f03, 0x00009f3b,
+	0x0000994d, 0x000099a9, 0x000099b6, 0x000099d6,
+	0x000099e1, 0x000099fb, 0x00009a00, 0x00009a11,
+	0x00009a97, 0x00009abc, 0x00009ac3, 0x00009acc,
+	0x00009adf, 0x00009ae9, 0x00009af3, 0x00009afd,
+	0x00009b15, 0x00009b2b, 0x00009b37, 0x00009b59,
+	0x00009b87, 0x00009b8e, 0x00009b9b, 0x00009bac,
+	0x00009bd3, 0x00009be3, 0x00009c02, 0x00009c22,
+	0x00009cfa, 0x00009ddb, 0x00009e2f, 0x00009e7f,
 	// Entry 360 - 37F
-	0x00009f73, 0x00009fa4, 0x00009ff4, 0x0000a028,
-	0x0000a046, 0x0000a065, 0x0000a084, 0x0000a0a4,
-} // Size: 3512 bytes
+	0x00009edf, 0x00009f32, 0x00009f6a, 0x00009fa2,
+	0x00009fd3, 0x0000a023, 0x0000a057, 0x0000a075,
+	0x0000a094, 0x0000a0b3, 0x0000a0d3,
+} // Size: 3524 bytes
 
-const enData string = "" + // Size: 41124 bytes
+const enData string = "" + // Size: 41171 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1327,6 +1331,7 @@ const enData string = "" + // Size: 41124 bytes
 	"Showing the %[1]d instance bulk action %[2]s changed. While it runs, eac" +
 	"h reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk " +
 	"action %[2]s changed. While it runs, each reload shows how far it got." +
+	"\x02Filter: %[1]s.\x02given (not kept)\x02Created before\x02%[1]s: %[2]s" +
 	"\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d in" +
 	"stances counted, %[6]d skipped (they changed after the count). It ended " +
 	"%[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error af" +
@@ -1444,345 +1449,345 @@ const enData string = "" + // Size: 41124 bytes
 	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
 	"chart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02C" +
 	"ompletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s" +
-	"–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
-	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
-	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
-	"d with their occurrences %[1]s after they end, another replica’s longer " +
-	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
-	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
-	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
-	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
-	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
-	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
-	"nd its open occurrences. Neither completes anything; each asks for a rea" +
-	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
-	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
-	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
-	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
-	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
-	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
-	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
-	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
-	"by an operator\x02A retry waits on a running instance only: choose the s" +
-	"tatus running, or none.\x02A running instance whose retry waits has no e" +
-	"rror code and is held nowhere: leave the error code and “Held at a node " +
-	"of” out.\x02The version must be a whole number from 1.\x02A version is a" +
-	" process’s: choose the process too.\x02Creation date\x02The page size mu" +
-	"st be between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-se" +
-	"nsitive\x02Act on every instance this filter matches\x02The next page co" +
-	"unts them and asks for a reason before anything changes.\x02Process inst" +
-	"ances, newest first\x02Instance\x02End node or error\x02No instance matc" +
-	"hes these filters.\x02A running instance has no error code yet: occurren" +
-	"ces that failed with it and wait for their retry are listed under Extern" +
-	"al tasks, filtered by that code.\x02All processes\x02Any definition\x02T" +
-	"he available occurrences of %[1]s: those waiting a retry show their erro" +
-	"r and their next attempt\x02All statuses\x02Unknown status “%[1]s” (did " +
-	"you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a ta" +
-	"sk: the Instances page lists the instances with it.\x02Unknown status “%" +
-	"[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02ca" +
-	"ncelled\x02running\x02held\x02expired\x02rejected\x02released\x02disconn" +
-	"ected\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
-	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden " +
-	"(sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Re" +
-	"lais calls the service)\x02administrator\x02operator\x02designer\x02cons" +
-	"umer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02req" +
-	"uired changed\x02values changed\x02classification changed\x02constraint " +
-	"changed\x02routing changed\x02minimum length\x02maximum length\x02patter" +
-	"n\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%" +
-	"[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Date" +
-	"s\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wo" +
-	"rker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02O" +
-	"utcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
-	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
-	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
-	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
-	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
-	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
-	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before the occurrence was completed: no attempt succeeded in time." +
-	"\x02The result did not match the revision's outputs contract.\x02The ans" +
-	"wer to the call was lost (the connection broke after the request was sen" +
-	"t, or Relais stopped or could not reach its database before recording it" +
-	"): whether the destination acted is unknown, so Relais does not call it " +
-	"again by itself (an operator’s retry does).\x02The call could not be pre" +
-	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
-	"wer was too large.\x02The last attempt ended without a result (its lock " +
-	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
-	"ts could not be built from the process’s bindings.\x02An operator abando" +
-	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
-	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
-	"get already spent): it is not run again.\x02The destination answered HTT" +
-	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
-	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
-	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
-	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
-	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
-	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
-	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
-	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
-	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
-	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
-	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
-	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
-	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
-	"[2]s): a worker of the same consumer, or a front end with a settle token" +
-	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
-	", waiting for an operator.\x02Its instance went on along the node’s erro" +
-	"r path, and is held at a later node.\x02Its instance went on along the n" +
-	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
-	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
-	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
-	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
-	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
-	"opped while the worker held the task: its report is refused, but it may " +
-	"already have done the work.\x02The instance was stopped during the call," +
-	" which was aborted: the destination may already have acted on the reques" +
-	"t (check there).\x02The instance was stopped while the task was deferred" +
-	": a settlement by id is refused, but the work it waited for may already " +
-	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
-	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
-	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
-	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
-	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
-	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
-	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
-	"essage from the worker (its own words, protected values masked)\x02Messa" +
-	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
-	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
-	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
-	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
-	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
-	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
-	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
-	"\x02All consumers\x02instance held here\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are recount" +
-	"ed every few seconds, shown anew at each reload.\x02revision %[1]d\x02Ea" +
-	"rlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in " +
-	"progress since\x02lock until\x02deferred since\x02Pages\x02Previous page" +
-	"\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a" +
-	" date is written 2026-12-01.\x02%[1]s: the first day comes after the las" +
-	"t.\x02This address holds a parameter that cannot be read (a percent sign" +
-	" not followed by two hexadecimal digits, or a semicolon): correct the ad" +
-	"dress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown " +
-	"parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give i" +
-	"t once.\x02The page cursor is invalid: go back to the first page.\x02The" +
-	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
-	"le runs no script, so it cannot read your computer’s time zone: choose a" +
-	" place, whose daylight saving time is followed, or a fixed offset from U" +
-	"TC.\x02Reload lists and detail pages\x02A reload empties what you typed " +
-	"but did not apply (filters, the search box) and moves the focus back to " +
-	"the top of the page: “Pause reloading”, on every page that reloads, stop" +
-	"s it until you resume. Pages where you type a reason (confirmations, and" +
-	" occurrences with a value to reveal) never reload on their own, nor does" +
-	" a revealed value.\x02Save settings\x02Back without saving\x02UTC (coord" +
-	"inated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, " +
-	"no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display sett" +
-	"ings saved.\x02Reloading resumed.\x02Reloading paused: this page stays a" +
-	"s it is until you resume.\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02older versions, from version %[1]d (e" +
-	"ach links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Col" +
-	"umns follow the longest path from the start node. Solid arrows are succe" +
-	"sses (labelled with their route), dashed ones failures (labelled with th" +
-	"eir error codes). Each box says how many of this version’s occurrences a" +
-	"re at that node now.\x02Nodes\x02Nodes of this version, with their occur" +
-	"rences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occur" +
-	"rences now\x02Inputs from\x02No inputs: an instance starts with an empty" +
-	" object.\x02Inputs an instance of this version is started with\x02Instan" +
-	"ces of this version\x02Latest\x02yes: a start that names no version runs" +
-	" this one\x02no: the latest is version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Columns follow the longest path from the start node. Solid" +
-	" arrows are successes (labelled with their route), dashed ones failures " +
-	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
-	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
-	" below lists every node with its routes and counts.\x02This version has " +
+	"–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d" +
+	" completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d " +
+	"failed\x02Retention: ended instances are kept forever, another replica’s" +
+	" RELAIS_RETENTION.\x02Retention: ended instances are kept forever (RELAI" +
+	"S_RETENTION).\x02Retention: ended instances are deleted with their occur" +
+	"rences %[1]s after they end, another replica’s longer RELAIS_RETENTION." +
+	"\x02Retention: ended instances are deleted with their occurrences %[1]s " +
+	"after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s" +
+	", %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02" +
+	"%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02J" +
+	"an\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
+	"stance…\x02This instance has ended. As an administrator you may erase it" +
+	" now rather than wait for retention (a data subject’s request): it is de" +
+	"leted with its occurrences and attempts.\x02This instance is held at a f" +
+	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
+	"1]s failed before any attempt (its inputs could not be built), so it wou" +
+	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
+	"t a failed node: an incident. Retry offers the failed occurrence again; " +
+	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02Its occurrence at node %[1]s failed (%[2]s) a" +
+	"nd waits for its retry, due %[3]s (%[4]s): retry offers it now, its atte" +
+	"mpts left unchanged. Stopping cancels the instance and its open occurren" +
+	"ces. Neither completes anything; each asks for a reason, recorded in the" +
+	" audit log.\x02Stopping cancels the instance and its open occurrences. I" +
+	"t does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02" +
+	"Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[" +
+	"3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held fo" +
+	"r\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
+	"\x02never: another replica’s RELAIS_RETENTION keeps ended instances fore" +
+	"ver\x02Deleted by retention\x02ended instances are kept %[1]s (RELAIS_RE" +
+	"TENTION)\x02ended instances are kept %[1]s, another replica’s longer REL" +
+	"AIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
+	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
+	"A retry waits on a running instance only: choose the status running, or " +
+	"none.\x02A running instance whose retry waits has no error code and is h" +
+	"eld nowhere: leave the error code and “Held at a node of” out.\x02The ve" +
+	"rsion must be a whole number from 1.\x02A version is a process’s: choose" +
+	" the process too.\x02Creation date\x02The page size must be between 1 an" +
+	"d %[1]d.\x02Process instances\x02any\x02exact, case-sensitive\x02Act on " +
+	"every instance this filter matches\x02The next page counts them and asks" +
+	" for a reason before anything changes.\x02Process instances, newest firs" +
+	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02A running instance has no error code yet: occurrences that failed wi" +
+	"th it and wait for their retry are listed under External tasks, filtered" +
+	" by that code.\x02All processes\x02Any definition\x02The available occur" +
+	"rences of %[1]s: those waiting a retry show their error and their next a" +
+	"ttempt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)" +
+	".\x02“%[1]s” is the status of an instance, not of a task: the Instances " +
+	"page lists the instances with it.\x02Unknown status “%[1]s”.\x02availabl" +
+	"e\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
+	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
+	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
+	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
+	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
+	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
+	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
+	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
+	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
+	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
+	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
+	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
+	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
+	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
+	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
+	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
+	"used: it must be one JSON object whose outputs member matches the revisi" +
+	"on’s outputs contract, and nothing after it. Its message says what was w" +
+	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
+	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
+	"ock expired with no attempt left, after Relais refused its worker’s repo" +
+	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
+	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
+	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
+	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path, and is h" +
+	"eld at a later node.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02The instance was stopped while the task was deferred: a settlement b" +
+	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
+	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
+	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
+	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
+	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
+	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
+	"worker (its own words, protected values masked)\x02Message from Relais, " +
+	"quoting the destination’s answer\x02Message from Relais\x02The revision " +
+	"must be a whole number, 1 or more.\x02A revision is a definition’s: choo" +
+	"se the definition too.\x02Settlement date\x02More filters: instance, rev" +
+	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
+	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
+	"Message\x02Process and node\x02Error\x02Consumer and worker\x02Next atte" +
+	"mpt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
+	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
+	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des). Each box says how many of this version’s occurrences are at that n" +
+	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Latest\x02yes: a start that names no version runs this on" +
+	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
+	" →\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
 	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
-	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
-	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
-	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
-	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
-	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
-	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
-	", priority %[1]d\x02deadline %[1]s\x02No retry can run: the deadline end" +
-	"s the occurrence before its retry delay passes.\x02timeout %[1]s\x02time" +
-	"out %[1]s (the default)\x02The call may last past the deadline, which cu" +
-	"ts it short (deadline_exceeded).\x02instances held\x02instances held: %[" +
-	"1]s\x02Counts as of %[1]s (%[2]s); recounted every few seconds, shown an" +
-	"ew at each reload.\x02Only administrators may reveal a sensitive value." +
-	"\x02Say why you reveal this value: the reason is recorded with the revea" +
-	"l in the audit log.\x02Cannot reveal it here\x02This replica lacks the d" +
-	"ata key the value was sealed with, so it cannot open it (nothing was rec" +
-	"orded). Another replica may reveal it; ask your administrator to start e" +
-	"very replica with the same data keys.\x02Back to the occurrence\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02On" +
-	"ly a value this page shows as hidden (sensitive) can be revealed.\x02Sec" +
-	"ret values can never be revealed.\x02Every sensitive value an administra" +
-	"tor revealed: who, when, which field and why. The values themselves are " +
-	"never kept.\x02Reveals, newest first\x02No value was revealed.\x02none (" +
-	"revealed before reasons were asked for)\x02Method not allowed\x02This pa" +
-	"ge does not accept that request.\x02This form was sent from another site" +
-	": the console takes its forms from its own pages only. Open the console " +
-	"and send it from there.\x02Search\x02Type an instance or occurrence id (" +
-	"a whole UUID, as the title of its page shows it), or a business key.\x02" +
-	"Nothing to find: the search box is empty.\x02That is too long to be an i" +
-	"d or a business key.\x02No instance has “%[1]s” as its business key. A b" +
-	"usiness key is found only whole and exactly as given, capitals and accen" +
-	"ts included: a list shows a long one shortened, so copy it from its inst" +
-	"ance’s page. An ended instance is deleted once the retention period (REL" +
-	"AIS_RETENTION) has passed, or at once when an administrator erases it." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key. An ended instance is deleted, with its occurrences" +
-	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
-	"or at once when an administrator erases it; the audit log keeps the oper" +
-	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
-	", and it is not a whole id: the lists show the end of each id. Open the " +
-	"row, or copy its link, for the whole id.\x02A token in the address is no" +
-	"t used: you are signed in already. The address has put it in your browse" +
-	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
-	"e the token revoked and use a new one.\x02A token in the address is not " +
-	"used: paste it in the field below. The address has put it in your browse" +
-	"r’s history, and perhaps in a proxy’s logs: if others may read them, hav" +
-	"e the token revoked and use a new one.\x02You are signed out.\x02The tok" +
-	"en you signed in with is revoked, and you are signed out: sign in with a" +
-	"nother one.\x02Your session had ended (inactivity, a sign-out elsewhere," +
-	" a revoked token or a restart of the server), so your last action was no" +
-	"t applied. Sign in again, then repeat it.\x02Your session has ended (ina" +
-	"ctivity, a sign-out elsewhere, a token revoked or expired, or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"d.\x00H\x02Too many failed sign-ins from your address. Try again in %[1]" +
-	"d seconds.\x02Paste your token in the field: it is empty.\x02This token " +
-	"is unknown, revoked or expired.\x02A %[1]s token cannot open the console" +
-	": it is a worker’s token, for the API.\x02Only administrators see this p" +
-	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
-	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
-	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
-	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
-	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02every revision its cons" +
-	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
-	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
-	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
-	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
-	"it, with their consumers granted it (a worker naming no revision takes t" +
-	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
-	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
-	"rs to them, with their consumers granted them (a worker naming no revisi" +
-	"on takes those its consumer is granted; a process version pins them)." +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
-	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
-	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
-	"take every revision their consumer is granted.\x02It takes revision %[1]" +
-	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
-	"ly.\x02They take revisions %[1]s only."
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
+	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
+	" default)\x02The call may last past the deadline, which cuts it short (d" +
+	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
+	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
+	" reveal this value: the reason is recorded with the reveal in the audit " +
+	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
+	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
+	" replica may reveal it; ask your administrator to start every replica wi" +
+	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
+	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
+	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
+	"ho, when, which field and why. The values themselves are never kept.\x02" +
+	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
+	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
+	"ept that request.\x02This form was sent from another site: the console t" +
+	"akes its forms from its own pages only. Open the console and send it fro" +
+	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
+	"s the title of its page shows it), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
+	"found only whole and exactly as given, capitals and accents included: a " +
+	"list shows a long one shortened, so copy it from its instance’s page. An" +
+	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
+	"has passed, or at once when an administrator erases it.\x02No instance o" +
+	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
+	"key. An ended instance is deleted, with its occurrences and attempts, on" +
+	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
+	"n administrator erases it; the audit log keeps the operator actions take" +
+	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
+	" whole id: the lists show the end of each id. Open the row, or copy its " +
+	"link, for the whole id.\x02A token in the address is not used: you are s" +
+	"igned in already. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02A token in the address is not used: paste it in" +
+	" the field below. The address has put it in your browser’s history, and " +
+	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
+	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
+	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
+	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
+	"or a restart of the server), so your last action was not applied. Sign i" +
+	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
+	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
+	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
+	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
+	" your token in the field: it is empty.\x02This token is unknown, revoked" +
+	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
+	"token, for the API.\x02Only administrators see this page: tokens, consum" +
+	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
+	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
+	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
+	"next request is refused, and console sessions opened with it end. This c" +
+	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 872 elements
+var frIndex = []uint32{ // 875 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1826,212 +1831,213 @@ var frIndex = []uint32{ // 872 elements
 	0x0000353f, 0x00003581, 0x00003584, 0x00003587,
 	0x0000359d, 0x000035b8, 0x000035e4, 0x000035f7,
 	0x000036ca, 0x00003713, 0x00003749, 0x000037c5,
-	0x000038e6, 0x000039aa, 0x00003aa5, 0x00003b6b,
-	0x00003c22, 0x00003c3c, 0x00003c4b, 0x00003c52,
+	0x000038e6, 0x000038f8, 0x00003911, 0x00003920,
+	0x00003930, 0x000039f4, 0x00003aef, 0x00003bb5,
 	// Entry A0 - BF
-	0x00003c63, 0x00003c79, 0x00003c7f, 0x00003c90,
-	0x00003c9a, 0x00003cc1, 0x00003cdd, 0x00003ce5,
-	0x00003cf2, 0x00003cfe, 0x00003d0c, 0x00003d19,
-	0x00003d20, 0x00003d2e, 0x00003d52, 0x00003d62,
-	0x00003d7a, 0x00003d9b, 0x00003dcd, 0x00003e09,
-	0x00003e43, 0x00003e59, 0x00003e73, 0x00003ea5,
-	0x00003ebf, 0x00003ece, 0x00003f82, 0x00003f94,
-	0x00004014, 0x00004030, 0x00004047, 0x0000405f,
+	0x00003c6c, 0x00003c86, 0x00003c95, 0x00003c9c,
+	0x00003cad, 0x00003cc3, 0x00003cc9, 0x00003cda,
+	0x00003ce4, 0x00003d0b, 0x00003d27, 0x00003d2f,
+	0x00003d3c, 0x00003d48, 0x00003d56, 0x00003d63,
+	0x00003d6a, 0x00003d78, 0x00003d9c, 0x00003dac,
+	0x00003dc4, 0x00003de5, 0x00003e17, 0x00003e53,
+	0x00003e8d, 0x00003ea3, 0x00003ebd, 0x00003eef,
+	0x00003f09, 0x00003f18, 0x00003fcc, 0x00003fde,
 	// Entry C0 - DF
-	0x000040a2, 0x000041f0, 0x000042a9, 0x000042b5,
-	0x000043a0, 0x000043b3, 0x00004458, 0x0000446d,
-	0x00004488, 0x00004504, 0x00004519, 0x00004576,
-	0x000045cc, 0x000045e8, 0x0000463f, 0x00004657,
-	0x000046ef, 0x00004714, 0x0000472e, 0x0000481f,
-	0x0000484d, 0x00004850, 0x00004854, 0x0000485b,
-	0x00004865, 0x0000486b, 0x00004873, 0x00004879,
-	0x00004883, 0x000048a4, 0x000048bd, 0x000048d0,
+	0x0000405e, 0x0000407a, 0x00004091, 0x000040a9,
+	0x000040ec, 0x0000423a, 0x000042f3, 0x000042ff,
+	0x000043ea, 0x000043fd, 0x000044a2, 0x000044b7,
+	0x000044d2, 0x0000454e, 0x00004563, 0x000045c0,
+	0x00004616, 0x00004632, 0x00004689, 0x000046a1,
+	0x00004739, 0x0000475e, 0x00004778, 0x00004869,
+	0x00004897, 0x0000489a, 0x0000489e, 0x000048a5,
+	0x000048af, 0x000048b5, 0x000048bd, 0x000048c3,
 	// Entry E0 - FF
-	0x00004908, 0x00004922, 0x0000493d, 0x000049a3,
-	0x000049d5, 0x000049db, 0x000049e0, 0x000049ec,
-	0x000049fb, 0x00004a07, 0x00004a13, 0x00004a25,
-	0x00004a36, 0x00004aba, 0x00004acc, 0x00004ae3,
-	0x00004aee, 0x00004b43, 0x00004b50, 0x00004b75,
-	0x00004b81, 0x00004b8b, 0x00004b91, 0x00004b9d,
-	0x00004bb5, 0x00004c07, 0x00004c17, 0x00004c27,
-	0x00004c30, 0x00004c3b, 0x00004c43, 0x00004c63,
+	0x000048cd, 0x000048ee, 0x00004907, 0x0000491a,
+	0x00004952, 0x0000496c, 0x00004987, 0x000049ed,
+	0x00004a1f, 0x00004a25, 0x00004a2a, 0x00004a36,
+	0x00004a45, 0x00004a51, 0x00004a5d, 0x00004a6f,
+	0x00004a80, 0x00004b04, 0x00004b16, 0x00004b2d,
+	0x00004b38, 0x00004b8d, 0x00004b9a, 0x00004bbf,
+	0x00004bcb, 0x00004bd5, 0x00004bdb, 0x00004be7,
+	0x00004bff, 0x00004c51, 0x00004c61, 0x00004c71,
 	// Entry 100 - 11F
-	0x00004c85, 0x00004cad, 0x00004cb6, 0x00004cc6,
-	0x00004ce6, 0x00004cee, 0x00004cfd, 0x00004d1c,
-	0x00004d47, 0x00004d6d, 0x00004d7d, 0x00004d87,
-	0x00004d91, 0x00004db0, 0x00004dce, 0x00004ea6,
-	0x00004ec4, 0x00004f08, 0x00004f45, 0x00004f78,
-	0x00004fa8, 0x00005031, 0x0000505d, 0x0000508d,
-	0x000050af, 0x000050ca, 0x000050e5, 0x00005101,
-	0x0000511d, 0x00005133, 0x0000514d, 0x00005184,
+	0x00004c7a, 0x00004c85, 0x00004c8d, 0x00004cad,
+	0x00004ccf, 0x00004cf7, 0x00004d00, 0x00004d10,
+	0x00004d30, 0x00004d38, 0x00004d47, 0x00004d66,
+	0x00004d91, 0x00004db7, 0x00004dc7, 0x00004dd1,
+	0x00004ddb, 0x00004dfa, 0x00004e18, 0x00004ef0,
+	0x00004f0e, 0x00004f52, 0x00004f8f, 0x00004fc2,
+	0x00004ff2, 0x0000507b, 0x000050a7, 0x000050d7,
+	0x000050f9, 0x00005114, 0x0000512f, 0x0000514b,
 	// Entry 120 - 13F
-	0x000051ba, 0x000051da, 0x000051f9, 0x00005200,
-	0x00005207, 0x00005216, 0x00005232, 0x00005246,
-	0x0000525b, 0x000052c5, 0x000052db, 0x000052e0,
-	0x000052f4, 0x0000530c, 0x00005331, 0x0000535f,
-	0x00005384, 0x0000539e, 0x000054e7, 0x000054fc,
-	0x0000550c, 0x00005510, 0x00005523, 0x00005532,
-	0x00005549, 0x00005558, 0x0000555f, 0x0000556a,
-	0x0000558c, 0x000055a0, 0x0000567e, 0x000056a6,
+	0x00005167, 0x0000517d, 0x00005197, 0x000051ce,
+	0x00005204, 0x00005224, 0x00005243, 0x0000524a,
+	0x00005251, 0x00005260, 0x0000527c, 0x00005290,
+	0x000052a5, 0x0000530f, 0x00005325, 0x0000532a,
+	0x0000533e, 0x00005356, 0x0000537b, 0x000053a9,
+	0x000053ce, 0x000053e8, 0x00005531, 0x00005546,
+	0x00005556, 0x0000555a, 0x0000556d, 0x0000557c,
+	0x00005593, 0x000055a2, 0x000055a9, 0x000055b4,
 	// Entry 140 - 15F
-	0x0000572f, 0x00005835, 0x0000584a, 0x000058b0,
-	0x00005935, 0x000059aa, 0x000059bc, 0x000059cf,
-	0x000059eb, 0x00005a18, 0x00005a35, 0x00005a58,
-	0x00005a63, 0x00005a6e, 0x00005a85, 0x00005c0c,
-	0x00005c7d, 0x00005ca4, 0x00005ce2, 0x00005cee,
-	0x00005cf7, 0x00005d0b, 0x00005d15, 0x00005d3c,
-	0x00005d62, 0x00005d7e, 0x00005d99, 0x00005dc9,
-	0x00005e39, 0x00005e59, 0x00005e73, 0x00005e8e,
+	0x000055d6, 0x000055ea, 0x000056c8, 0x000056f0,
+	0x00005779, 0x0000587f, 0x00005894, 0x000058fa,
+	0x0000597f, 0x000059f4, 0x00005a06, 0x00005a19,
+	0x00005a35, 0x00005a62, 0x00005a7f, 0x00005aa2,
+	0x00005aad, 0x00005ab8, 0x00005acf, 0x00005c56,
+	0x00005cc7, 0x00005cee, 0x00005d2c, 0x00005d38,
+	0x00005d41, 0x00005d55, 0x00005d5f, 0x00005d86,
+	0x00005dac, 0x00005dc8, 0x00005de3, 0x00005e13,
 	// Entry 160 - 17F
-	0x00005e9d, 0x00005eae, 0x00005ecf, 0x00005f05,
-	0x00005f1d, 0x00005f64, 0x00005fcf, 0x00005fda,
-	0x00005ff4, 0x0000603e, 0x00006046, 0x00006054,
-	0x00006064, 0x0000608e, 0x000060b7, 0x00006130,
-	0x00006189, 0x00006227, 0x000062a1, 0x000062b1,
-	0x000062d0, 0x000062dc, 0x000062f5, 0x00006300,
-	0x0000630d, 0x0000631c, 0x00006324, 0x0000632e,
-	0x00006336, 0x0000633e, 0x00006344, 0x0000634b,
+	0x00005e83, 0x00005ea3, 0x00005ebd, 0x00005ed8,
+	0x00005ee7, 0x00005ef8, 0x00005f19, 0x00005f4f,
+	0x00005f67, 0x00005fae, 0x00006019, 0x00006024,
+	0x0000603e, 0x00006088, 0x00006090, 0x0000609e,
+	0x000060c8, 0x000060f1, 0x0000616a, 0x000061c3,
+	0x00006261, 0x000062db, 0x000062eb, 0x0000630a,
+	0x00006316, 0x0000632f, 0x0000633a, 0x00006347,
+	0x00006356, 0x0000635e, 0x00006368, 0x00006370,
 	// Entry 180 - 19F
-	0x00006350, 0x00006355, 0x00006359, 0x0000635e,
-	0x00006364, 0x0000636a, 0x00006370, 0x00006375,
-	0x0000637a, 0x00006380, 0x0000638a, 0x000063aa,
-	0x000063cc, 0x000063f0, 0x00006416, 0x0000641f,
-	0x0000643b, 0x00006444, 0x0000645c, 0x00006465,
-	0x000064b9, 0x000064d9, 0x000064df, 0x000064ea,
-	0x000064f0, 0x000064fe, 0x00006509, 0x00006517,
-	0x0000654a, 0x0000656e, 0x0000659d, 0x000065e6,
+	0x00006378, 0x0000637e, 0x00006385, 0x0000638a,
+	0x0000638f, 0x00006393, 0x00006398, 0x0000639e,
+	0x000063a4, 0x000063aa, 0x000063af, 0x000063b4,
+	0x000063ba, 0x000063c4, 0x000063e4, 0x00006406,
+	0x0000642a, 0x00006450, 0x00006459, 0x00006475,
+	0x0000647e, 0x00006496, 0x0000649f, 0x000064f3,
+	0x00006513, 0x00006519, 0x00006524, 0x0000652a,
+	0x00006538, 0x00006543, 0x00006551, 0x00006584,
 	// Entry 1A0 - 1BF
-	0x000065ed, 0x00006603, 0x00006676, 0x0000669c,
-	0x000066b6, 0x0000679e, 0x0000692d, 0x00006a34,
-	0x00006b98, 0x00006be8, 0x00006c19, 0x00006c4c,
-	0x00006c7b, 0x00006c86, 0x00006c8a, 0x00006c9c,
-	0x00006cb1, 0x00006cbf, 0x00006d19, 0x00006d7e,
-	0x00006d9b, 0x00006dde, 0x00006e45, 0x00006e52,
-	0x00006e67, 0x00006e7a, 0x00006ea5, 0x00006ed2,
-	0x00006f49, 0x00007008, 0x0000703f, 0x00007089,
+	0x000065a8, 0x000065d7, 0x00006620, 0x00006627,
+	0x0000663d, 0x000066b0, 0x000066d6, 0x000066f0,
+	0x000067d8, 0x00006967, 0x00006a6e, 0x00006bd2,
+	0x00006c22, 0x00006c53, 0x00006c86, 0x00006cb5,
+	0x00006cc0, 0x00006cc4, 0x00006cd6, 0x00006ceb,
+	0x00006cf9, 0x00006d53, 0x00006db8, 0x00006dd5,
+	0x00006e18, 0x00006e7f, 0x00006e8c, 0x00006ea1,
+	0x00006eb4, 0x00006edf, 0x00006f0c, 0x00006f83,
 	// Entry 1C0 - 1DF
-	0x0000709b, 0x000070d3, 0x000070ea, 0x000070f6,
-	0x0000710d, 0x00007141, 0x0000718b, 0x000071c0,
-	0x000071c9, 0x000071e0, 0x0000720e, 0x000072d9,
-	0x000072ec, 0x000072fe, 0x00007384, 0x00007395,
-	0x000073e1, 0x0000745b, 0x0000747f, 0x0000748a,
-	0x00007495, 0x000074a0, 0x000074aa, 0x000074b4,
-	0x000074bd, 0x000074c6, 0x000074cf, 0x000074d8,
-	0x000074e1, 0x000074e8, 0x000074f6, 0x000074fc,
+	0x00007042, 0x00007079, 0x000070c3, 0x000070d5,
+	0x0000710d, 0x00007124, 0x00007130, 0x00007147,
+	0x0000717b, 0x000071c5, 0x000071fa, 0x00007203,
+	0x0000721a, 0x00007248, 0x00007313, 0x00007326,
+	0x00007338, 0x000073be, 0x000073cf, 0x0000741b,
+	0x00007495, 0x000074b9, 0x000074c4, 0x000074cf,
+	0x000074da, 0x000074e4, 0x000074ee, 0x000074f7,
+	0x00007500, 0x00007509, 0x00007512, 0x0000751b,
 	// Entry 1E0 - 1FF
-	0x00007503, 0x0000750a, 0x00007513, 0x00007518,
-	0x00007526, 0x0000752c, 0x00007532, 0x00007538,
-	0x00007540, 0x00007549, 0x00007552, 0x00007565,
-	0x00007576, 0x00007599, 0x000075ba, 0x000075c9,
-	0x000075d4, 0x000075df, 0x000075ec, 0x000075f0,
-	0x000075f4, 0x00007602, 0x00007610, 0x0000761e,
-	0x0000763e, 0x00007651, 0x0000766a, 0x0000767f,
-	0x00007690, 0x000076a2, 0x000076b4, 0x000076ba,
+	0x00007522, 0x00007530, 0x00007536, 0x0000753d,
+	0x00007544, 0x0000754d, 0x00007552, 0x00007560,
+	0x00007566, 0x0000756c, 0x00007572, 0x0000757a,
+	0x00007583, 0x0000758c, 0x0000759f, 0x000075b0,
+	0x000075d3, 0x000075f4, 0x00007603, 0x0000760e,
+	0x00007619, 0x00007626, 0x0000762a, 0x0000762e,
+	0x0000763c, 0x0000764a, 0x00007658, 0x00007678,
+	0x0000768b, 0x000076a4, 0x000076b9, 0x000076ca,
 	// Entry 200 - 21F
-	0x000076c1, 0x000076c9, 0x000076d1, 0x000076ef,
-	0x0000770d, 0x00007724, 0x00007739, 0x0000774a,
-	0x00007750, 0x00007769, 0x00007774, 0x000077a8,
-	0x000077b5, 0x000077d3, 0x000077e1, 0x000077ea,
-	0x000077f1, 0x0000780c, 0x00007816, 0x00007829,
-	0x00007863, 0x0000786c, 0x0000787b, 0x000078df,
-	0x000078eb, 0x000078f5, 0x00007925, 0x00007980,
-	0x00007a67, 0x00007a72, 0x00007aa5, 0x00007ae3,
+	0x000076dc, 0x000076ee, 0x000076f4, 0x000076fb,
+	0x00007703, 0x0000770b, 0x00007729, 0x00007747,
+	0x0000775e, 0x00007773, 0x00007784, 0x0000778a,
+	0x000077a3, 0x000077ae, 0x000077e2, 0x000077ef,
+	0x0000780d, 0x0000781b, 0x00007824, 0x0000782b,
+	0x00007846, 0x00007850, 0x00007863, 0x0000789d,
+	0x000078a6, 0x000078b5, 0x00007919, 0x00007925,
+	0x0000792f, 0x0000795f, 0x000079ba, 0x00007aa1,
 	// Entry 220 - 23F
-	0x00007b5c, 0x00007b81, 0x00007b86, 0x00007ba6,
-	0x00007bc3, 0x00007be3, 0x00007bf8, 0x00007c39,
-	0x00007c44, 0x00007c4e, 0x00007c77, 0x00007cec,
-	0x00007cfd, 0x00007d3a, 0x00007d6e, 0x00007dcf,
-	0x00007e19, 0x00007e27, 0x00007e63, 0x00007e8d,
-	0x00007ed2, 0x00007efa, 0x00007f39, 0x00007f5a,
-	0x00007f98, 0x00007fd8, 0x00007ff8, 0x00008039,
-	0x00008063, 0x0000808a, 0x0000810d, 0x00008125,
+	0x00007aac, 0x00007adf, 0x00007b1d, 0x00007b96,
+	0x00007bbb, 0x00007bc0, 0x00007be0, 0x00007bfd,
+	0x00007c1d, 0x00007c32, 0x00007c73, 0x00007c7e,
+	0x00007c88, 0x00007cb1, 0x00007d26, 0x00007d37,
+	0x00007d74, 0x00007da8, 0x00007e09, 0x00007e53,
+	0x00007e61, 0x00007e9d, 0x00007ec7, 0x00007f0c,
+	0x00007f34, 0x00007f73, 0x00007f94, 0x00007fd2,
+	0x00008012, 0x00008032, 0x00008073, 0x0000809d,
 	// Entry 240 - 25F
-	0x00008139, 0x00008150, 0x0000815e, 0x00008169,
-	0x0000818c, 0x000081ca, 0x000081e9, 0x00008205,
-	0x00008273, 0x00008345, 0x000083a4, 0x00008429,
-	0x000084a6, 0x000085ba, 0x000086bd, 0x00008704,
-	0x00008791, 0x00008800, 0x00008846, 0x00008993,
-	0x000089bb, 0x000089de, 0x00008a15, 0x00008aa6,
-	0x00008af9, 0x00008b22, 0x00008c04, 0x00008c2a,
-	0x00008c71, 0x00008cf5, 0x00008d70, 0x00008ded,
+	0x000080c4, 0x00008147, 0x0000815f, 0x00008173,
+	0x0000818a, 0x00008198, 0x000081a3, 0x000081c6,
+	0x00008204, 0x00008223, 0x0000823f, 0x000082ad,
+	0x0000837f, 0x000083de, 0x00008463, 0x000084e0,
+	0x000085f4, 0x000086f7, 0x0000873e, 0x000087cb,
+	0x0000883a, 0x00008880, 0x000089cd, 0x000089f5,
+	0x00008a18, 0x00008a4f, 0x00008ae0, 0x00008b33,
+	0x00008b5c, 0x00008c3e, 0x00008c64, 0x00008cab,
 	// Entry 260 - 27F
-	0x00008e15, 0x00008e3d, 0x00008e84, 0x00008ece,
-	0x00008f01, 0x00008f14, 0x0000901c, 0x0000904a,
-	0x00009086, 0x0000909c, 0x00009130, 0x00009143,
-	0x00009180, 0x000091d9, 0x00009215, 0x00009228,
-	0x0000927c, 0x000092b1, 0x000092c3, 0x000092da,
-	0x00009319, 0x0000936b, 0x00009397, 0x00009434,
-	0x000094da, 0x00009587, 0x00009597, 0x000095f7,
-	0x00009668, 0x000096ed, 0x00009782, 0x0000978d,
+	0x00008d2f, 0x00008daa, 0x00008e27, 0x00008e4f,
+	0x00008e77, 0x00008ebe, 0x00008f08, 0x00008f3b,
+	0x00008f4e, 0x00009056, 0x00009084, 0x000090c0,
+	0x000090d6, 0x0000916a, 0x0000917d, 0x000091ba,
+	0x00009213, 0x0000924f, 0x00009262, 0x000092b6,
+	0x000092eb, 0x000092fd, 0x00009314, 0x00009353,
+	0x000093a5, 0x000093d1, 0x0000946e, 0x00009514,
+	0x000095c1, 0x000095d1, 0x00009631, 0x000096a2,
 	// Entry 280 - 29F
-	0x000097aa, 0x000097c9, 0x000097da, 0x000097f4,
-	0x000097fd, 0x00009807, 0x00009855, 0x0000989a,
-	0x000098b9, 0x000098ee, 0x0000993f, 0x00009950,
-	0x0000999a, 0x000099b0, 0x000099c4, 0x000099dd,
-	0x000099f3, 0x00009a1d, 0x00009a25, 0x00009a38,
-	0x00009a3f, 0x00009a5a, 0x00009a7a, 0x00009aaa,
-	0x00009ac1, 0x00009ad7, 0x00009b0f, 0x00009b4a,
-	0x00009b76, 0x00009bf9, 0x00009c0a, 0x00009c24,
+	0x00009727, 0x000097bc, 0x000097c7, 0x000097e4,
+	0x00009803, 0x00009814, 0x0000982e, 0x00009837,
+	0x00009841, 0x0000988f, 0x000098d4, 0x000098f3,
+	0x00009928, 0x00009979, 0x0000998a, 0x000099d4,
+	0x000099ea, 0x000099fe, 0x00009a17, 0x00009a2d,
+	0x00009a57, 0x00009a5f, 0x00009a72, 0x00009a79,
+	0x00009a94, 0x00009ab4, 0x00009ae4, 0x00009afb,
+	0x00009b11, 0x00009b49, 0x00009b84, 0x00009bb0,
 	// Entry 2A0 - 2BF
-	0x00009c2f, 0x00009c43, 0x00009c55, 0x00009c6b,
-	0x00009c7d, 0x00009c8f, 0x00009c95, 0x00009ca7,
-	0x00009cb5, 0x00009cc4, 0x00009cd0, 0x00009ce6,
-	0x00009d10, 0x00009d43, 0x00009deb, 0x00009e3b,
-	0x00009e63, 0x00009eb5, 0x00009ef7, 0x00009f33,
-	0x00009f4a, 0x0000a014, 0x0000a041, 0x0000a1fb,
-	0x0000a215, 0x0000a22e, 0x0000a24f, 0x0000a266,
-	0x0000a293, 0x0000a29a, 0x0000a2b4, 0x0000a2da,
+	0x00009c33, 0x00009c44, 0x00009c5e, 0x00009c69,
+	0x00009c7d, 0x00009c8f, 0x00009ca5, 0x00009cb7,
+	0x00009cc9, 0x00009ccf, 0x00009ce1, 0x00009cef,
+	0x00009cfe, 0x00009d0a, 0x00009d20, 0x00009d4a,
+	0x00009d7d, 0x00009e25, 0x00009e75, 0x00009e9d,
+	0x00009eef, 0x00009f31, 0x00009f6d, 0x00009f84,
+	0x0000a04e, 0x0000a07b, 0x0000a235, 0x0000a24f,
+	0x0000a268, 0x0000a289, 0x0000a2a0, 0x0000a2cd,
 	// Entry 2C0 - 2DF
-	0x0000a2ef, 0x0000a349, 0x0000a3de, 0x0000a441,
-	0x0000a454, 0x0000a47b, 0x0000a4a3, 0x0000a4b1,
-	0x0000a505, 0x0000a515, 0x0000a526, 0x0000a52d,
-	0x0000a663, 0x0000a66a, 0x0000a6a4, 0x0000a6a9,
-	0x0000a6be, 0x0000a6d2, 0x0000a6e4, 0x0000a6fa,
-	0x0000a70a, 0x0000a747, 0x0000a787, 0x0000a7a2,
-	0x0000a7b3, 0x0000a7f7, 0x0000a818, 0x0000a82a,
-	0x0000a83c, 0x0000a911, 0x0000a929, 0x0000a9ca,
+	0x0000a2d4, 0x0000a2ee, 0x0000a314, 0x0000a329,
+	0x0000a383, 0x0000a418, 0x0000a47b, 0x0000a48e,
+	0x0000a4b5, 0x0000a4dd, 0x0000a4eb, 0x0000a53f,
+	0x0000a54f, 0x0000a560, 0x0000a567, 0x0000a69d,
+	0x0000a6a4, 0x0000a6de, 0x0000a6e3, 0x0000a6f8,
+	0x0000a70c, 0x0000a71e, 0x0000a734, 0x0000a744,
+	0x0000a781, 0x0000a7c1, 0x0000a7dc, 0x0000a7ed,
+	0x0000a831, 0x0000a852, 0x0000a864, 0x0000a876,
 	// Entry 2E0 - 2FF
-	0x0000aa59, 0x0000aa69, 0x0000ab43, 0x0000ac05,
-	0x0000ac0a, 0x0000ac1a, 0x0000ac28, 0x0000ac38,
-	0x0000ac48, 0x0000ac56, 0x0000ac66, 0x0000ac70,
-	0x0000ac99, 0x0000acb3, 0x0000acce, 0x0000ad5c,
-	0x0000ad9a, 0x0000adab, 0x0000ae42, 0x0000ae4f,
-	0x0000ae6a, 0x0000aec3, 0x0000aed7, 0x0000aef5,
-	0x0000af6f, 0x0000afb0, 0x0000b026, 0x0000b045,
-	0x0000b15b, 0x0000b174, 0x0000b1ba, 0x0000b1d2,
+	0x0000a94b, 0x0000a963, 0x0000aa04, 0x0000aa93,
+	0x0000aaa3, 0x0000ab7d, 0x0000ac3f, 0x0000ac44,
+	0x0000ac54, 0x0000ac62, 0x0000ac72, 0x0000ac82,
+	0x0000ac90, 0x0000aca0, 0x0000acaa, 0x0000acd3,
+	0x0000aced, 0x0000ad08, 0x0000ad96, 0x0000add4,
+	0x0000ade5, 0x0000ae7c, 0x0000ae89, 0x0000aea4,
+	0x0000aefd, 0x0000af11, 0x0000af2f, 0x0000afa9,
+	0x0000afea, 0x0000b060, 0x0000b07f, 0x0000b195,
 	// Entry 300 - 31F
-	0x0000b225, 0x0000b260, 0x0000b2f8, 0x0000b324,
-	0x0000b34a, 0x0000b37e, 0x0000b396, 0x0000b3c1,
-	0x0000b46a, 0x0000b474, 0x0000b4fc, 0x0000b531,
-	0x0000b572, 0x0000b6ee, 0x0000b86d, 0x0000b946,
-	0x0000ba5b, 0x0000bb77, 0x0000bb90, 0x0000bc0c,
-	0x0000bcd5, 0x0000bd5e, 0x0000bd6b, 0x0000bdbd,
-	0x0000bdc3, 0x0000be77, 0x0000bf27, 0x0000bf59,
-	0x0000bf85, 0x0000bfee, 0x0000c095, 0x0000c157,
+	0x0000b1ae, 0x0000b1f4, 0x0000b20c, 0x0000b25f,
+	0x0000b29a, 0x0000b332, 0x0000b35e, 0x0000b384,
+	0x0000b3b8, 0x0000b3d0, 0x0000b3fb, 0x0000b4a4,
+	0x0000b4ae, 0x0000b536, 0x0000b56b, 0x0000b5ac,
+	0x0000b728, 0x0000b8a7, 0x0000b980, 0x0000ba95,
+	0x0000bbb1, 0x0000bbca, 0x0000bc46, 0x0000bd0f,
+	0x0000bd98, 0x0000bda5, 0x0000bdf7, 0x0000bdfd,
+	0x0000beb1, 0x0000bf61, 0x0000bf93, 0x0000bfbf,
 	// Entry 320 - 33F
-	0x0000c187, 0x0000c194, 0x0000c19a, 0x0000c1b0,
-	0x0000c1bb, 0x0000c1c2, 0x0000c1cd, 0x0000c1db,
-	0x0000c1e8, 0x0000c1f6, 0x0000c20f, 0x0000c23c,
-	0x0000c2e5, 0x0000c2f8, 0x0000c302, 0x0000c391,
-	0x0000c3f2, 0x0000c44e, 0x0000c460, 0x0000c47a,
-	0x0000c48d, 0x0000c4cb, 0x0000c507, 0x0000c524,
-	0x0000c531, 0x0000c53f, 0x0000c54d, 0x0000c55d,
-	0x0000c599, 0x0000c5d3, 0x0000c650, 0x0000c65b,
+	0x0000c028, 0x0000c0cf, 0x0000c191, 0x0000c1c1,
+	0x0000c1ce, 0x0000c1d4, 0x0000c1ea, 0x0000c1f5,
+	0x0000c1fc, 0x0000c207, 0x0000c215, 0x0000c222,
+	0x0000c230, 0x0000c249, 0x0000c276, 0x0000c31f,
+	0x0000c332, 0x0000c33c, 0x0000c3cb, 0x0000c42c,
+	0x0000c488, 0x0000c49a, 0x0000c4b4, 0x0000c4c7,
+	0x0000c505, 0x0000c541, 0x0000c55e, 0x0000c56b,
+	0x0000c579, 0x0000c587, 0x0000c597, 0x0000c5d3,
 	// Entry 340 - 35F
-	0x0000c685, 0x0000c692, 0x0000c6ae, 0x0000c6b2,
-	0x0000c6c4, 0x0000c786, 0x0000c7b9, 0x0000c7c4,
-	0x0000c7ce, 0x0000c7e3, 0x0000c7ec, 0x0000c7f6,
-	0x0000c80b, 0x0000c82f, 0x0000c849, 0x0000c85e,
-	0x0000c88a, 0x0000c8c9, 0x0000c8ce, 0x0000c8e3,
-	0x0000c8f5, 0x0000c92a, 0x0000c93b, 0x0000c968,
-	0x0000c997, 0x0000cab9, 0x0000cbdb, 0x0000cc51,
-	0x0000ccdc, 0x0000cd6b, 0x0000cdd2, 0x0000ce14,
+	0x0000c60d, 0x0000c68a, 0x0000c695, 0x0000c6bf,
+	0x0000c6cc, 0x0000c6e8, 0x0000c6ec, 0x0000c6fe,
+	0x0000c7c0, 0x0000c7f3, 0x0000c7fe, 0x0000c808,
+	0x0000c81d, 0x0000c826, 0x0000c830, 0x0000c845,
+	0x0000c869, 0x0000c883, 0x0000c898, 0x0000c8c4,
+	0x0000c903, 0x0000c908, 0x0000c91d, 0x0000c92f,
+	0x0000c964, 0x0000c975, 0x0000c9a2, 0x0000c9d1,
+	0x0000caf3, 0x0000cc15, 0x0000cc8b, 0x0000cd16,
 	// Entry 360 - 37F
-	0x0000ce66, 0x0000ceae, 0x0000cf21, 0x0000cf69,
-	0x0000cf97, 0x0000cfc5, 0x0000cff8, 0x0000d02b,
-} // Size: 3512 bytes
+	0x0000cda5, 0x0000ce0c, 0x0000ce4e, 0x0000cea0,
+	0x0000cee8, 0x0000cf5b, 0x0000cfa3, 0x0000cfd1,
+	0x0000cfff, 0x0000d032, 0x0000d065,
+} // Size: 3524 bytes
 
-const frData string = "" + // Size: 53291 bytes
+const frData string = "" + // Size: 53349 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2239,170 +2245,171 @@ const frData string = "" + // Size: 53291 bytes
 	"action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recharge" +
 	"ment montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que" +
 	" l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
-	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
-	"mencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d" +
-	", ignorées car changées après le compte\u202f: %[6]d. Elle s’est terminé" +
-	"e le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arr" +
-	"êtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f: " +
-	"%[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f" +
-	"; agissez de nouveau sur le filtre pour le reste.\x02Action groupée (%[1" +
-	"]s) par %[2]s, commencée le %[3]s, en cours — instances comptées\u202f: " +
-	"%[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque re" +
-	"chargement montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: l" +
-	"e réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué re" +
-	"ste appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02E" +
-	"rreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au conte" +
-	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
-	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
-	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
-	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
-	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
-	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
-	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
-	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
-	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
-	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
-	" permet de lire que les définitions et les processus\u202f: les tâches e" +
-	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
-	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
-	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
-	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
-	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
-	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
-	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
-	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
-	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
-	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
-	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
-	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
-	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
-	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
-	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
-	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
-	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
-	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
-	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
-	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
-	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
-	"eur copie de travail, leurs révisions immuables et leurs publications no" +
-	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
-	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
-	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
-	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
-	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
-	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
-	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
-	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
-	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
-	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
-	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
-	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
-	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
-	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
-	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
-	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
-	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
-	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
-	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
-	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
-	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
-	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
-	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
-	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
-	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
-	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
-	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
-	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
-	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
-	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
-	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
-	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
-	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
-	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
-	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
-	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
-	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
-	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
-	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances ter" +
-	"minées sont conservées sans limite, selon le RELAIS_RETENTION d’une autr" +
-	"e réplique.\x02Rétention\u202f: les instances terminées sont conservées " +
-	"sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances termin" +
-	"ées sont supprimées avec leurs occurrences %[1]s après leur fin, le REL" +
-	"AIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les in" +
-	"stances terminées sont supprimées avec leurs occurrences %[1]s après leu" +
-	"r fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[" +
-	"4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il" +
-	" y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
-	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
-	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
-	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"argement montre où elle en est.\x02Filtre\u202f: %[1]s.\x02donnée (non c" +
+	"onservée)\x02Créées avant\x02%[1]s\u202f: %[2]s\x02Action groupée (%[1]s" +
+	") par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d, trait" +
+	"ées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[6]d. E" +
+	"lle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commen" +
+	"cée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %[5]d, " +
+	"traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué rest" +
+	"e appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Act" +
+	"ion groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances " +
+	"comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: " +
+	"%[6]d. Chaque rechargement montre où elle en est.\x02Aucun progrès depui" +
+	"s %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’el" +
+	"le a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pou" +
+	"r le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue" +
+	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
+	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
+	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs" +
+	"\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s " +
+	"(%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Ré" +
+	"glages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement " +
+	"suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d " +
+	"s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatique\x02Rech" +
+	"argement suspendu\x02Reprendre le rechargement\x02Cette page se recharge" +
+	" toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé" +
+	"\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour à la connexion\x02Retour aux définitions\x02Cette a" +
+	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
+	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
+	"ée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admini" +
+	"strateur l’efface\u202f; le journal d’audit garde les actions d’opérateu" +
+	"r menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant compl" +
+	"et (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
+	"\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet." +
+	"\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pour" +
+	" ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentat" +
+	"ives ont été supprimées avec elle\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire" +
+	" n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
+	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
+	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
+	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
+	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
+	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
+	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
+	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
+	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
+	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
+	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
+	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
+	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
+	"f de type %[1]s\x02aucune\x02néant\x02Épinglée par\x02aucune version de " +
+	"processus\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de " +
+	"tâches\u202f: leur copie de travail, leurs révisions immuables et leurs " +
+	"publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
+	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
+	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
+	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
+	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
+	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
+	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
+	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
+	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
+	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
+	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
+	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
+	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
+	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
+	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
+	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
+	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
+	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
+	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
+	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
+	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
+	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
+	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
+	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
+	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
+	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
+	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
+	"i laisse des tentatives compte sous En attente d’une nouvelle tentative " +
+	"jusqu’à ce que la suivante soit due.\x02L’occurrence en échec d’une inst" +
+	"ance bloquée compte à la fois dans Instances bloquées et dans En échec." +
+	"\x02Réussites et échecs, dernière heure\x02Définitions, celles qui deman" +
+	"dent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloqu" +
+	"ées\x02En échec\x02Attente de la plus ancienne disponible\x02En attente" +
+	" d’une nouvelle tentative\x02Terminées, dernière heure\x02En échec, dern" +
+	"ière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[" +
+	"2]s)\u202f; recompté à quelques secondes d’intervalle, affiché à nouveau" +
+	" à chaque rechargement.\x02la plus proche prévue le %[1]s\x02prochaine t" +
+	"entative %[1]s\x02disponible depuis le %[1]s\x02attente longue\x02aucun " +
+	"exécutant\x02Afficher toutes les définitions\x02La définition %[1]s n’a " +
+	"pas encore d’occurrence.\x02Toutes les définitions\x02Réussites et échec" +
+	"s par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dern" +
+	"ière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne c" +
+	"haque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5\u00a0min, les plus anciennes d’" +
+	"abord\x02Tranche\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d ter" +
+	"minée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en" +
+	" échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances termi" +
+	"nées sont conservées sans limite, selon le RELAIS_RETENTION d’une autre " +
+	"réplique.\x02Rétention\u202f: les instances terminées sont conservées sa" +
+	"ns limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances terminée" +
+	"s sont supprimées avec leurs occurrences %[1]s après leur fin, le RELAIS" +
+	"_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les insta" +
+	"nces terminées sont supprimées avec leurs occurrences %[1]s après leur f" +
+	"in (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
+	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
+	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
+	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
+	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
+	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
 	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
 	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
 	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
@@ -2803,4 +2810,4 @@ const frData string = "" + // Size: 53291 bytes
 	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
 	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 101439 bytes (99KiB); checksum: 720C6F6D
+	// Total table size 101568 bytes (99KiB); checksum: B42AA310
