@@ -1054,9 +1054,22 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 			t.Errorf("count of %v says not_retryable_count, which is about held instances: %s", filter, r.Body)
 		}
 	}
-	// The list finds them too.
+	// The lists find them too: their instances, and their occurrences (not
+	// the reserved one).
 	if items := env.Must(200, "GET", "/api/v1/instances?retrying_at=add_company_to_crm", env.Operator, nil).JSON(t)["items"].([]any); len(items) != 3 {
 		t.Errorf("GET /instances?retrying_at= lists %d, want 3", len(items))
+	}
+	waiting := func() int {
+		t.Helper()
+		return len(env.Must(200, "GET", "/api/v1/occurrences?waiting_retry=true&definition=add_company_to_crm", env.Operator, nil).JSON(t)["items"].([]any))
+	}
+	if n := waiting(); n != 3 {
+		t.Errorf("GET /occurrences?waiting_retry=true lists %d, want 3", n)
+	}
+	for _, q := range []string{"waiting_retry=true&status=reserved", "waiting_retry=yes"} {
+		if r := env.Do("GET", "/api/v1/occurrences?"+q, env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), "waiting_retry") {
+			t.Errorf("GET /occurrences?%s: %d %s; want 400 at waiting_retry", q, r.Status, r.Body)
+		}
 	}
 	for _, c := range []struct {
 		filter  map[string]any
@@ -1092,6 +1105,9 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 	}
 	if res := r.JSON(t); res["applied_count"] != 3.0 || res["skipped_count"] != 0.0 {
 		t.Errorf("bulk retry now: %s; want 3 applied", r.Body)
+	}
+	if n := waiting(); n != 0 {
+		t.Errorf("GET /occurrences?waiting_retry=true lists %d once brought forward, want 0", n)
 	}
 	again := fetch(4)
 	if len(again) != 3 {

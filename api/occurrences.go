@@ -160,7 +160,7 @@ func occurrenceStatus(s string) bool { return slices.Contains(engine.OccurrenceS
 
 // occurrenceParams are the query parameters of occurrenceFilter.
 var occurrenceParams = []string{"definition", "status", "instance", "revision", "consumer", "destination", "process", "business_key", "error_code",
-	"created_after", "created_before", "settled_after", "settled_before"}
+	"created_after", "created_before", "settled_after", "settled_before", "waiting_retry"}
 
 // occurrenceFilter reads the observation filters shared by the API and
 // the console's URLs.
@@ -205,6 +205,17 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 			errs = append(errs, fault.FieldError{Path: "destination", Message: "must be a destination name"})
 		}
 		f.Destination = s
+	}
+	switch s := q.Get("waiting_retry"); s {
+	case "", "false":
+	case "true":
+		f.WaitingRetry = true
+		if f.Status != "" && f.Status != engine.StatusAvailable {
+			// Nothing would match, which would read as none waiting.
+			errs = append(errs, fault.FieldError{Path: "waiting_retry", Message: "keeps available occurrences (whose next attempt is due later): give status available, or none"})
+		}
+	default:
+		errs = append(errs, fault.FieldError{Path: "waiting_retry", Message: "must be true or false"})
 	}
 	f.ProcessKey, f.BusinessKey, f.ErrorCode = textParam(q, "process", &errs), textParam(q, "business_key", &errs), textParam(q, "error_code", &errs)
 	f.CreatedAfter = timeParam(q, "created_after", &errs)

@@ -588,8 +588,8 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 		t.Errorf("the count's link %s lists %d instances, want the one whose retry waits", href, got)
 	}
 	occs, _ := list.doc.Find(`[data-testid=retrying-occurrences]`).Attr("href")
-	if o := b.mustGet(occs, 200); !strings.Contains(o.body, occID) || !strings.Contains(o.body, "next attempt") {
-		t.Errorf("the list's link %s does not list %s with its next attempt", occs, occID)
+	if o := b.mustGet(occs, 200); count(o, "occurrence-row") != 1 || !strings.Contains(o.body, occID) || !strings.Contains(o.body, "next attempt") {
+		t.Errorf("the list's link %s lists %d occurrences, want %s alone with its next attempt", occs, count(o, "occurrence-row"), occID)
 	}
 	if label := collapse(list.doc.Find(`[data-testid=bulk-retry]`).Text()); label != "Retry now every instance whose retry waits…" {
 		t.Errorf("bulk retry offered as %q", label)

@@ -200,8 +200,8 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
 	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.RetryingAt)
 	if f.RetryingAt != "" {
-		v.RetryingNote = T(ctx, "The available occurrences of %s: those waiting a retry show their error and their next attempt", f.RetryingAt)
-		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, Status: engine.StatusAvailable}.href()
+		v.RetryingNote = T(ctx, "The occurrences of %s waiting a retry, each with its error and its next attempt", f.RetryingAt)
+		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, WaitingRetry: "true"}.href()
 	}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range instanceStatuses {

@@ -29,23 +29,26 @@ const (
 type occurrenceFilter struct {
 	Definition, Status, Instance, Revision, Consumer string
 	Destination                                      string
-	Process, BusinessKey, ErrorCode                  string
-	CreatedFrom, CreatedTo, SettledFrom, SettledTo   string
-	Limit                                            string
-	Page                                             page
+	// WaitingRetry is "true" for the occurrences waiting out a retry
+	// delay only.
+	WaitingRetry                                   string
+	Process, BusinessKey, ErrorCode                string
+	CreatedFrom, CreatedTo, SettledFrom, SettledTo string
+	Limit                                          string
+	Page                                           page
 }
 
 // occurrenceParams are the parameters the operations view reads: its
 // filters (query's) and its page.
 var occurrenceParams = append([]string{"definition", "status", "instance", "revision", "consumer", "destination", "process", "business_key",
-	"error_code", "created_from", "created_to", "settled_from", "settled_to", "limit"}, pagingParams...)
+	"error_code", "created_from", "created_to", "settled_from", "settled_to", "waiting_retry", "limit"}, pagingParams...)
 
 func filterFromQuery(q url.Values) occurrenceFilter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	return occurrenceFilter{Definition: get("definition"), Status: get("status"), Instance: get("instance"),
 		Revision: get("revision"), Consumer: get("consumer"), Destination: get("destination"), Process: get("process"), BusinessKey: get("business_key"),
 		ErrorCode: get("error_code"), CreatedFrom: get("created_from"), CreatedTo: get("created_to"),
-		SettledFrom: get("settled_from"), SettledTo: get("settled_to"), Limit: get("limit"), Page: pageFromQuery(q)}
+		SettledFrom: get("settled_from"), SettledTo: get("settled_to"), WaitingRetry: get("waiting_retry"), Limit: get("limit"), Page: pageFromQuery(q)}
 }
 
 // query encodes the filter, without empty parameters.
@@ -54,7 +57,7 @@ func (f occurrenceFilter) query() url.Values {
 	for _, kv := range [][2]string{{"definition", f.Definition}, {"status", f.Status}, {"instance", f.Instance},
 		{"revision", f.Revision}, {"consumer", f.Consumer}, {"destination", f.Destination}, {"process", f.Process}, {"business_key", f.BusinessKey},
 		{"error_code", f.ErrorCode}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo},
-		{"settled_from", f.SettledFrom}, {"settled_to", f.SettledTo}, {"limit", f.Limit}} {
+		{"settled_from", f.SettledFrom}, {"settled_to", f.SettledTo}, {"waiting_retry", f.WaitingRetry}, {"limit", f.Limit}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
@@ -77,7 +80,7 @@ func (f occurrenceFilter) narrowed() bool {
 	// A status too: its count is highlighted, but the total beside it
 	// read as the list's above "no occurrence matches" (console QA).
 	return f.Status != "" || f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Destination != "" || f.Process != "" || f.BusinessKey != "" ||
-		f.ErrorCode != "" || f.CreatedFrom != "" || f.CreatedTo != "" || f.SettledFrom != "" || f.SettledTo != ""
+		f.ErrorCode != "" || f.CreatedFrom != "" || f.CreatedTo != "" || f.SettledFrom != "" || f.SettledTo != "" || f.WaitingRetry != ""
 }
 
 // moreOpen reports whether a filter of the form's second part is set, so
@@ -97,6 +100,17 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 			errs.add(unknownStatus(ctx, f.Status, occurrenceStatuses), "status")
 		}
 		ef.Status = f.Status
+	}
+	switch f.WaitingRetry {
+	case "":
+	case "true":
+		ef.WaitingRetry = true
+		if f.Status != "" && f.Status != engine.StatusAvailable {
+			// Nothing would match, which would read as none waiting.
+			errs.add(T(ctx, "An occurrence waiting a retry is available: choose the status available, or none."), "status", "waiting_retry")
+		}
+	default:
+		errs.add(T(ctx, "Unknown value of the next attempt filter."), "waiting_retry")
 	}
 	if f.Instance != "" {
 		id, err := uuid.Parse(f.Instance)
@@ -209,6 +223,8 @@ type occurrenceListView struct {
 	Apply, Reset, ResetHref                                                   string
 	InstancePlaceholder                                                       string
 	DefinitionOptions, StatusOptions, ConsumerOptions, ProcessOptions         []option
+	WaitingLabel                                                              string
+	WaitingOptions                                                            []option
 	// UnknownKey says a filter names a key nothing has: its counts (zeros
 	// under that key's name) are not shown.
 	UnknownKey bool
@@ -246,7 +262,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),
 		FiltersLabel: T(ctx, "Filters"), MoreFilters: T(ctx, "More filters: instance, revision, consumer, destination, dates"),
 		DestinationLabel: T(ctx, "Push destination"), DestinationHint: T(ctx, "its name, exactly"),
-		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
+		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"), WaitingLabel: T(ctx, "Next attempt"),
 		InstanceLabel: T(ctx, "Process instance"), RevisionLabel: T(ctx, "Revision"), ConsumerLabel: T(ctx, "Consumer"),
 		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"), ErrorCodeLabel: T(ctx, "Error code"),
 		CreatedLabel: T(ctx, "Creation date"), SettledLabel: T(ctx, "Settlement date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
@@ -277,6 +293,8 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	}
 	v.DefinitionOptions = menuOptions(T(ctx, "All definitions"), menus.definitions, f.Definition)
 	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
+	v.WaitingOptions = []option{{Value: "", Label: T(ctx, "Any"), Selected: f.WaitingRetry == ""},
+		{Value: "true", Label: T(ctx, "Waiting a retry (due later)"), Selected: f.WaitingRetry == "true"}}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range occurrenceStatuses {
 		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})

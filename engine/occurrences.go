@@ -218,6 +218,10 @@ type OccurrenceFilter struct {
 	ConsumerID int64
 	// Destination keeps the push occurrences calling it.
 	Destination string
+	// WaitingRetry keeps the occurrences waiting out a retry delay (an
+	// attempt failed, attempts are left): available later. With a status,
+	// it must be available.
+	WaitingRetry bool
 	// Triage filters: the instance's process and business key, the error
 	// code, and creation and settlement windows [after, before).
 	ProcessKey    string
@@ -242,7 +246,11 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 		Before: f.Before, Max: int32(f.Limit), Now: e.at(),
 		ProcessKey: strPtr(f.ProcessKey), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode),
 		CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore,
-		Destination: strPtr(f.Destination)}
+		Destination: strPtr(f.Destination), WaitingRetry: f.WaitingRetry}
+	if f.WaitingRetry {
+		// Their status's index range.
+		p.Status = strPtr(StatusAvailable)
+	}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r
@@ -256,7 +264,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 			Status: p.Status, InstanceID: p.InstanceID, Revision: p.Revision, ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey,
 			ErrorCode: p.ErrorCode, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, CreatedAfter: p.CreatedAfter,
 			CreatedBefore: p.CreatedBefore, SettledAfter: p.SettledAfter,
-			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, Destination: p.Destination, After: *f.After, Max: p.Max})
+			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, Destination: p.Destination, WaitingRetry: p.WaitingRetry, After: *f.After, Max: p.Max})
 		if err != nil {
 			return nil, wrap("list occurrences", err)
 		}

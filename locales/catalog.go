@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             373,
 	"%d (0 lowest, 9 highest)":                 556,
 	"%d attempts":                              565,
-	"%d attempts, retry after %s, priority %d": 753,
+	"%d attempts, retry after %s, priority %d": 757,
 	"%d breaking":                              282,
 	"%d changes":                               281,
 	"%d completed":                             367,
@@ -55,16 +55,16 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     382,
 	"%d held instances match now.":             79,
 	"%d hours":                                 398,
-	"%d items":                                 834,
+	"%d items":                                 838,
 	"%d left":                                  567,
 	"%d min":                                   381,
 	"%d minutes":                               399,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 110,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              832,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              836,
 	"%d ms": 401,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         741,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 740,
-	"%d occurrences": 670,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         745,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 744,
+	"%d occurrences": 674,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       108,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 109,
 	"%d releases": 306,
@@ -74,19 +74,19 @@ var messageKeyToIndex = map[string]int{
 	"%d s":       380,
 	"%d seconds": 400,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 125,
-	"%s (a fixed offset, no daylight saving time)":                                     702,
+	"%s (a fixed offset, no daylight saving time)":                                     706,
 	"%s (deferred; settled by %s)":                                                     632,
 	"%s (deferred; settled with its settle token)":                                     630,
 	"%s (deferred; settled with its settle token, as %s)":                              631,
 	"%s (token #%d, %s)":                                                               126,
-	"%s = %s":                                                                          747,
+	"%s = %s":                                                                          751,
 	"%s ago":                                                                           378,
 	"%s at %s":                                                                         636,
 	"%s so far":                                                                        628,
 	"%s version %s":                                                                    298,
 	"%s versions %s":                                                                   299,
-	"%s ← %s":                                                                          746,
-	"%s → %s":                                                                          748,
+	"%s ← %s":                                                                          750,
+	"%s → %s":                                                                          752,
 	"%s, %s: %s":                                                                       337,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         560,
 	"%s, cut to %s by the destination’s max_timeout":                       559,
@@ -96,29 +96,29 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          520,
 	"%s: %s":                                  155,
 	"%s: %s → %s":                             289,
-	"%s: a date is written 2026-12-01.":       686,
+	"%s: a date is written 2026-12-01.":       690,
 	"%s: every revision, present and future":  227,
 	"%s: revision %s":                         228,
 	"%s: revisions %s":                        229,
-	"%s: the first day comes after the last.": 687,
+	"%s: the first day comes after the last.": 691,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 557,
 	"%s–%s":                         366,
-	"(%d characters in all)":        836,
+	"(%d characters in all)":        840,
 	"(%d handed back, not counted)": 566,
-	"(each item)":                   822,
-	"(in %s)":                       835,
+	"(each item)":                   826,
+	"(in %s)":                       839,
 	"(worker %s)":                   615,
 	"0 seconds":                     396,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            799,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            803,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 604,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       339,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 697,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 701,
 	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        446,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             652,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             654,
 	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           461,
 	"A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out.":                                                                                        447,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 787,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   786,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 791,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   790,
 	"A version is a process’s: choose the process too.":                                                                                                                                                                    449,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
@@ -136,17 +136,19 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 455,
 	"Action":          129,
 	"All actions":     146,
-	"All consumers":   666,
+	"All consumers":   670,
 	"All definitions": 359,
 	"All its tasks":   226,
 	"All processes":   462,
 	"All statuses":    465,
-	"All workers":     849,
-	"An error code is matched exactly, capitals included.": 92,
-	"An operator abandoned the instance.":                  603,
-	"Any definition":                                       463,
-	"Apply filters":                                        143,
-	"Apr":                                                  387,
+	"All workers":     853,
+	"An error code is matched exactly, capitals included.":                              92,
+	"An occurrence waiting a retry is available: choose the status available, or none.": 651,
+	"An operator abandoned the instance.":                                               603,
+	"Any":                                                                               668,
+	"Any definition":                                                                    463,
+	"Apply filters":                                                                     143,
+	"Apr":                                                                               387,
 	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 351,
 	"Attempts":                         524,
 	"Audit log":                        136,
@@ -158,8 +160,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 202,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           767,
-	"Back without saving":              699,
+	"Back to the occurrence":           771,
+	"Back without saving":              703,
 	"Breaks processes":                 258,
 	"Breaks workers":                   259,
 	"Bulk %s applied to %d instances.": 123,
@@ -172,21 +174,21 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    558,
 	"Calls":                           317,
 	"Calls signed (Relais-Signature)": 319,
-	"Camunda 7 facade":                854,
+	"Camunda 7 facade":                858,
 	"Cancelled: the instance was stopped (%s).":               627,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 626,
 	"Cannot act on this filter":                               111,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           769,
-	"Cannot reveal it here":                                   765,
+	"Cannot reveal":                                           773,
+	"Cannot reveal it here":                                   769,
 	"Change":                                                  256,
 	"Changes between the two revisions":                       268,
 	"Changes of the Working copy since revision %d":           277,
 	"Choose two existing revisions to compare.":               278,
 	"Classification":                                          235,
 	"Clear filters":                                           144,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            735,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 718,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            739,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 722,
 	"Compare":              255,
 	"Compare revisions":    251,
 	"Completed":            362,
@@ -195,16 +197,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    360,
 	"Completions and failures per 5-minute slot, oldest first": 364,
 	"Completions and failures, last hour":                      340,
-	"Connected":                                                845,
+	"Connected":                                                849,
 	"Constraints":                                              236,
 	"Consumer":                                                 526,
-	"Consumer and worker":                                      663,
+	"Consumer and worker":                                      665,
 	"Consumers":                                                173,
 	"Consumers, oldest first":                                  215,
 	"Counting the occurrences; the counts appear when you reload the page.":         230,
 	"Counts are unavailable right now.":                                             231,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 762,
-	"Counts by status": 658,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 766,
+	"Counts by status": 660,
 	"Created":          412,
 	"Created before":   154,
 	"Created from":     101,
@@ -222,7 +224,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          119,
 	"Definitions":                                171,
 	"Definitions by key":                         301,
-	"Definitions served":                         843,
+	"Definitions served":                         847,
 	"Definitions, those needing attention first": 341,
 	"Deleted by retention":                       438,
 	"Description":                                237,
@@ -234,7 +236,7 @@ var messageKeyToIndex = map[string]int{
 	"Did you mean “%s”?":                         114,
 	"Digest":                                     271,
 	"Display settings":                           179,
-	"Display settings saved.":                    705,
+	"Display settings saved.":                    709,
 	"Display settings: ":                         180,
 	"Duration":                                   530,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 338,
@@ -242,7 +244,7 @@ var messageKeyToIndex = map[string]int{
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          673,
+	"Earlier attempt:":          677,
 	"End node":                  441,
 	"End node or error":         459,
 	"Ended":                     432,
@@ -251,19 +253,19 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 323,
 	"Erase this instance…": 422,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 327,
-	"Error":                      662,
+	"Error":                      664,
 	"Error (before any attempt)": 584,
 	"Error (the deadline passed after attempt %d)": 583,
 	"Error code":       98,
 	"Error message":    533,
 	"Error: %s · %s":   160,
-	"Every %d seconds": 704,
+	"Every %d seconds": 708,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 576,
 	"Every attempt, oldest first": 525,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 137,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  772,
-	"Expired token":                        809,
-	"Expires":                              806,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  776,
+	"Expired token":                        813,
+	"Expires":                              810,
 	"External tasks":                       166,
 	"Failed":                               345,
 	"Failed (%s).":                         625,
@@ -278,7 +280,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 170,
 	"Find an instance or occurrence":       168,
 	"Finished":                             529,
-	"First page":                           683,
+	"First page":                           687,
 	"Follow it in the audit log (new tab)": 72,
 	"Form not received":                    205,
 	"Form refused":                         200,
@@ -287,8 +289,8 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     279,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
 	"Grants":                  218,
-	"Graph":                   717,
-	"Graph of %s":             739,
+	"Graph":                   721,
+	"Graph of %s":             743,
 	"HTTP 2xx, unusable body": 642,
 	"Headers sent":            313,
 	"Health":                  165,
@@ -297,23 +299,23 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                435,
 	"Held instances":          344,
 	"ID":                      216,
-	"In flight":               844,
+	"In flight":               848,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 361,
 	"Inputs": 261,
-	"Inputs an instance of this version is started with": 728,
-	"Inputs from":                726,
+	"Inputs an instance of this version is started with": 732,
+	"Inputs from":                730,
 	"Inputs of revision %d":      272,
 	"Inputs of the working copy": 263,
 	"Inputs the instance was started with, labelled by process version %d's contract": 420,
 	"Inputs, labelled by revision %d's contract":                                      568,
 	"Instance":                  458,
 	"Instances":                 106,
-	"Instances of this version": 729,
+	"Instances of this version": 733,
 	"Invalid request":           190,
-	"It takes every revision its consumer is granted.":     867,
-	"It takes every revision its consumer is granted: %s.": 866,
-	"It takes revision %d only.":                           870,
-	"It takes revisions %s only.":                          872,
+	"It takes every revision its consumer is granted.":     871,
+	"It takes every revision its consumer is granted: %s.": 870,
+	"It takes revision %d only.":                           874,
+	"It takes revisions %s only.":                          876,
 	"Its calls":                                            318,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 324,
@@ -322,29 +324,29 @@ var messageKeyToIndex = map[string]int{
 	"Its instance went on along the node’s error path.":                              624,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      814,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      818,
 	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 426,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
 	"Jan":                     384,
 	"Jul":                     390,
 	"Jun":                     389,
-	"Keep it":                 816,
+	"Keep it":                 820,
 	"Keep it held":            16,
 	"Keep it running":         15,
 	"Keep the instance":       320,
 	"Key":                     302,
-	"Kind":                    721,
+	"Kind":                    725,
 	"Language":                162,
 	"Last changed":            315,
 	"Last error (attempt %d)": 582,
 	"Last reserved":           579,
 	"Last saved":              242,
-	"Last seen":               846,
-	"Last used":               805,
-	"Latest":                  730,
+	"Last seen":               850,
+	"Last used":               809,
+	"Latest":                  734,
 	"Latest revision":         303,
 	"Lists every change from one revision to another, and whom it may break.": 252,
-	"Local time in %s": 701,
+	"Local time in %s": 705,
 	"Lock expired %s — waiting to be offered again.": 612,
 	"Lock expires":    580,
 	"Longest timeout": 314,
@@ -353,19 +355,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 386,
 	"Maximum attempts":    550,
 	"May":                 388,
-	"Message":             660,
+	"Message":             662,
 	"Message from Relais": 650,
 	"Message from Relais, quoting the destination’s answer":            649,
 	"Message from the worker (its own words, protected values masked)": 648,
-	"Method not allowed": 776,
+	"Method not allowed": 780,
 	"Mode":               548,
-	"More filters: instance, revision, consumer, destination, dates": 654,
+	"More filters: instance, revision, consumer, destination, dates": 656,
 	"Name":                    217,
-	"Never":                   703,
+	"Never":                   707,
 	"Next attempt":            578,
-	"Next attempt or settled": 664,
+	"Next attempt or settled": 666,
 	"Next node":               411,
-	"Next page":               682,
+	"Next page":               686,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 150,
 	"No consumer yet.":                                    212,
 	"No definition has occurrences yet.":                  350,
@@ -373,44 +375,44 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                  305,
 	"No destination yet.":                                 307,
 	"No inputs.":                                          262,
-	"No inputs: an instance starts with an empty object.": 727,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    785,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 783,
+	"No inputs: an instance starts with an empty object.": 731,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    789,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 787,
 	"No instance matches these filters.": 460,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 784,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 788,
 	"No live worker takes %s now (Workers page).":                                               606,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 607,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           608,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          609,
 	"No more consumers.":                                   213,
 	"No more destinations.":                                308,
-	"No occurrence matches these filters.":                 665,
+	"No occurrence matches these filters.":                 667,
 	"No operator action matches.":                          145,
 	"No operator has acted on this instance.":              416,
 	"No outputs yet: the occurrence has not completed.":    571,
 	"No outputs.":                                          265,
 	"No outputs: the occurrence ended without completing.": 573,
 	"No process has the key “%s”.":                         116,
-	"No process is published yet.":                         712,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             863,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             862,
+	"No process is published yet.":                         716,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             867,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             866,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    93,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 159,
 	"No release yet.": 246,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 756,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 760,
 	"No revision yet: the Working copy has never been snapshotted.":                     244,
-	"No token.":              803,
-	"No value was revealed.": 774,
+	"No token.":              807,
+	"No value was revealed.": 778,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              537,
 	"No worker has reserved this occurrence yet.":                                        534,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 864,
-	"No worker is connected.":           847,
-	"No worker serves this definition.": 850,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 861,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 868,
+	"No worker is connected.":           851,
+	"No worker serves this definition.": 854,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 865,
 	"Node":                  408,
-	"Nodes":                 719,
-	"Nodes of this version": 736,
-	"Nodes of this version, with their occurrences now": 720,
+	"Nodes":                 723,
+	"Nodes of this version": 740,
+	"Nodes of this version, with their occurrences now": 724,
 	"Nodes reached, in order":                           407,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
 	"Not allowed": 188,
@@ -419,25 +421,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 195,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 196,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             781,
+	"Nothing to find: the search box is empty.":                             785,
 	"Nothing was done.":        35,
 	"Nov":                      394,
 	"Now":                      543,
 	"Occurrence":               409,
 	"Occurrence %s":            521,
 	"Occurrence offered again": 132,
-	"Occurrences now":          725,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          859,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 860,
-	"Occurrences, newest first": 659,
+	"Occurrences now":          729,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          863,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 864,
+	"Occurrences, newest first": 661,
 	"Oct":                       393,
 	"Offered from %s — %s.":     611,
 	"Oldest claimable waits":    346,
-	"On error":                  724,
-	"On success":                723,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         770,
-	"Only administrators may reveal a sensitive value.":                                                           763,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 800,
+	"On error":                  728,
+	"On success":                727,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         774,
+	"Only administrators may reveal a sensitive value.":                                                           767,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 804,
 	"Open":             343,
 	"Operator actions": 404,
 	"Operator actions on this instance, newest first": 417,
@@ -448,31 +450,31 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          273,
 	"Outputs of the working copy":                     266,
 	"Outputs, labelled by revision %d's contract":     570,
-	"Pages": 680,
-	"Paste your token in the field: it is empty.": 797,
+	"Pages": 684,
+	"Paste your token in the field: it is empty.": 801,
 	"Path":                            405,
 	"Pause reloading":                 187,
 	"Pinned by":                       296,
-	"Pinned revision":                 722,
+	"Pinned revision":                 726,
 	"Policy":                          523,
-	"Previous page":                   681,
+	"Previous page":                   685,
 	"Priority":                        555,
 	"Process":                         94,
-	"Process %s":                      715,
+	"Process %s":                      719,
 	"Process %s has no version %d.":   115,
-	"Process and node":                661,
+	"Process and node":                663,
 	"Process inputs":                  419,
 	"Process instance":                131,
 	"Process instance %s":             402,
 	"Process instances":               452,
 	"Process instances, newest first": 457,
 	"Processes":                       167,
-	"Processes by key":                710,
-	"Protocol":                        842,
+	"Processes by key":                714,
+	"Protocol":                        846,
 	"Published":                       250,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 708,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       709,
-	"Push destination": 655,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 712,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       713,
+	"Push destination": 657,
 	"Reason":           130,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
@@ -491,10 +493,10 @@ var messageKeyToIndex = map[string]int{
 	"Release":                       247,
 	"Releases":                      245,
 	"Releases, oldest first":        267,
-	"Reload lists and detail pages": 696,
+	"Reload lists and detail pages": 700,
 	"Reloading paused":              184,
-	"Reloading paused: this page stays as it is until you resume.": 707,
-	"Reloading resumed.":                  706,
+	"Reloading paused: this page stays as it is until you resume.": 711,
+	"Reloading resumed.":                  710,
 	"Replica":                             539,
 	"Required":                            234,
 	"Reserved":                            528,
@@ -529,37 +531,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 574,
-	"Revealed by %s at %s; recorded in the audit log.": 768,
+	"Revealed by %s at %s; recorded in the audit log.": 772,
 	"Reveals":               176,
-	"Reveals, newest first": 773,
+	"Reveals, newest first": 777,
 	"Revision":              248,
 	"Revision %d":           269,
 	"Revisions":             243,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 868,
-	"Revoke the %s token “%s”?": 813,
-	"Revoke the token":          815,
-	"Revoke token %d":           812,
-	"Revoke…":                   810,
-	"Role":                      804,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 872,
+	"Revoke the %s token “%s”?": 817,
+	"Revoke the token":          819,
+	"Revoke token %d":           816,
+	"Revoke…":                   814,
+	"Role":                      808,
 	"Route":                     410,
 	"Routing output":            241,
-	"Row %s":                    684,
-	"Rows %s–%s":                685,
-	"Save settings":             698,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      764,
+	"Row %s":                    688,
+	"Rows %s–%s":                689,
+	"Save settings":             702,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      768,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 321,
-	"Search":                               779,
-	"Secret values can never be revealed.": 771,
+	"Search":                               783,
+	"Secret values can never be revealed.": 775,
 	"Sep":                                  392,
-	"Served by %d workers":                 865,
+	"Served by %d workers":                 869,
 	"Settled":                              413,
-	"Settlement date":                      653,
+	"Settlement date":                      655,
 	"Show all definitions":                 357,
-	"Show times in":                        694,
+	"Show times in":                        698,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 151,
-	"Sign in": 792,
-	"Sign in with an operator, designer or administrator token.": 793,
+	"Sign in": 796,
+	"Sign in with an operator, designer or administrator token.": 797,
 	"Sign out":             178,
 	"Signed in as %s (%s)": 177,
 	"Since revision %d:":   275,
@@ -569,9 +571,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
 	"Something went wrong": 210,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 801,
-	"Staff tokens, oldest first": 802,
-	"Start node":                 716,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 805,
+	"Staff tokens, oldest first": 806,
+	"Start node":                 720,
 	"Started":                    431,
 	"State":                      220,
 	"Status":                     96,
@@ -594,21 +596,20 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 300,
 	"Tasks":                   221,
 	"Temporarily unavailable": 208,
-	"That is too long to be an id or a business key.":                                           782,
+	"That is too long to be an id or a business key.":                                           786,
 	"The %d largest groups; the filter matches more.":                                           107,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 546,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 309,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    274,
 	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            597,
-	"The available occurrences of %s: those waiting a retry show their error and their next attempt":                                                                                                                                                                                        464,
 	"The bulk action must be its id (a UUID).":                                      148,
 	"The call could not be prepared.":                                               598,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 759,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 763,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 616,
 	"The chart’s numbers": 363,
 	"The confirmed count is missing: start again from the list.":                                                                                                        120,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       211,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      695,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      699,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 121,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             209,
 	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            595,
@@ -630,46 +631,47 @@ var messageKeyToIndex = map[string]int{
 	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 591,
 	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     593,
 	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             594,
-	"The latest %d attempts, oldest first":                                                         545,
-	"The next page counts them and asks for a reason before anything changes.":                     456,
-	"The nodes this instance reached, in order, each with its occurrence.":                         406,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 240,
-	"The page cursor is invalid: go back to the first page.":                                       692,
-	"The page size must be between 1 and %d.":                                                      451,
-	"The parameter “%s” is given %d times: give it once.":                                          691,
+	"The latest %d attempts, oldest first":                                                                                                                 545,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             456,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 406,
+	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      464,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         240,
+	"The page cursor is invalid: go back to the first page.":                                                                                               696,
+	"The page size must be between 1 and %d.":                                                                                                              451,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  695,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 147,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
-	"The reason you gave, not recorded:":                        51,
-	"The result did not match the revision's outputs contract.": 596,
-	"The revision must be a whole number, 1 or more.":           651,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 795,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        789,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     819,
-	"The version must be a whole number from 1.":                                                                                                        448,
-	"These revisions have the same contracts.":                                                                                                          260,
-	"These settings are kept in this browser only.":                                                                                                     693,
-	"They take every revision their consumer is granted.":                                                                                               869,
-	"They take revision %d only.":                                                                                                                       871,
-	"They take revisions %s only.":                                                                                                                      873,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 688,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         122,
-	"This contract has no inputs.":  569,
-	"This contract has no outputs.": 572,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 118,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 207,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            206,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  204,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  201,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           778,
+	"The reason you gave, not recorded:":                                                                                                                   51,
+	"The result did not match the revision's outputs contract.":                                                                                            596,
+	"The revision must be a whole number, 1 or more.":                                                                                                      653,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    799,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           793,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        823,
+	"The version must be a whole number from 1.":                                                                                                           448,
+	"These revisions have the same contracts.":                                                                                                             260,
+	"These settings are kept in this browser only.":                                                                                                        697,
+	"They take every revision their consumer is granted.":                                                                                                  873,
+	"They take revision %d only.":                                                                                                                          875,
+	"They take revisions %s only.":                                                                                                                         877,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     692,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             122,
+	"This contract has no inputs.":                                                                                                                         569,
+	"This contract has no outputs.":                                                                                                                        572,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        118,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        207,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   206,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         204,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         201,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  782,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 328,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
 	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 423,
-	"This instance has not reached a task yet.":                                                                                                                                     414,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   44,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     43,
+	"This instance has not reached a task yet.":                   414,
+	"This instance is %s, not held: there is nothing to abandon.": 44,
+	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 326,
 	"This instance is %s: there is nothing to stop.":                            45,
@@ -682,60 +684,62 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  199,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            818,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           817,
-	"This page does not accept that request.": 777,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            822,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           821,
+	"This page does not accept that request.": 781,
 	"This page reloads every %d seconds.":     186,
 	"This process takes no inputs.":           421,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 766,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 770,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 798,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 737,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            738,
+	"This token is unknown, revoked or expired.": 802,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 741,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            742,
 	"Times in %s · no auto-reload":    183,
 	"Times in %s · reload every %d s": 182,
 	"Times in %s · reloading paused":  181,
 	"To revision":                     254,
-	"Token":                           794,
+	"Token":                           798,
 	"Tokens":                          175,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 796,
-	"Totals of all definitions, not narrowed by the other filters":         669,
-	"Totals of definition %s, not narrowed by the other filters":           668,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 800,
+	"Totals of all definitions, not narrowed by the other filters":         673,
+	"Totals of definition %s, not narrowed by the other filters":           672,
 	"Type": 233,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 780,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 784,
 	"URL":                              312,
-	"UTC (coordinated universal time)": 700,
+	"UTC (coordinated universal time)": 704,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                112,
 	"Unknown destination “%s”.":        113,
-	"Unknown parameter “%s” (did you mean “%s”?).": 689,
-	"Unknown parameter “%s”.":                      690,
+	"Unknown parameter “%s” (did you mean “%s”?).": 693,
+	"Unknown parameter “%s”.":                      694,
 	"Unknown status “%s” (did you mean “%s”?).":    466,
 	"Unknown status “%s”.":                         468,
-	"Value":                                        418,
-	"Version":                                      95,
-	"Versions, newest first":                       711,
-	"Waiting a retry":                              347,
-	"Waiting a retry at a node of":                 100,
+	"Unknown value of the next attempt filter.":    652,
+	"Value":                        418,
+	"Version":                      95,
+	"Versions, newest first":       715,
+	"Waiting a retry":              347,
+	"Waiting a retry (due later)":  669,
+	"Waiting a retry at a node of": 100,
 	"Waiting for Relais to call the destination since %s (%s).": 613,
 	"Waiting for a worker since %s (%s).":                       614,
 	"When":                                                      127,
 	"Who":                                                       128,
 	"Whole message":                                             536,
 	"Why (recorded with the reveal)":                            575,
-	"Worker":                                                    841,
+	"Worker":                                                    845,
 	"Worker id":                                                 527,
 	"Workers":                                                   172,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        839,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        843,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 840,
-	"Workers serving %s":                   848,
+	"Workers seen within three heartbeats": 844,
+	"Workers serving %s":                   852,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
 	"Working copy":        239,
-	"You are signed out.": 788,
+	"You are signed out.": 792,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              189,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 790,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          791,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 794,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          795,
 	"[redacted]":                          647,
 	"a token’s name, exact":               139,
 	"abandon":                             4,
@@ -745,21 +749,21 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 332,
 	"answer too large":                    645,
 	"any":                                 453,
-	"any other code → %s":                 751,
+	"any other code → %s":                 755,
 	"any other error":                     330,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 671,
-	"at least %d characters":                   823,
-	"at least %d items":                        830,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 675,
+	"at least %d characters":                   827,
+	"at least %d items":                        834,
 	"at most %d":                               563,
-	"at most %d characters":                    824,
-	"at most %d items":                         831,
+	"at most %d characters":                    828,
+	"at most %d items":                         835,
 	"at most %d since the last operator retry": 564,
 	"available":                                469,
 	"boolean":                                  484,
-	"call in progress since":                   677,
+	"call in progress since":                   681,
 	"cancelled":                                474,
 	"choice":                                   487,
-	"claimable since":                          676,
+	"claimable since":                          680,
 	"claimable since %s":                       354,
 	"classification changed":                   508,
 	"completed":                                472,
@@ -768,31 +772,31 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                             629,
 	"date":                                     485,
 	"date and time":                            486,
-	"deadline %s":                              755,
+	"deadline %s":                              759,
 	"deferred":                                 471,
-	"deferred since":                           679,
+	"deferred since":                           683,
 	"deleted":                                  135,
 	"designer":                                 499,
 	"disconnected":                             480,
-	"each item of %s":                          821,
-	"end (completes)":                          744,
-	"end (fails)":                              745,
+	"each item of %s":                          825,
+	"end (completes)":                          748,
+	"end (fails)":                              749,
 	"end: completes the instance":              333,
 	"end: fails the instance":                  334,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         439,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 440,
 	"erase":                                  6,
-	"every revision its consumer is granted": 855,
-	"every revision its consumer is granted: %s":   851,
+	"every revision its consumer is granted": 859,
+	"every revision its consumer is granted: %s":   855,
 	"exact, case-sensitive":                        454,
 	"exact; instances deleted since are not found": 140,
 	"expired":                             477,
 	"failed":                              473,
-	"fails the instance":                  752,
+	"fails the instance":                  756,
 	"field added":                         503,
 	"field removed":                       504,
 	"format":                              514,
-	"format %s":                           826,
+	"format %s":                           830,
 	"from":                                141,
 	"given (not kept)":                    153,
 	"held":                                476,
@@ -801,34 +805,34 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":   444,
 	"hidden (secret)":                     494,
 	"hidden (sensitive)":                  493,
-	"hold (an incident for an operator)":  750,
+	"hold (an incident for an operator)":  754,
 	"id or business key":                  169,
 	"in %s":                               377,
 	"in progress":                         535,
-	"instance held here":                  667,
-	"instance id":                         657,
-	"instances held":                      760,
-	"instances held: %s":                  761,
+	"instance held here":                  671,
+	"instance id":                         659,
+	"instances held":                      764,
+	"instances held: %s":                  765,
 	"integer":                             482,
-	"its name, exactly":                   656,
+	"its name, exactly":                   658,
 	"just now":                            379,
 	"list":                                489,
-	"lock until":                          678,
-	"long polling":                        853,
+	"lock until":                          682,
+	"long polling":                        857,
 	"long wait":                           355,
 	"masked value":                        311,
 	"maximum":                             516,
-	"maximum %s":                          828,
+	"maximum %s":                          832,
 	"maximum items":                       518,
 	"maximum length":                      512,
 	"minimum":                             515,
-	"minimum %s":                          827,
+	"minimum %s":                          831,
 	"minimum items":                       517,
 	"minimum length":                      511,
-	"never":                               807,
+	"never":                               811,
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 437,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       436,
-	"next attempt":                 675,
+	"next attempt":                 679,
 	"next attempt %s":              353,
 	"no":                           502,
 	"no answer within the timeout": 643,
@@ -837,38 +841,38 @@ var messageKeyToIndex = map[string]int{
 	"no header":                    316,
 	"no process version":           297,
 	"no worker":                    356,
-	"no worker takes revision %d":  857,
-	"no worker takes revisions %s": 858,
-	"no: the latest is version %d": 732,
+	"no worker takes revision %d":  861,
+	"no worker takes revisions %s": 862,
+	"no: the latest is version %d": 736,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 586,
 	"none": 294,
-	"none (revealed before reasons were asked for)": 775,
+	"none (revealed before reasons were asked for)": 779,
 	"none given": 104,
 	"none yet":   304,
 	"none: a failed call takes the node’s error path": 553,
 	"normal":       490,
-	"not provided": 833,
+	"not provided": 837,
 	"not set":      295,
-	"not yet":      808,
-	"null":         837,
+	"not yet":      812,
+	"null":         841,
 	"number":       483,
 	"object":       488,
-	"older versions, from version %d (each links the one before)": 714,
+	"older versions, from version %d (each links the one before)": 718,
 	"on error":                           329,
-	"one attempt, no retry, priority %d": 754,
-	"one of: %s":                         829,
+	"one attempt, no retry, priority %d": 758,
+	"one of: %s":                         833,
 	"operator":                           498,
 	"optional %s field of type %s":       291,
 	"optional field of type %s":          293,
 	"optional → required":                284,
 	"pattern":                            513,
-	"pattern %s":                         825,
-	"pull":                               742,
+	"pattern %s":                         829,
+	"pull":                               746,
 	"pull %s":                            336,
 	"pull (a worker fetches it)":         495,
 	"push %s":                            335,
 	"push (Relais calls the service)":    496,
-	"push to %s":                         743,
+	"push to %s":                         747,
 	"rejected":                           478,
 	"released":                           479,
 	"required %s field of type %s":       290,
@@ -878,44 +882,44 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           470,
 	"retry":                              3,
 	"retry now (attempts unchanged)":     134,
-	"revision %d":                        672,
-	"revisions %s":                       856,
+	"revision %d":                        676,
+	"revisions %s":                       860,
 	"revoked":                            223,
 	"routing changed":                    510,
-	"routing output":                     820,
+	"routing output":                     824,
 	"routing output %s → %s":             283,
 	"running":                            475,
 	"secret":                             492,
 	"sensitive":                          491,
-	"settled":                            674,
+	"settled":                            678,
 	"stop":                               5,
-	"stream":                             852,
+	"stream":                             856,
 	"text":                               481,
 	"the contracts are the same (the name or a description changed).": 276,
 	"the soonest due %s":       352,
-	"this session":             811,
-	"timeout %s":               757,
-	"timeout %s (the default)": 758,
+	"this session":             815,
+	"timeout %s":               761,
+	"timeout %s (the default)": 762,
 	"to":                       142,
 	"type changed":             505,
-	"unexpected value":         838,
+	"unexpected value":         842,
 	"unknown":                  646,
 	"values added: %s":         286,
 	"values changed":           507,
 	"values removed: %s":       287,
 	"values reordered":         288,
-	"version %d":               713,
-	"version %d →":             734,
+	"version %d":               717,
+	"version %d →":             738,
 	"waiting":                  641,
 	"yes":                      501,
-	"yes: a start that names no version runs this one":                                                                      731,
+	"yes: a start that names no version runs this one":                                                                      735,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 197,
 	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     467,
-	"← version %d": 733,
-	"→ %s":         749,
+	"← version %d": 737,
+	"→ %s":         753,
 }
 
-var enIndex = []uint32{ // 875 elements
+var enIndex = []uint32{ // 879 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1047,125 +1051,126 @@ var enIndex = []uint32{ // 875 elements
 	0x0000564a, 0x0000565c, 0x00005660, 0x00005676,
 	0x000056a0, 0x000056e9, 0x00005709, 0x00005712,
 	0x00005724, 0x00005747, 0x000057e2, 0x000057f0,
-	0x000057ff, 0x00005861, 0x0000586e, 0x000058a6,
-	0x0000590f, 0x0000592b, 0x00005935, 0x0000593e,
-	0x00005947, 0x00005951, 0x00005958, 0x00005962,
-	0x0000596a, 0x0000596f, 0x00005977, 0x00005980,
+	0x000057ff, 0x00005852, 0x0000585f, 0x00005897,
+	0x00005900, 0x0000591c, 0x00005926, 0x0000592f,
+	0x00005938, 0x00005942, 0x00005949, 0x00005953,
+	0x0000595b, 0x00005960, 0x00005968, 0x00005971,
 	// Entry 1E0 - 1FF
-	0x00005989, 0x00005996, 0x0000599b, 0x000059a3,
-	0x000059aa, 0x000059b2, 0x000059b7, 0x000059c5,
-	0x000059cc, 0x000059d3, 0x000059d8, 0x000059df,
-	0x000059e9, 0x000059f0, 0x00005a03, 0x00005a13,
-	0x00005a2e, 0x00005a4e, 0x00005a5c, 0x00005a65,
-	0x00005a6e, 0x00005a77, 0x00005a7b, 0x00005a7e,
-	0x00005a8a, 0x00005a98, 0x00005aa5, 0x00005ab6,
-	0x00005ac5, 0x00005adc, 0x00005aef, 0x00005aff,
+	0x0000597a, 0x00005987, 0x0000598c, 0x00005994,
+	0x0000599b, 0x000059a3, 0x000059a8, 0x000059b6,
+	0x000059bd, 0x000059c4, 0x000059c9, 0x000059d0,
+	0x000059da, 0x000059e1, 0x000059f4, 0x00005a04,
+	0x00005a1f, 0x00005a3f, 0x00005a4d, 0x00005a56,
+	0x00005a5f, 0x00005a68, 0x00005a6c, 0x00005a6f,
+	0x00005a7b, 0x00005a89, 0x00005a96, 0x00005aa7,
+	0x00005ab6, 0x00005acd, 0x00005ae0, 0x00005af0,
 	// Entry 200 - 21F
-	0x00005b0e, 0x00005b1d, 0x00005b25, 0x00005b2c,
-	0x00005b34, 0x00005b3c, 0x00005b4a, 0x00005b58,
-	0x00005b6e, 0x00005b83, 0x00005b94, 0x00005b9a,
-	0x00005ba1, 0x00005baa, 0x00005bc6, 0x00005bcf,
-	0x00005bd9, 0x00005be2, 0x00005beb, 0x00005bf4,
-	0x00005c0b, 0x00005c13, 0x00005c21, 0x00005c4d,
-	0x00005c59, 0x00005c67, 0x00005cad, 0x00005cb9,
-	0x00005cc1, 0x00005cec, 0x00005d37, 0x00005df9,
+	0x00005aff, 0x00005b0e, 0x00005b16, 0x00005b1d,
+	0x00005b25, 0x00005b2d, 0x00005b3b, 0x00005b49,
+	0x00005b5f, 0x00005b74, 0x00005b85, 0x00005b8b,
+	0x00005b92, 0x00005b9b, 0x00005bb7, 0x00005bc0,
+	0x00005bca, 0x00005bd3, 0x00005bdc, 0x00005be5,
+	0x00005bfc, 0x00005c04, 0x00005c12, 0x00005c3e,
+	0x00005c4a, 0x00005c58, 0x00005c9e, 0x00005caa,
+	0x00005cb2, 0x00005cdd, 0x00005d28, 0x00005dea,
 	// Entry 220 - 23F
-	0x00005dfd, 0x00005e23, 0x00005e4b, 0x00005eae,
-	0x00005ecd, 0x00005ed2, 0x00005eed, 0x00005efe,
-	0x00005f0a, 0x00005f12, 0x00005f44, 0x00005f4d,
-	0x00005f56, 0x00005f72, 0x00005fd3, 0x00005fe0,
-	0x00006017, 0x00006046, 0x00006096, 0x000060d1,
-	0x000060df, 0x0000610b, 0x00006131, 0x00006152,
-	0x0000615d, 0x0000618b, 0x000061a8, 0x000061d7,
-	0x00006209, 0x00006227, 0x0000625c, 0x00006278,
+	0x00005dee, 0x00005e14, 0x00005e3c, 0x00005e9f,
+	0x00005ebe, 0x00005ec3, 0x00005ede, 0x00005eef,
+	0x00005efb, 0x00005f03, 0x00005f35, 0x00005f3e,
+	0x00005f47, 0x00005f63, 0x00005fc4, 0x00005fd1,
+	0x00006008, 0x00006037, 0x00006087, 0x000060c2,
+	0x000060d0, 0x000060fc, 0x00006122, 0x00006143,
+	0x0000614e, 0x0000617c, 0x00006199, 0x000061c8,
+	0x000061fa, 0x00006218, 0x0000624d, 0x00006269,
 	// Entry 240 - 25F
-	0x00006297, 0x000062f2, 0x00006301, 0x0000630e,
-	0x0000631c, 0x00006329, 0x00006332, 0x0000634d,
-	0x0000637d, 0x00006398, 0x000063a2, 0x000063f4,
-	0x000064b4, 0x00006510, 0x0000658e, 0x00006604,
-	0x000066d7, 0x0000679a, 0x000067d2, 0x00006832,
-	0x00006889, 0x000068c3, 0x000069d0, 0x000069f0,
-	0x00006a16, 0x00006a40, 0x00006ab1, 0x00006aee,
-	0x00006b12, 0x00006bb6, 0x00006bdb, 0x00006c0a,
+	0x00006288, 0x000062e3, 0x000062f2, 0x000062ff,
+	0x0000630d, 0x0000631a, 0x00006323, 0x0000633e,
+	0x0000636e, 0x00006389, 0x00006393, 0x000063e5,
+	0x000064a5, 0x00006501, 0x0000657f, 0x000065f5,
+	0x000066c8, 0x0000678b, 0x000067c3, 0x00006823,
+	0x0000687a, 0x000068b4, 0x000069c1, 0x000069e1,
+	0x00006a07, 0x00006a31, 0x00006aa2, 0x00006adf,
+	0x00006b03, 0x00006ba7, 0x00006bcc, 0x00006bfb,
 	// Entry 260 - 27F
-	0x00006c6a, 0x00006cc3, 0x00006d1d, 0x00006d37,
-	0x00006d55, 0x00006d89, 0x00006dc9, 0x00006df3,
-	0x00006e02, 0x00006ecd, 0x00006efe, 0x00006f2d,
-	0x00006f40, 0x00006fb5, 0x00006fc8, 0x00006ffc,
-	0x0000704d, 0x00007081, 0x00007091, 0x000070d8,
-	0x00007105, 0x00007112, 0x00007122, 0x00007152,
-	0x0000718c, 0x000071af, 0x00007226, 0x000072a8,
-	0x0000732d, 0x0000733c, 0x0000738c, 0x000073ec,
+	0x00006c5b, 0x00006cb4, 0x00006d0e, 0x00006d28,
+	0x00006d46, 0x00006d7a, 0x00006dba, 0x00006de4,
+	0x00006df3, 0x00006ebe, 0x00006eef, 0x00006f1e,
+	0x00006f31, 0x00006fa6, 0x00006fb9, 0x00006fed,
+	0x0000703e, 0x00007072, 0x00007082, 0x000070c9,
+	0x000070f6, 0x00007103, 0x00007113, 0x00007143,
+	0x0000717d, 0x000071a0, 0x00007217, 0x00007299,
+	0x0000731e, 0x0000732d, 0x0000737d, 0x000073dd,
 	// Entry 280 - 29F
-	0x00007458, 0x000074cf, 0x000074d7, 0x000074ef,
-	0x0000750c, 0x0000751a, 0x0000752b, 0x00007533,
-	0x0000753e, 0x0000757f, 0x000075b7, 0x000075cb,
-	0x000075fb, 0x00007636, 0x00007646, 0x00007685,
-	0x00007696, 0x000076a8, 0x000076b4, 0x000076c5,
-	0x000076df, 0x000076e7, 0x000076f8, 0x000076fe,
-	0x00007712, 0x0000772a, 0x0000774f, 0x0000775d,
-	0x00007770, 0x000077ae, 0x000077eb, 0x00007817,
+	0x00007449, 0x000074c0, 0x000074c8, 0x000074e0,
+	0x000074fd, 0x0000750b, 0x0000751c, 0x00007524,
+	0x0000752f, 0x00007570, 0x000075a8, 0x000075bc,
+	0x0000760e, 0x00007638, 0x00007668, 0x000076a3,
+	0x000076b3, 0x000076f2, 0x00007703, 0x00007715,
+	0x00007721, 0x00007732, 0x0000774c, 0x00007754,
+	0x00007765, 0x0000776b, 0x0000777f, 0x00007797,
+	0x000077bc, 0x000077c0, 0x000077dc, 0x000077ea,
 	// Entry 2A0 - 2BF
-	0x0000786f, 0x0000787e, 0x0000788f, 0x00007897,
-	0x000078a4, 0x000078b4, 0x000078cb, 0x000078d6,
-	0x000078e5, 0x000078eb, 0x000078f9, 0x00007903,
-	0x0000790e, 0x00007918, 0x0000792b, 0x00007950,
-	0x0000797b, 0x00007a0c, 0x00007a47, 0x00007a66,
-	0x00007aa4, 0x00007adb, 0x00007b09, 0x00007b17,
-	0x00007bb6, 0x00007bd4, 0x00007d2b, 0x00007d39,
-	0x00007d4d, 0x00007d6e, 0x00007d82, 0x00007db2,
+	0x000077fd, 0x0000783b, 0x00007878, 0x000078a4,
+	0x000078fc, 0x0000790b, 0x0000791c, 0x00007924,
+	0x00007931, 0x00007941, 0x00007958, 0x00007963,
+	0x00007972, 0x00007978, 0x00007986, 0x00007990,
+	0x0000799b, 0x000079a5, 0x000079b8, 0x000079dd,
+	0x00007a08, 0x00007a99, 0x00007ad4, 0x00007af3,
+	0x00007b31, 0x00007b68, 0x00007b96, 0x00007ba4,
+	0x00007c43, 0x00007c61, 0x00007db8, 0x00007dc6,
 	// Entry 2C0 - 2DF
-	0x00007db8, 0x00007dcc, 0x00007de4, 0x00007df7,
-	0x00007e34, 0x00007ea7, 0x00007ef4, 0x00007f05,
-	0x00007f1c, 0x00007f39, 0x00007f47, 0x00007f86,
-	0x00007f94, 0x00007f9f, 0x00007fa5, 0x00008097,
-	0x0000809d, 0x000080cf, 0x000080d4, 0x000080e4,
-	0x000080ef, 0x000080f8, 0x00008108, 0x00008114,
-	0x00008148, 0x0000817b, 0x00008195, 0x0000819c,
-	0x000081cd, 0x000081ed, 0x000081ff, 0x00008211,
+	0x00007dda, 0x00007dfb, 0x00007e0f, 0x00007e3f,
+	0x00007e45, 0x00007e59, 0x00007e71, 0x00007e84,
+	0x00007ec1, 0x00007f34, 0x00007f81, 0x00007f92,
+	0x00007fa9, 0x00007fc6, 0x00007fd4, 0x00008013,
+	0x00008021, 0x0000802c, 0x00008032, 0x00008124,
+	0x0000812a, 0x0000815c, 0x00008161, 0x00008171,
+	0x0000817c, 0x00008185, 0x00008195, 0x000081a1,
+	0x000081d5, 0x00008208, 0x00008222, 0x00008229,
 	// Entry 2E0 - 2FF
-	0x000082b6, 0x000082cc, 0x00008351, 0x000083cb,
-	0x000083da, 0x00008494, 0x000084e5, 0x000084ea,
-	0x000084f8, 0x00008508, 0x00008514, 0x00008524,
-	0x00008532, 0x00008542, 0x0000854c, 0x0000856f,
-	0x00008588, 0x0000859b, 0x00008607, 0x0000862d,
-	0x0000863c, 0x0000868e, 0x0000869c, 0x000086b8,
-	0x00008706, 0x00008715, 0x0000872b, 0x0000877f,
-	0x000087b1, 0x00008809, 0x0000881f, 0x000088ed,
+	0x0000825a, 0x0000827a, 0x0000828c, 0x0000829e,
+	0x00008343, 0x00008359, 0x000083de, 0x00008458,
+	0x00008467, 0x00008521, 0x00008572, 0x00008577,
+	0x00008585, 0x00008595, 0x000085a1, 0x000085b1,
+	0x000085bf, 0x000085cf, 0x000085d9, 0x000085fc,
+	0x00008615, 0x00008628, 0x00008694, 0x000086ba,
+	0x000086c9, 0x0000871b, 0x00008729, 0x00008745,
+	0x00008793, 0x000087a2, 0x000087b8, 0x0000880c,
 	// Entry 300 - 31F
-	0x00008904, 0x0000893b, 0x00008949, 0x0000898d,
-	0x000089b2, 0x00008a29, 0x00008a3f, 0x00008a56,
-	0x00008a84, 0x00008a97, 0x00008abf, 0x00008b43,
-	0x00008b4a, 0x00008bb2, 0x00008bdc, 0x00008c0c,
-	0x00008d61, 0x00008e9b, 0x00008f3b, 0x00009012,
-	0x000090eb, 0x000090ff, 0x0000915a, 0x00009205,
-	0x00009287, 0x0000928f, 0x000092ca, 0x000092d0,
-	0x00009362, 0x000093fa, 0x00009426, 0x00009451,
+	0x0000883e, 0x00008896, 0x000088ac, 0x0000897a,
+	0x00008991, 0x000089c8, 0x000089d6, 0x00008a1a,
+	0x00008a3f, 0x00008ab6, 0x00008acc, 0x00008ae3,
+	0x00008b11, 0x00008b24, 0x00008b4c, 0x00008bd0,
+	0x00008bd7, 0x00008c3f, 0x00008c69, 0x00008c99,
+	0x00008dee, 0x00008f28, 0x00008fc8, 0x0000909f,
+	0x00009178, 0x0000918c, 0x000091e7, 0x00009292,
+	0x00009314, 0x0000931c, 0x00009357, 0x0000935d,
 	// Entry 320 - 33F
-	0x0000949f, 0x0000950b, 0x000095b2, 0x000095cd,
-	0x000095d7, 0x000095dc, 0x000095e6, 0x000095ee,
-	0x000095f4, 0x000095fc, 0x0000960a, 0x00009614,
-	0x00009621, 0x00009634, 0x00009658, 0x000096d8,
-	0x000096e9, 0x000096f1, 0x00009766, 0x000097ba,
-	0x00009802, 0x00009811, 0x00009824, 0x00009830,
-	0x0000986c, 0x000098a6, 0x000098b4, 0x000098c1,
-	0x000098cf, 0x000098dd, 0x000098eb, 0x0000991d,
+	0x000093ef, 0x00009487, 0x000094b3, 0x000094de,
+	0x0000952c, 0x00009598, 0x0000963f, 0x0000965a,
+	0x00009664, 0x00009669, 0x00009673, 0x0000967b,
+	0x00009681, 0x00009689, 0x00009697, 0x000096a1,
+	0x000096ae, 0x000096c1, 0x000096e5, 0x00009765,
+	0x00009776, 0x0000977e, 0x000097f3, 0x00009847,
+	0x0000988f, 0x0000989e, 0x000098b1, 0x000098bd,
+	0x000098f9, 0x00009933, 0x00009941, 0x0000994e,
 	// Entry 340 - 35F
-	0x0000994d, 0x000099a9, 0x000099b6, 0x000099d6,
-	0x000099e1, 0x000099fb, 0x00009a00, 0x00009a11,
-	0x00009a97, 0x00009abc, 0x00009ac3, 0x00009acc,
-	0x00009adf, 0x00009ae9, 0x00009af3, 0x00009afd,
-	0x00009b15, 0x00009b2b, 0x00009b37, 0x00009b59,
-	0x00009b87, 0x00009b8e, 0x00009b9b, 0x00009bac,
-	0x00009bd3, 0x00009be3, 0x00009c02, 0x00009c22,
-	0x00009cfa, 0x00009ddb, 0x00009e2f, 0x00009e7f,
+	0x0000995c, 0x0000996a, 0x00009978, 0x000099aa,
+	0x000099da, 0x00009a36, 0x00009a43, 0x00009a63,
+	0x00009a6e, 0x00009a88, 0x00009a8d, 0x00009a9e,
+	0x00009b24, 0x00009b49, 0x00009b50, 0x00009b59,
+	0x00009b6c, 0x00009b76, 0x00009b80, 0x00009b8a,
+	0x00009ba2, 0x00009bb8, 0x00009bc4, 0x00009be6,
+	0x00009c14, 0x00009c1b, 0x00009c28, 0x00009c39,
+	0x00009c60, 0x00009c70, 0x00009c8f, 0x00009caf,
 	// Entry 360 - 37F
-	0x00009edf, 0x00009f32, 0x00009f6a, 0x00009fa2,
-	0x00009fd3, 0x0000a023, 0x0000a057, 0x0000a075,
-	0x0000a094, 0x0000a0b3, 0x0000a0d3,
-} // Size: 3524 bytes
+	0x00009d87, 0x00009e68, 0x00009ebc, 0x00009f0c,
+	0x00009f6c, 0x00009fbf, 0x00009ff7, 0x0000a02f,
+	0x0000a060, 0x0000a0b0, 0x0000a0e4, 0x0000a102,
+	0x0000a121, 0x0000a140, 0x0000a160,
+} // Size: 3540 bytes
 
-const enData string = "" + // Size: 41171 bytes
+const enData string = "" + // Size: 41312 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1506,288 +1511,290 @@ const enData string = "" + // Size: 41171 bytes
 	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
 	"\x02A running instance has no error code yet: occurrences that failed wi" +
 	"th it and wait for their retry are listed under External tasks, filtered" +
-	" by that code.\x02All processes\x02Any definition\x02The available occur" +
-	"rences of %[1]s: those waiting a retry show their error and their next a" +
-	"ttempt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)" +
-	".\x02“%[1]s” is the status of an instance, not of a task: the Instances " +
-	"page lists the instances with it.\x02Unknown status “%[1]s”.\x02availabl" +
-	"e\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
-	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
-	" not match the revision's outputs contract.\x02The answer to the call wa" +
-	"s lost (the connection broke after the request was sent, or Relais stopp" +
-	"ed or could not reach its database before recording it): whether the des" +
-	"tination acted is unknown, so Relais does not call it again by itself (a" +
-	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
-	"ination could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt ended without a result (its lock expired, or its wo" +
-	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path, and is h" +
-	"eld at a later node.\x02Its instance went on along the node’s error path" +
-	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
-	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
-	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
-	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
-	"worker held the task: its report is refused, but it may already have don" +
-	"e the work.\x02The instance was stopped during the call, which was abort" +
-	"ed: the destination may already have acted on the request (check there)." +
-	"\x02The instance was stopped while the task was deferred: a settlement b" +
-	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
-	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
-	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
-	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
-	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
-	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
-	"worker (its own words, protected values masked)\x02Message from Relais, " +
-	"quoting the destination’s answer\x02Message from Relais\x02The revision " +
-	"must be a whole number, 1 or more.\x02A revision is a definition’s: choo" +
-	"se the definition too.\x02Settlement date\x02More filters: instance, rev" +
-	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
-	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
-	"Message\x02Process and node\x02Error\x02Consumer and worker\x02Next atte" +
-	"mpt or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02instance held here\x02Totals of definition %[1]s, not narrowed by th" +
-	"e other filters\x02Totals of all definitions, not narrowed by the other " +
-	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02as of %[1]s (%[2]s); counts are recounted every few seco" +
-	"nds, shown anew at each reload.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02older versions, from version %[1]d (each links th" +
-	"e one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des). Each box says how many of this version’s occurrences are at that n" +
-	"ode now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Latest\x02yes: a start that names no version runs this on" +
-	"e\x02no: the latest is version %[1]d\x02← version %[1]d\x02version %[1]d" +
-	" →\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02No retry can run: the deadline ends the occurren" +
-	"ce before its retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the" +
-	" default)\x02The call may last past the deadline, which cuts it short (d" +
-	"eadline_exceeded).\x02instances held\x02instances held: %[1]s\x02Counts " +
-	"as of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02Only administrators may reveal a sensitive value.\x02Say why you" +
-	" reveal this value: the reason is recorded with the reveal in the audit " +
-	"log.\x02Cannot reveal it here\x02This replica lacks the data key the val" +
-	"ue was sealed with, so it cannot open it (nothing was recorded). Another" +
-	" replica may reveal it; ask your administrator to start every replica wi" +
-	"th the same data keys.\x02Back to the occurrence\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this" +
-	" page shows as hidden (sensitive) can be revealed.\x02Secret values can " +
-	"never be revealed.\x02Every sensitive value an administrator revealed: w" +
-	"ho, when, which field and why. The values themselves are never kept.\x02" +
-	"Reveals, newest first\x02No value was revealed.\x02none (revealed before" +
-	" reasons were asked for)\x02Method not allowed\x02This page does not acc" +
-	"ept that request.\x02This form was sent from another site: the console t" +
-	"akes its forms from its own pages only. Open the console and send it fro" +
-	"m there.\x02Search\x02Type an instance or occurrence id (a whole UUID, a" +
-	"s the title of its page shows it), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance has “%[1]s” as its business key. A business key is " +
-	"found only whole and exactly as given, capitals and accents included: a " +
-	"list shows a long one shortened, so copy it from its instance’s page. An" +
-	" ended instance is deleted once the retention period (RELAIS_RETENTION) " +
-	"has passed, or at once when an administrator erases it.\x02No instance o" +
-	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
-	"key. An ended instance is deleted, with its occurrences and attempts, on" +
-	"ce the retention period (RELAIS_RETENTION) has passed, or at once when a" +
-	"n administrator erases it; the audit log keeps the operator actions take" +
-	"n on it.\x02No instance has “%[1]s” as its business key, and it is not a" +
-	" whole id: the lists show the end of each id. Open the row, or copy its " +
-	"link, for the whole id.\x02A token in the address is not used: you are s" +
-	"igned in already. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02A token in the address is not used: paste it in" +
-	" the field below. The address has put it in your browser’s history, and " +
-	"perhaps in a proxy’s logs: if others may read them, have the token revok" +
-	"ed and use a new one.\x02You are signed out.\x02The token you signed in " +
-	"with is revoked, and you are signed out: sign in with another one.\x02Yo" +
-	"ur session had ended (inactivity, a sign-out elsewhere, a revoked token " +
-	"or a restart of the server), so your last action was not applied. Sign i" +
-	"n again, then repeat it.\x02Your session has ended (inactivity, a sign-o" +
-	"ut elsewhere, a token revoked or expired, or a restart of the server). S" +
-	"ign in again.\x02Sign in\x02Sign in with an operator, designer or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed" +
-	" sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many" +
-	" failed sign-ins from your address. Try again in %[1]d seconds.\x02Paste" +
-	" your token in the field: it is empty.\x02This token is unknown, revoked" +
-	" or expired.\x02A %[1]s token cannot open the console: it is a worker’s " +
-	"token, for the API.\x02Only administrators see this page: tokens, consum" +
-	"ers, destinations, the reveal log and erasures are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
-	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
-	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	" by that code.\x02All processes\x02Any definition\x02The occurrences of " +
+	"%[1]s waiting a retry, each with its error and its next attempt\x02All s" +
+	"tatuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is" +
+	" the status of an instance, not of a task: the Instances page lists the " +
+	"instances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved" +
+	"\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02e" +
+	"xpired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02num" +
+	"ber\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02n" +
+	"ormal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)" +
+	"\x02pull (a worker fetches it)\x02push (Relais calls the service)\x02adm" +
+	"inistrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field add" +
+	"ed\x02field removed\x02type changed\x02required changed\x02values change" +
+	"d\x02classification changed\x02constraint changed\x02routing changed\x02" +
+	"minimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxi" +
+	"mum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s," +
+	" version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Eve" +
+	"ry attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finishe" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"worker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02An occurrence w" +
+	"aiting a retry is available: choose the status available, or none.\x02Un" +
+	"known value of the next attempt filter.\x02The revision must be a whole " +
+	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
+	"n too.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" destination, dates\x02Push destination\x02its name, exactly\x02instance" +
+	" id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Proce" +
+	"ss and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02Any\x02Waiting a retry (due " +
+	"later)\x02All consumers\x02instance held here\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"ecounted every few seconds, shown anew at each reload.\x02revision %[1]d" +
+	"\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since\x02ca" +
+	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
+	"s page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[" +
+	"1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes after t" +
+	"he last.\x02This address holds a parameter that cannot be read (a percen" +
+	"t sign not followed by two hexadecimal digits, or a semicolon): correct " +
+	"the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Un" +
+	"known parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: " +
+	"give it once.\x02The page cursor is invalid: go back to the first page." +
+	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
+	"e console runs no script, so it cannot read your computer’s time zone: c" +
+	"hoose a place, whose daylight saving time is followed, or a fixed offset" +
+	" from UTC.\x02Reload lists and detail pages\x02A reload empties what you" +
+	" typed but did not apply (filters, the search box) and moves the focus b" +
+	"ack to the top of the page: “Pause reloading”, on every page that reload" +
+	"s, stops it until you resume. Pages where you type a reason (confirmatio" +
+	"ns, and occurrences with a value to reveal) never reload on their own, n" +
+	"or does a revealed value.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed o" +
+	"ffset, no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Displ" +
+	"ay settings saved.\x02Reloading resumed.\x02Reloading paused: this page " +
+	"stays as it is until you resume.\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02older versions, from version %[" +
+	"1]d (each links the one before)\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
+	" an empty object.\x02Inputs an instance of this version is started with" +
+	"\x02Instances of this version\x02Latest\x02yes: a start that names no ve" +
+	"rsion runs this one\x02no: the latest is version %[1]d\x02← version %[1]" +
+	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
+	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
+	" failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
+	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
+	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
+	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
+	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every few second" +
+	"s, shown anew at each reload.\x02Only administrators may reveal a sensit" +
+	"ive value.\x02Say why you reveal this value: the reason is recorded with" +
+	" the reveal in the audit log.\x02Cannot reveal it here\x02This replica l" +
+	"acks the data key the value was sealed with, so it cannot open it (nothi" +
+	"ng was recorded). Another replica may reveal it; ask your administrator " +
+	"to start every replica with the same data keys.\x02Back to the occurrenc" +
+	"e\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page. An ended instance is deleted once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
+	"ce has it as its business key. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
+	"iness key, and it is not a whole id: the lists show the end of each id. " +
+	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
+	"ess is not used: you are signed in already. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02A token in the addres" +
+	"s is not used: paste it in the field below. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
+	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
+	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
+	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
+	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
+	"ers to it, with their consumers granted it (a worker naming no revision " +
+	"takes those its consumer is granted; a process version pins it).\x02Occu" +
+	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
+	"e workers to them, with their consumers granted them (a worker naming no" +
+	" revision takes those its consumer is granted; a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
+	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
+	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
+	"hey take every revision their consumer is granted.\x02It takes revision " +
+	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
+	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 875 elements
+var frIndex = []uint32{ // 879 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1919,125 +1926,126 @@ var frIndex = []uint32{ // 875 elements
 	0x0000710d, 0x00007124, 0x00007130, 0x00007147,
 	0x0000717b, 0x000071c5, 0x000071fa, 0x00007203,
 	0x0000721a, 0x00007248, 0x00007313, 0x00007326,
-	0x00007338, 0x000073be, 0x000073cf, 0x0000741b,
-	0x00007495, 0x000074b9, 0x000074c4, 0x000074cf,
-	0x000074da, 0x000074e4, 0x000074ee, 0x000074f7,
-	0x00007500, 0x00007509, 0x00007512, 0x0000751b,
+	0x00007338, 0x000073aa, 0x000073bb, 0x00007407,
+	0x00007481, 0x000074a5, 0x000074b0, 0x000074bb,
+	0x000074c6, 0x000074d0, 0x000074da, 0x000074e3,
+	0x000074ec, 0x000074f5, 0x000074fe, 0x00007507,
 	// Entry 1E0 - 1FF
-	0x00007522, 0x00007530, 0x00007536, 0x0000753d,
-	0x00007544, 0x0000754d, 0x00007552, 0x00007560,
-	0x00007566, 0x0000756c, 0x00007572, 0x0000757a,
-	0x00007583, 0x0000758c, 0x0000759f, 0x000075b0,
-	0x000075d3, 0x000075f4, 0x00007603, 0x0000760e,
-	0x00007619, 0x00007626, 0x0000762a, 0x0000762e,
-	0x0000763c, 0x0000764a, 0x00007658, 0x00007678,
-	0x0000768b, 0x000076a4, 0x000076b9, 0x000076ca,
+	0x0000750e, 0x0000751c, 0x00007522, 0x00007529,
+	0x00007530, 0x00007539, 0x0000753e, 0x0000754c,
+	0x00007552, 0x00007558, 0x0000755e, 0x00007566,
+	0x0000756f, 0x00007578, 0x0000758b, 0x0000759c,
+	0x000075bf, 0x000075e0, 0x000075ef, 0x000075fa,
+	0x00007605, 0x00007612, 0x00007616, 0x0000761a,
+	0x00007628, 0x00007636, 0x00007644, 0x00007664,
+	0x00007677, 0x00007690, 0x000076a5, 0x000076b6,
 	// Entry 200 - 21F
-	0x000076dc, 0x000076ee, 0x000076f4, 0x000076fb,
-	0x00007703, 0x0000770b, 0x00007729, 0x00007747,
-	0x0000775e, 0x00007773, 0x00007784, 0x0000778a,
-	0x000077a3, 0x000077ae, 0x000077e2, 0x000077ef,
-	0x0000780d, 0x0000781b, 0x00007824, 0x0000782b,
-	0x00007846, 0x00007850, 0x00007863, 0x0000789d,
-	0x000078a6, 0x000078b5, 0x00007919, 0x00007925,
-	0x0000792f, 0x0000795f, 0x000079ba, 0x00007aa1,
+	0x000076c8, 0x000076da, 0x000076e0, 0x000076e7,
+	0x000076ef, 0x000076f7, 0x00007715, 0x00007733,
+	0x0000774a, 0x0000775f, 0x00007770, 0x00007776,
+	0x0000778f, 0x0000779a, 0x000077ce, 0x000077db,
+	0x000077f9, 0x00007807, 0x00007810, 0x00007817,
+	0x00007832, 0x0000783c, 0x0000784f, 0x00007889,
+	0x00007892, 0x000078a1, 0x00007905, 0x00007911,
+	0x0000791b, 0x0000794b, 0x000079a6, 0x00007a8d,
 	// Entry 220 - 23F
-	0x00007aac, 0x00007adf, 0x00007b1d, 0x00007b96,
-	0x00007bbb, 0x00007bc0, 0x00007be0, 0x00007bfd,
-	0x00007c1d, 0x00007c32, 0x00007c73, 0x00007c7e,
-	0x00007c88, 0x00007cb1, 0x00007d26, 0x00007d37,
-	0x00007d74, 0x00007da8, 0x00007e09, 0x00007e53,
-	0x00007e61, 0x00007e9d, 0x00007ec7, 0x00007f0c,
-	0x00007f34, 0x00007f73, 0x00007f94, 0x00007fd2,
-	0x00008012, 0x00008032, 0x00008073, 0x0000809d,
+	0x00007a98, 0x00007acb, 0x00007b09, 0x00007b82,
+	0x00007ba7, 0x00007bac, 0x00007bcc, 0x00007be9,
+	0x00007c09, 0x00007c1e, 0x00007c5f, 0x00007c6a,
+	0x00007c74, 0x00007c9d, 0x00007d12, 0x00007d23,
+	0x00007d60, 0x00007d94, 0x00007df5, 0x00007e3f,
+	0x00007e4d, 0x00007e89, 0x00007eb3, 0x00007ef8,
+	0x00007f20, 0x00007f5f, 0x00007f80, 0x00007fbe,
+	0x00007ffe, 0x0000801e, 0x0000805f, 0x00008089,
 	// Entry 240 - 25F
-	0x000080c4, 0x00008147, 0x0000815f, 0x00008173,
-	0x0000818a, 0x00008198, 0x000081a3, 0x000081c6,
-	0x00008204, 0x00008223, 0x0000823f, 0x000082ad,
-	0x0000837f, 0x000083de, 0x00008463, 0x000084e0,
-	0x000085f4, 0x000086f7, 0x0000873e, 0x000087cb,
-	0x0000883a, 0x00008880, 0x000089cd, 0x000089f5,
-	0x00008a18, 0x00008a4f, 0x00008ae0, 0x00008b33,
-	0x00008b5c, 0x00008c3e, 0x00008c64, 0x00008cab,
+	0x000080b0, 0x00008133, 0x0000814b, 0x0000815f,
+	0x00008176, 0x00008184, 0x0000818f, 0x000081b2,
+	0x000081f0, 0x0000820f, 0x0000822b, 0x00008299,
+	0x0000836b, 0x000083ca, 0x0000844f, 0x000084cc,
+	0x000085e0, 0x000086e3, 0x0000872a, 0x000087b7,
+	0x00008826, 0x0000886c, 0x000089b9, 0x000089e1,
+	0x00008a04, 0x00008a3b, 0x00008acc, 0x00008b1f,
+	0x00008b48, 0x00008c2a, 0x00008c50, 0x00008c97,
 	// Entry 260 - 27F
-	0x00008d2f, 0x00008daa, 0x00008e27, 0x00008e4f,
-	0x00008e77, 0x00008ebe, 0x00008f08, 0x00008f3b,
-	0x00008f4e, 0x00009056, 0x00009084, 0x000090c0,
-	0x000090d6, 0x0000916a, 0x0000917d, 0x000091ba,
-	0x00009213, 0x0000924f, 0x00009262, 0x000092b6,
-	0x000092eb, 0x000092fd, 0x00009314, 0x00009353,
-	0x000093a5, 0x000093d1, 0x0000946e, 0x00009514,
-	0x000095c1, 0x000095d1, 0x00009631, 0x000096a2,
+	0x00008d1b, 0x00008d96, 0x00008e13, 0x00008e3b,
+	0x00008e63, 0x00008eaa, 0x00008ef4, 0x00008f27,
+	0x00008f3a, 0x00009042, 0x00009070, 0x000090ac,
+	0x000090c2, 0x00009156, 0x00009169, 0x000091a6,
+	0x000091ff, 0x0000923b, 0x0000924e, 0x000092a2,
+	0x000092d7, 0x000092e9, 0x00009300, 0x0000933f,
+	0x00009391, 0x000093bd, 0x0000945a, 0x00009500,
+	0x000095ad, 0x000095bd, 0x0000961d, 0x0000968e,
 	// Entry 280 - 29F
-	0x00009727, 0x000097bc, 0x000097c7, 0x000097e4,
-	0x00009803, 0x00009814, 0x0000982e, 0x00009837,
-	0x00009841, 0x0000988f, 0x000098d4, 0x000098f3,
-	0x00009928, 0x00009979, 0x0000998a, 0x000099d4,
-	0x000099ea, 0x000099fe, 0x00009a17, 0x00009a2d,
-	0x00009a57, 0x00009a5f, 0x00009a72, 0x00009a79,
-	0x00009a94, 0x00009ab4, 0x00009ae4, 0x00009afb,
-	0x00009b11, 0x00009b49, 0x00009b84, 0x00009bb0,
+	0x00009713, 0x000097a8, 0x000097b3, 0x000097d0,
+	0x000097ef, 0x00009800, 0x0000981a, 0x00009823,
+	0x0000982d, 0x0000987b, 0x000098c0, 0x000098df,
+	0x0000995c, 0x0000998e, 0x000099c3, 0x00009a14,
+	0x00009a25, 0x00009a6f, 0x00009a85, 0x00009a99,
+	0x00009ab2, 0x00009ac8, 0x00009af2, 0x00009afa,
+	0x00009b0d, 0x00009b14, 0x00009b2f, 0x00009b4f,
+	0x00009b7f, 0x00009b8b, 0x00009bc5, 0x00009bdc,
 	// Entry 2A0 - 2BF
-	0x00009c33, 0x00009c44, 0x00009c5e, 0x00009c69,
-	0x00009c7d, 0x00009c8f, 0x00009ca5, 0x00009cb7,
-	0x00009cc9, 0x00009ccf, 0x00009ce1, 0x00009cef,
-	0x00009cfe, 0x00009d0a, 0x00009d20, 0x00009d4a,
-	0x00009d7d, 0x00009e25, 0x00009e75, 0x00009e9d,
-	0x00009eef, 0x00009f31, 0x00009f6d, 0x00009f84,
-	0x0000a04e, 0x0000a07b, 0x0000a235, 0x0000a24f,
-	0x0000a268, 0x0000a289, 0x0000a2a0, 0x0000a2cd,
+	0x00009bf2, 0x00009c2a, 0x00009c65, 0x00009c91,
+	0x00009d14, 0x00009d25, 0x00009d3f, 0x00009d4a,
+	0x00009d5e, 0x00009d70, 0x00009d86, 0x00009d98,
+	0x00009daa, 0x00009db0, 0x00009dc2, 0x00009dd0,
+	0x00009ddf, 0x00009deb, 0x00009e01, 0x00009e2b,
+	0x00009e5e, 0x00009f06, 0x00009f56, 0x00009f7e,
+	0x00009fd0, 0x0000a012, 0x0000a04e, 0x0000a065,
+	0x0000a12f, 0x0000a15c, 0x0000a316, 0x0000a330,
 	// Entry 2C0 - 2DF
-	0x0000a2d4, 0x0000a2ee, 0x0000a314, 0x0000a329,
-	0x0000a383, 0x0000a418, 0x0000a47b, 0x0000a48e,
-	0x0000a4b5, 0x0000a4dd, 0x0000a4eb, 0x0000a53f,
-	0x0000a54f, 0x0000a560, 0x0000a567, 0x0000a69d,
-	0x0000a6a4, 0x0000a6de, 0x0000a6e3, 0x0000a6f8,
-	0x0000a70c, 0x0000a71e, 0x0000a734, 0x0000a744,
-	0x0000a781, 0x0000a7c1, 0x0000a7dc, 0x0000a7ed,
-	0x0000a831, 0x0000a852, 0x0000a864, 0x0000a876,
+	0x0000a349, 0x0000a36a, 0x0000a381, 0x0000a3ae,
+	0x0000a3b5, 0x0000a3cf, 0x0000a3f5, 0x0000a40a,
+	0x0000a464, 0x0000a4f9, 0x0000a55c, 0x0000a56f,
+	0x0000a596, 0x0000a5be, 0x0000a5cc, 0x0000a620,
+	0x0000a630, 0x0000a641, 0x0000a648, 0x0000a77e,
+	0x0000a785, 0x0000a7bf, 0x0000a7c4, 0x0000a7d9,
+	0x0000a7ed, 0x0000a7ff, 0x0000a815, 0x0000a825,
+	0x0000a862, 0x0000a8a2, 0x0000a8bd, 0x0000a8ce,
 	// Entry 2E0 - 2FF
-	0x0000a94b, 0x0000a963, 0x0000aa04, 0x0000aa93,
-	0x0000aaa3, 0x0000ab7d, 0x0000ac3f, 0x0000ac44,
-	0x0000ac54, 0x0000ac62, 0x0000ac72, 0x0000ac82,
-	0x0000ac90, 0x0000aca0, 0x0000acaa, 0x0000acd3,
-	0x0000aced, 0x0000ad08, 0x0000ad96, 0x0000add4,
-	0x0000ade5, 0x0000ae7c, 0x0000ae89, 0x0000aea4,
-	0x0000aefd, 0x0000af11, 0x0000af2f, 0x0000afa9,
-	0x0000afea, 0x0000b060, 0x0000b07f, 0x0000b195,
+	0x0000a912, 0x0000a933, 0x0000a945, 0x0000a957,
+	0x0000aa2c, 0x0000aa44, 0x0000aae5, 0x0000ab74,
+	0x0000ab84, 0x0000ac5e, 0x0000ad20, 0x0000ad25,
+	0x0000ad35, 0x0000ad43, 0x0000ad53, 0x0000ad63,
+	0x0000ad71, 0x0000ad81, 0x0000ad8b, 0x0000adb4,
+	0x0000adce, 0x0000ade9, 0x0000ae77, 0x0000aeb5,
+	0x0000aec6, 0x0000af5d, 0x0000af6a, 0x0000af85,
+	0x0000afde, 0x0000aff2, 0x0000b010, 0x0000b08a,
 	// Entry 300 - 31F
-	0x0000b1ae, 0x0000b1f4, 0x0000b20c, 0x0000b25f,
-	0x0000b29a, 0x0000b332, 0x0000b35e, 0x0000b384,
-	0x0000b3b8, 0x0000b3d0, 0x0000b3fb, 0x0000b4a4,
-	0x0000b4ae, 0x0000b536, 0x0000b56b, 0x0000b5ac,
-	0x0000b728, 0x0000b8a7, 0x0000b980, 0x0000ba95,
-	0x0000bbb1, 0x0000bbca, 0x0000bc46, 0x0000bd0f,
-	0x0000bd98, 0x0000bda5, 0x0000bdf7, 0x0000bdfd,
-	0x0000beb1, 0x0000bf61, 0x0000bf93, 0x0000bfbf,
+	0x0000b0cb, 0x0000b141, 0x0000b160, 0x0000b276,
+	0x0000b28f, 0x0000b2d5, 0x0000b2ed, 0x0000b340,
+	0x0000b37b, 0x0000b413, 0x0000b43f, 0x0000b465,
+	0x0000b499, 0x0000b4b1, 0x0000b4dc, 0x0000b585,
+	0x0000b58f, 0x0000b617, 0x0000b64c, 0x0000b68d,
+	0x0000b809, 0x0000b988, 0x0000ba61, 0x0000bb76,
+	0x0000bc92, 0x0000bcab, 0x0000bd27, 0x0000bdf0,
+	0x0000be79, 0x0000be86, 0x0000bed8, 0x0000bede,
 	// Entry 320 - 33F
-	0x0000c028, 0x0000c0cf, 0x0000c191, 0x0000c1c1,
-	0x0000c1ce, 0x0000c1d4, 0x0000c1ea, 0x0000c1f5,
-	0x0000c1fc, 0x0000c207, 0x0000c215, 0x0000c222,
-	0x0000c230, 0x0000c249, 0x0000c276, 0x0000c31f,
-	0x0000c332, 0x0000c33c, 0x0000c3cb, 0x0000c42c,
-	0x0000c488, 0x0000c49a, 0x0000c4b4, 0x0000c4c7,
-	0x0000c505, 0x0000c541, 0x0000c55e, 0x0000c56b,
-	0x0000c579, 0x0000c587, 0x0000c597, 0x0000c5d3,
+	0x0000bf92, 0x0000c042, 0x0000c074, 0x0000c0a0,
+	0x0000c109, 0x0000c1b0, 0x0000c272, 0x0000c2a2,
+	0x0000c2af, 0x0000c2b5, 0x0000c2cb, 0x0000c2d6,
+	0x0000c2dd, 0x0000c2e8, 0x0000c2f6, 0x0000c303,
+	0x0000c311, 0x0000c32a, 0x0000c357, 0x0000c400,
+	0x0000c413, 0x0000c41d, 0x0000c4ac, 0x0000c50d,
+	0x0000c569, 0x0000c57b, 0x0000c595, 0x0000c5a8,
+	0x0000c5e6, 0x0000c622, 0x0000c63f, 0x0000c64c,
 	// Entry 340 - 35F
-	0x0000c60d, 0x0000c68a, 0x0000c695, 0x0000c6bf,
-	0x0000c6cc, 0x0000c6e8, 0x0000c6ec, 0x0000c6fe,
-	0x0000c7c0, 0x0000c7f3, 0x0000c7fe, 0x0000c808,
-	0x0000c81d, 0x0000c826, 0x0000c830, 0x0000c845,
-	0x0000c869, 0x0000c883, 0x0000c898, 0x0000c8c4,
-	0x0000c903, 0x0000c908, 0x0000c91d, 0x0000c92f,
-	0x0000c964, 0x0000c975, 0x0000c9a2, 0x0000c9d1,
-	0x0000caf3, 0x0000cc15, 0x0000cc8b, 0x0000cd16,
+	0x0000c65a, 0x0000c668, 0x0000c678, 0x0000c6b4,
+	0x0000c6ee, 0x0000c76b, 0x0000c776, 0x0000c7a0,
+	0x0000c7ad, 0x0000c7c9, 0x0000c7cd, 0x0000c7df,
+	0x0000c8a1, 0x0000c8d4, 0x0000c8df, 0x0000c8e9,
+	0x0000c8fe, 0x0000c907, 0x0000c911, 0x0000c926,
+	0x0000c94a, 0x0000c964, 0x0000c979, 0x0000c9a5,
+	0x0000c9e4, 0x0000c9e9, 0x0000c9fe, 0x0000ca10,
+	0x0000ca45, 0x0000ca56, 0x0000ca83, 0x0000cab2,
 	// Entry 360 - 37F
-	0x0000cda5, 0x0000ce0c, 0x0000ce4e, 0x0000cea0,
-	0x0000cee8, 0x0000cf5b, 0x0000cfa3, 0x0000cfd1,
-	0x0000cfff, 0x0000d032, 0x0000d065,
-} // Size: 3524 bytes
+	0x0000cbd4, 0x0000ccf6, 0x0000cd6c, 0x0000cdf7,
+	0x0000ce86, 0x0000ceed, 0x0000cf2f, 0x0000cf81,
+	0x0000cfc9, 0x0000d03c, 0x0000d084, 0x0000d0b2,
+	0x0000d0e0, 0x0000d113, 0x0000d146,
+} // Size: 3540 bytes
 
-const frData string = "" + // Size: 53349 bytes
+const frData string = "" + // Size: 53574 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2465,349 +2473,352 @@ const frData string = "" + // Size: 53349 bytes
 	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
 	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
 	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
-	"Toute définition\x02Les occurrences disponibles de %[1]s\u202f: celles q" +
-	"ui attendent une nouvelle tentative montrent leur erreur et leur prochai" +
-	"ne tentative\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s" +
-	"\u202f» est le statut d’une instance, pas d’une tâche\u202f: la page Ins" +
-	"tances liste les instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée\x02en éche" +
-	"c\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02d" +
-	"éconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
-	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02mas" +
-	"qué (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02" +
-	"push (Relais appelle le service)\x02administrateur\x02opérateur\x02conce" +
-	"pteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02t" +
-	"ype modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02cla" +
-	"ssification modifiée\x02contrainte modifiée\x02routage modifié\x02longue" +
-	"ur minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximu" +
-	"m\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, ré" +
-	"vision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Pol" +
-	"itique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus anci" +
-	"ennes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée " +
-	"le\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Mess" +
-	"age d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02" +
-	"en cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette o" +
-	"ccurrence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
-	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
-	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02après la repr" +
-	"ise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’exécutant\x02Nombre " +
-	"maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles ten" +
-	"tatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœ" +
-	"ud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une dest" +
-	"ination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s" +
-	", ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à" +
-	" %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s a" +
-	"près chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai " +
-	"multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
-	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
-	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
-	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
-	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
-	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
-	" est passée avant que l’occurrence soit terminée\u202f: aucune tentative" +
-	" n’a abouti à temps.\x02Le résultat ne respectait pas le contrat de sort" +
-	"ies de la révision.\x02La réponse à l’appel a été perdue (la connexion s" +
-	"’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelque" +
-	"s secondes d’intervalle, affichés à nouveau à chaque rechargement.\x02ré" +
-	"vision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochain" +
-	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
-	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
-	"remière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
-	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
-	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
-	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
-	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
-	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
-	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
-	" de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est s" +
-	"uivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et" +
-	" les pages de détail\x02Un rechargement vide ce que vous avez saisi sans" +
-	" l’appliquer (filtres, champ de recherche) et ramène le focus en haut de" +
-	" la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page" +
-	" qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages o" +
-	"ù vous saisissez un motif (confirmations, et occurrences dont une valeu" +
-	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
-	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
-	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
-	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
-	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
-	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
-	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
-	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
-	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
-	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
-	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
-	".\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (" +
-	"chacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gr" +
-	"aphe\x02Les colonnes suivent le plus long chemin depuis le nœud de dépar" +
-	"t. Les flèches pleines sont les réussites (étiquetées par leur route), l" +
-	"es pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque " +
-	"case indique combien d’occurrences de cette version se trouvent à ce nœu" +
-	"d maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences" +
-	" actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas " +
-	"d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
-	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
-	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
-	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
-	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
-	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
-	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
-	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
-	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
-	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
-	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
-	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
-	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
-	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
-	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
-	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
-	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
-	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
-	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
-	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
-	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
-	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"Toute définition\x02Les occurrences de %[1]s en attente d’une nouvelle t" +
+	"entative, chacune avec son erreur et sa prochaine tentative\x02Tous les " +
+	"statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire " +
+	"«\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une" +
+	" instance, pas d’une tâche\u202f: la page Instances liste les instances " +
+	"qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible" +
+	"\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
+	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
+	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
+	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"Une occurrence en attente d’une nouvelle tentative est disponible\u202f:" +
+	" choisissez le statut «\u202fdisponible\u202f», ou aucun.\x02Valeur inco" +
+	"nnue du filtre de prochaine tentative.\x02La révision doit être un nombr" +
+	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
+	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
+	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
+	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Peu" +
+	" importe\x02En attente d’une nouvelle tentative (prévue plus tard)\x02To" +
+	"us les consommateurs\x02instance bloquée ici\x02Totaux de la définition " +
+	"%[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans" +
+	" les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"refaits à quelques secondes d’intervalle, affichés à nouveau à chaque re" +
+	"chargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clô" +
+	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
+	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
+	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
+	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
+	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
+	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
+	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
+	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
+	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
+	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
+	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
+	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
+	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
+	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
+	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
+	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
+	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
+	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
+	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
+	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
+	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
+	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
+	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
+	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
+	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
+	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
+	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
+	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
+	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
+	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
+	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
+	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
+	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
+	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
+	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
+	"s au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’intervalle, affi" +
+	"chés à nouveau à chaque rechargement.\x02Seuls les administrateurs peuve" +
+	"nt révéler une valeur sensible.\x02Dites pourquoi vous révélez cette val" +
+	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
+	"dit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de" +
+	" données qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a é" +
+	"té enregistré). Une autre réplique peut la révéler\u202f; demandez à vot" +
+	"re administrateur de démarrer toutes les répliques avec les mêmes clés d" +
+	"e données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; " +
+	"consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une " +
+	"valeur que cette page affiche masquée (sensible) peut être révélée.\x02L" +
+	"es valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur se" +
+	"nsible qu’un administrateur a révélée\u202f: qui, quand, quel champ et p" +
+	"ourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélatio" +
+	"ns, les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun" +
+	" (révélée avant que le motif soit demandé)\x02Méthode non autorisée\x02C" +
+	"ette page n’accepte pas cette requête.\x02Ce formulaire a été envoyé dep" +
+	"uis un autre site\u202f: la console n’accepte que les formulaires de ses" +
+	" propres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Rech" +
+	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID co" +
+	"mplet, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien" +
+	" à chercher\u202f: le champ de recherche est vide.\x02C’est trop long po" +
+	"ur être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f" +
+	"%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et" +
+	" telle quelle, majuscules et accents compris\u202f: une liste abrège les" +
+	" longues, copiez-la depuis la page de son instance. Une instance terminé" +
+	"e est supprimée une fois la durée de conservation (RELAIS_RETENTION) éco" +
+	"ulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni o" +
+	"ccurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l" +
+	"’a pour clé métier. Une instance terminée est supprimée, avec ses occu" +
+	"rrences et ses tentatives, une fois la durée de conservation (RELAIS_RET" +
+	"ENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jou" +
+	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
+	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
+	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
+	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jet" +
+	"on dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’ad" +
+	"resse l’a mis dans l’historique de votre navigateur, et peut-être dans l" +
+	"es journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoq" +
+	"uer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est" +
+	" pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mi" +
+	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
+	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
+	" et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec le" +
+	"quel vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f" +
+	": connectez-vous avec un autre.\x02Votre session avait pris fin (inactiv" +
+	"ité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au" +
+	" plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis vo" +
+	"tre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez vo" +
+	"tre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, rév" +
+	"oqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
+	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
+	"tions, le journal des révélations et les effacements sont de leur ressor" +
+	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
+	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
+	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
+	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
+	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 101568 bytes (99KiB); checksum: B42AA310
+	// Total table size 101966 bytes (99KiB); checksum: F7D0775D

@@ -1489,9 +1489,12 @@ where ($2::text is null or o.definition_key = $2)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
   and ($16::text is null or o.destination = $16)
-  and ($17::uuid is null or o.id < $17)
+  -- Waiting out a retry delay (with status available: its index range).
+  and (not $17::boolean or (o.status = 'available' and o.attempts > 0
+       and o.available_at > coalesce($1::timestamptz, now())))
+  and ($18::uuid is null or o.id < $18)
 order by o.id desc
-limit $18
+limit $19
 `
 
 type OccurrenceListParams struct {
@@ -1511,6 +1514,7 @@ type OccurrenceListParams struct {
 	SettledBefore *time.Time
 	ConsumerID    *int64
 	Destination   *string
+	WaitingRetry  bool
 	Before        *uuid.UUID
 	Max           int32
 }
@@ -1538,6 +1542,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 		arg.SettledBefore,
 		arg.ConsumerID,
 		arg.Destination,
+		arg.WaitingRetry,
 		arg.Before,
 		arg.Max,
 	)
@@ -1632,9 +1637,12 @@ where ($2::text is null or o.definition_key = $2)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
   and ($16::text is null or o.destination = $16)
-  and o.id > $17::uuid
+  -- Waiting out a retry delay (with status available: its index range).
+  and (not $17::boolean or (o.status = 'available' and o.attempts > 0
+       and o.available_at > coalesce($1::timestamptz, now())))
+  and o.id > $18::uuid
 order by o.id
-limit $18
+limit $19
 `
 
 type OccurrenceListAfterParams struct {
@@ -1654,6 +1662,7 @@ type OccurrenceListAfterParams struct {
 	SettledBefore *time.Time
 	ConsumerID    *int64
 	Destination   *string
+	WaitingRetry  bool
 	After         uuid.UUID
 	Max           int32
 }
@@ -1684,6 +1693,7 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 		arg.SettledBefore,
 		arg.ConsumerID,
 		arg.Destination,
+		arg.WaitingRetry,
 		arg.After,
 		arg.Max,
 	)
