@@ -334,8 +334,11 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 		if f.Status != "" && f.Status != "running" {
 			errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
 		}
-		if f.ErrorCode != "" || f.HeldAt != "" {
-			errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances, which have no error code and are held nowhere: leave error_code and held_at out"})
+		if f.ErrorCode != "" {
+			errs = append(errs, fault.FieldError{Path: "error_code", Message: "matches the code a held or failed instance stopped with, and retrying_at keeps running instances, which have none: leave it out (GET /occurrences?waiting_retry=true&error_code= lists the waiting occurrences by code)"})
+		}
+		if f.HeldAt != "" {
+			errs = append(errs, fault.FieldError{Path: "held_at", Message: "keeps held instances, and retrying_at running ones: leave one out"})
 		}
 	}
 	if f.Status != "" && !instanceStatuses[f.Status] {

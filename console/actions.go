@@ -728,7 +728,11 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		}
 	}
 	crit := f.criteria()
-	if len(crit) == 0 || len(crit) == 1 && crit.Has("status") {
+	switch {
+	case len(crit) == 1 && crit.Has("status") && a == engine.ActionRetry && bringsForward(f):
+		// An error code is refused over running instances.
+		v.Unfiltered = T(ctx, "No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.")
+	case len(crit) == 0 || len(crit) == 1 && crit.Has("status"):
 		v.Unfiltered = T(ctx, "No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.")
 	}
 	// The criteria given, then the others in one line: listed each as
@@ -788,17 +792,20 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			list := f
 			list.Process, list.ErrorCode, list.Status = g.ProcessKey, "", engine.InstanceRunning
 			row := bulkGroup{Process: g.ProcessKey, Count: number(ctx, g.Count)}
-			if a == engine.ActionRetry && bringsForward(f) {
+			if a == engine.ActionRetry && bringsForward(f) || f.RetryingAt != "" {
 				// Running instances, grouped by the code their waiting
-				// occurrence failed with, which their list cannot filter
-				// by: the group's list is the process's.
+				// occurrence failed with, which the instances list cannot
+				// filter by: the group's list is of those occurrences.
 				if g.ErrorCode != nil {
 					row.ErrorCode = *g.ErrorCode
 				}
+				row.Href = occurrenceFilter{Definition: f.RetryingAt, Process: g.ProcessKey, ErrorCode: row.ErrorCode, WaitingRetry: "true"}.href()
 			} else if g.ErrorCode != nil {
 				list.ErrorCode, list.Status, row.ErrorCode = *g.ErrorCode, engine.InstanceHeld, *g.ErrorCode
 			}
-			row.Href = list.href()
+			if row.Href == "" {
+				row.Href = list.href()
+			}
 			v.Groups = append(v.Groups, row)
 		}
 		if a == engine.ActionStop && b.Calling > 0 {
@@ -978,7 +985,20 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	bulkID, _ := uuid.Parse(r.PostFormValue("bulk_id"))
 	p, _ := auth.FromContext(ctx)
 	reason := formReason(r)
-	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm, bulkID)
+	actor := engine.Actor{TokenID: p.TokenID, Name: p.Name}
+	res, err := c.eng.ActOnFilter(ctx, actor, a, ef, reason, confirm, bulkID)
+	cameDue := int64(0)
+	if fe, ok := fault.As(err); ok && fe.Code == "count_changed" && a.BringsForward(ef) && ef.MatchedBefore != nil {
+		// Pinned to the count's moment, a bring-forward's count only
+		// shrinks: retries came due on their own (an outage's backoff
+		// outruns an operator typing a reason), and those left are among
+		// the ones confirmed. Applied to them, once, rather than asked
+		// again.
+		if n, ok := fe.Extra["count"].(int64); ok && n < confirm {
+			cameDue = confirm - n
+			res, err = c.eng.ActOnFilter(ctx, actor, a, ef, reason, n, bulkID)
+		}
+	}
 	if err != nil {
 		fe, isFault := fault.As(err)
 		if !isFault || fe.Kind == fault.Internal {
@@ -1047,9 +1067,12 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	msg := T(ctx, "Bulk %s applied to %d instances.", name, applied)
 	if a == engine.ActionRetry && bringsForward(f) {
 		msg = T(ctx, "Retries brought forward for %d instances: their workers take them now.", applied)
+		if cameDue > 0 {
+			msg += " " + T(ctx, "%d more came due on their own since the count.", cameDue)
+		}
 	}
 	if skipped > 0 {
-		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
+		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).", skipped)
 	}
 	c.redirectWithFlash(w, r, auditPath+"?bulk="+res.ID.String(), flash{Text: msg})
 }

@@ -1545,17 +1545,7 @@ func TestRetryNowOfARunningInstance(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	env := f.env
-	env.Process("slow_scoring", map[string]any{
-		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
-		"start":  "score",
-		"nodes": map[string]any{
-			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
-				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
-				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
-			"done":   map[string]any{"kind": "end"},
-			"failed": map[string]any{"kind": "end", "status": "failed"},
-		},
-	})
+	f.addSlowScoring(t)
 	started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-9"}}).JSON(t)
 	id, occID := started["id"].(string), started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
 	waitAgain := func(delay string) {
@@ -1697,17 +1687,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	env := f.env
-	env.Process("slow_scoring", map[string]any{
-		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
-		"start":  "score",
-		"nodes": map[string]any{
-			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
-				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
-				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
-			"done":   map[string]any{"kind": "end"},
-			"failed": map[string]any{"kind": "end", "status": "failed"},
-		},
-	})
+	f.addSlowScoring(t)
 	var occs []string
 	for i := range 3 {
 		started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprintf("CRM-%d", i)}}).JSON(t)
@@ -1749,6 +1729,24 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if groups["SCORER_SLOW"] != "2" || groups["SCORER_DOWN"] != "1" {
 		t.Errorf("groups %v, want 2 SCORER_SLOW and 1 SCORER_DOWN", groups)
 	}
+	// Each group lists its own: the occurrences waiting after that code
+	// (the instances list cannot filter running ones by it).
+	confirm.doc.Find(`[data-testid=bulk-group-count]`).Each(func(_ int, a *goquery.Selection) {
+		href, _ := a.Attr("href")
+		want := map[string]int{"2": 2, "1": 1}[collapse(a.Text())]
+		if n := count(b.mustGet(href, 200), "occurrence-row"); n != want || !strings.Contains(href, "waiting_retry=true") {
+			t.Errorf("group link %s lists %d, want %d", href, n, want)
+		}
+	})
+	// An error code on that list is refused at its own field, not at an
+	// empty one (a11y QA).
+	refused := b.get("/console/instances?retrying_at=score_company&error_code=SCORER_SLOW")
+	if _, bad := refused.doc.Find(`#i-error-code`).Attr("aria-invalid"); refused.status != http.StatusBadRequest || !bad {
+		t.Errorf("error code with retrying_at: %d, error code field marked invalid %v", refused.status, bad)
+	}
+	if _, bad := refused.doc.Find(`#i-held-at`).Attr("aria-invalid"); bad {
+		t.Error("an empty Held at field marked invalid")
+	}
 	if count(confirm, "bulk-left-out") != 0 {
 		t.Error("a retry of running instances says held ones are left out")
 	}
@@ -1768,7 +1766,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	}
 	// Its summary says what it did and over which filter (the pin to the
 	// count's moment is the console's, not a criterion shown).
-	if got := text(done, "bulk-scope"); !strings.HasPrefix(got, "Bulk retry now (attempts unchanged) by ") ||
+	if got := text(done, "bulk-scope"); !strings.HasPrefix(got, "Bulk retry now by ") ||
 		!strings.HasSuffix(got, "Filter: Waiting a retry at a node of: score_company.") {
 		t.Errorf("bulk summary %q", got)
 	}
@@ -1785,5 +1783,73 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	// The audit log tells it from a held instance's retry (a fresh budget).
 	if log := b.mustGet("/console/audit", 200); strings.Count(log.body, "retry now (attempts unchanged)") != 3 {
 		t.Errorf("the audit log does not name the 3 retries brought forward as such")
+	}
+}
+
+// addSlowScoring publishes slow_scoring: one score_company step that
+// retries (six attempts) and fails the instance once they are spent.
+func (f *fixture) addSlowScoring(t *testing.T) {
+	t.Helper()
+	f.env.Process("slow_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	})
+}
+
+// waitScoring starts one slow_scoring instance per delay, has the scorer
+// take them all and fail each retryably with its delay (SCORER_SLOW), and
+// returns their occurrences.
+func (f *fixture) waitScoring(t *testing.T, delays ...string) []string {
+	t.Helper()
+	env := f.env
+	var occs []string
+	for i := range delays {
+		started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprintf("CRM-%d", i)}}).JSON(t)
+		occs = append(occs, started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string))
+	}
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1", "max_tasks": len(delays),
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != len(delays) {
+		t.Fatalf("fetched %d, want %d", len(got), len(delays))
+	}
+	for i, o := range got {
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+o.(map[string]any)["id"].(string)+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
+			"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": delays[i]})
+	}
+	return occs
+}
+
+// A retry that comes due between the count and its confirmation leaves
+// nothing to bring forward: the console applies the action to those still
+// waiting, all among the ones confirmed, and says how many came due,
+// rather than ask again (an outage's backoff outruns an operator typing a
+// reason).
+func TestBulkRetryNowWhileRetriesComeDue(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	f.addSlowScoring(t)
+	f.waitScoring(t, "PT1H", "PT1S")
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	confirm := b.mustGet("/console/instances/bulk?action=retry&retrying_at=score_company", 200)
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "2" {
+		t.Fatalf("bulk count %q, want 2", got)
+	}
+	action, form := formOf(t, confirm, "bulk-form")
+	form.Set("reason", "scorer is back")
+	time.Sleep(1500 * time.Millisecond)
+	r := b.do("POST", action, form)
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("bulk retry now after one came due: %d %.300s", r.status, r.body)
+	}
+	done := b.mustGet(r.header.Get("Location"), 200)
+	if !strings.Contains(done.body, "Retry brought forward for 1 instance: its workers take it now. 1 more came due on its own since the count.") {
+		t.Errorf("the page after it does not say one was brought forward and one came due: %.2000s", text(done, "flash"))
 	}
 }

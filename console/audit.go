@@ -241,8 +241,9 @@ func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (label string, kn
 	}
 	name, who, started := actionName(ctx, b.Action), tokenHolder(ctx, b.ActorName, b.ActorTokenID, auth.Role(b.ActorRole)), formatTime(ctx, b.StartedAt).Text
 	if a := engine.Action(b.Action); a == engine.ActionRetry && bulkBroughtForward(b.Filter) {
-		// Not a held instance's retry with a fresh budget.
-		name = T(ctx, "retry now (attempts unchanged)")
+		// Not a held instance's retry with a fresh budget (no nested
+		// parentheses in the sentence it goes in).
+		name = T(ctx, "retry now")
 	}
 	label, known, err = c.bulkProgress(ctx, b, name, who, started)
 	if filter := bulkFilterText(ctx, b.Filter); filter != "" {

@@ -547,17 +547,7 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	env := f.env
-	env.Process("slow_scoring", map[string]any{
-		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
-		"start":  "score",
-		"nodes": map[string]any{
-			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
-				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
-				"policy": map[string]any{"max_attempts": 6}, "next": "done", "on_error": "failed"},
-			"done":   map[string]any{"kind": "end"},
-			"failed": map[string]any{"kind": "end", "status": "failed"},
-		},
-	})
+	f.addSlowScoring(t)
 	started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-9"}}).JSON(t)
 	occID := started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
 	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",

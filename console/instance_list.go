@@ -76,7 +76,16 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 		errs.add(T(ctx, "A retry waits on a running instance only: choose the status running, or none."), "status", "retrying_at")
 	}
 	if f.RetryingAt != "" && (f.ErrorCode != "" || f.HeldAt != "") {
-		errs.add(T(ctx, "A running instance whose retry waits has no error code and is held nowhere: leave the error code and “Held at a node of” out."), "error_code", "held_at", "retrying_at")
+		// The fields given are what to clear (a11y QA: an empty one was
+		// marked invalid, the error code not).
+		var given []string
+		if f.ErrorCode != "" {
+			given = append(given, "error_code")
+		}
+		if f.HeldAt != "" {
+			given = append(given, "held_at")
+		}
+		errs.add(T(ctx, "The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it."), given...)
 	}
 	if f.Version != "" {
 		n, err := strconv.Atoi(f.Version)
@@ -200,7 +209,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
 	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.RetryingAt)
 	if f.RetryingAt != "" {
-		v.RetryingNote = T(ctx, "The occurrences of %s waiting a retry, each with its error and its next attempt", f.RetryingAt)
+		v.RetryingNote = elided(ctx, T(ctx, "The occurrences of %s waiting a retry, each with its error and its next attempt", f.RetryingAt), f.RetryingAt)
 		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, WaitingRetry: "true"}.href()
 	}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}

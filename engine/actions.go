@@ -613,7 +613,8 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
 		StatusIn: action.bulkStatuses(f), WaitingOnly: action.BringsForward(f), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
-		RetryableOnly: action == ActionRetry && !action.BringsForward(f), WithCalls: action == ActionStop, Max: allGroups + 1})
+		RetryableOnly: action == ActionRetry && !action.BringsForward(f), WithCalls: action == ActionStop,
+		WaitingCodes: action.BringsForward(f) || f.RetryingAt != "", Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
 	}
@@ -738,16 +739,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
-	// Retries brought forward leave the count as they come due: with
-	// matched_before (the console's), what a bring-forward counts only
-	// shrinks, and those that came due meanwhile need nothing (reported
-	// skipped) rather than a count to confirm again, which an outage's
-	// backoff would change as fast as an operator types a reason.
-	gone := int64(0)
-	if action.BringsForward(f) && f.MatchedBefore != nil && int64(len(ids)) < confirm {
-		gone = confirm - int64(len(ids))
-	}
-	if int64(len(ids))+gone != confirm {
+	if int64(len(ids)) != confirm {
 		count := int64(len(ids))
 		if count > confirm {
 			if count, err = e.CountForAction(ctx, action, f); err != nil {
@@ -755,6 +747,12 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 			}
 		}
 		then := "confirm the new count"
+		if count < confirm && action.BringsForward(f) {
+			// With matched_before, a bring-forward's count only shrinks:
+			// retries came due meanwhile, with nothing left to bring
+			// forward (the console confirms the new count itself).
+			then += " (retries that came due meanwhile need nothing: those left are among the ones confirmed)"
+		}
 		if count > confirm && f.MatchedBefore == nil {
 			// An incident under way: each new instance would change the
 			// next count too.
@@ -781,12 +779,6 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if n == 0 {
 		// Another request with this id got there first.
 		return BulkResult{}, bulkExists(id)
-	}
-	if gone > 0 {
-		if err := e.q.BulkActionProgress(ctx, queries.BulkActionProgressParams{ID: id, Skipped: gone, Now: e.at()}); err != nil {
-			return BulkResult{}, wrap("bulk "+string(action), err)
-		}
-		res.Skipped = gone
 	}
 	for batch := range slices.Chunk(ids, bulkBatch) {
 		select {

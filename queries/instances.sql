@@ -175,14 +175,14 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
 -- largest groups first: the confirmation says what the count is made of
 -- (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 -- The same instances InstanceCount counts: the groups add up to its count.
--- A running instance has no error code: for a retry that brings waiting
--- retries forward, its group is the code its waiting occurrence last
--- failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
+-- A running instance has no error code: with waiting_codes (a retry that
+-- brings waiting retries forward, a stop of those), its group is the code
+-- its waiting occurrence last failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
 -- may_have_acted counts those held at a push call that ended
 -- outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
 -- outputs the contract refused), which may have been carried out (a retry
 -- calls again); the case keeps the lookup to those codes.
-select process_key, coalesce(instances.error_code, case when @waiting_only::boolean then (
+select process_key, coalesce(instances.error_code, case when @waiting_codes::boolean then (
         select o.error_code from occurrences o
         where o.instance_id = instances.id and o.status = 'available' and o.attempts > 0
           and o.available_at > coalesce(sqlc.narg('now')::timestamptz, now())

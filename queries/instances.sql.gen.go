@@ -86,18 +86,18 @@ where ($4::text is null or process_key = $4)
   -- matched_before, waiting since then (no attempt of it ended since): an
   -- outage's new failures do not change a count pinned to its moment, and
   -- what it counts can only shrink (retries come due meanwhile).
-  and (not $1::boolean or status = 'running' and id in (
+  and (not $18::boolean or status = 'running' and id in (
       select w.instance_id from occurrences w
       where w.status = 'available' and w.available_at > coalesce($2::timestamptz, now()) and w.attempts > 0
         and ($12::timestamptz is null or not exists (
             select 1 from attempts a where a.occurrence_id = w.id and a.ended_at >= $12))))
 group by 1, 2
 order by count(*) desc, 1, 2
-limit $18
+limit $19
 `
 
 type InstanceBreakdownForActionParams struct {
-	WaitingOnly   bool
+	WaitingCodes  bool
 	Now           *time.Time
 	WithCalls     bool
 	ProcessKey    *string
@@ -114,6 +114,7 @@ type InstanceBreakdownForActionParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	RetryableOnly bool
+	WaitingOnly   bool
 	Max           int32
 }
 
@@ -129,16 +130,16 @@ type InstanceBreakdownForActionRow struct {
 // largest groups first: the confirmation says what the count is made of
 // (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 // The same instances InstanceCount counts: the groups add up to its count.
-// A running instance has no error code: for a retry that brings waiting
-// retries forward, its group is the code its waiting occurrence last
-// failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
+// A running instance has no error code: with waiting_codes (a retry that
+// brings waiting retries forward, a stop of those), its group is the code
+// its waiting occurrence last failed with (38 CRM_DOWN waiting, 2 TIMEOUT).
 // may_have_acted counts those held at a push call that ended
 // outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
 // outputs the contract refused), which may have been carried out (a retry
 // calls again); the case keeps the lookup to those codes.
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
-		arg.WaitingOnly,
+		arg.WaitingCodes,
 		arg.Now,
 		arg.WithCalls,
 		arg.ProcessKey,
@@ -155,6 +156,7 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.RetryableOnly,
+		arg.WaitingOnly,
 		arg.Max,
 	)
 	if err != nil {
