@@ -618,6 +618,11 @@ const bulkCostPerInstance = 500 * time.Microsecond
 // longBulk is the estimated wait past which the confirmation warns of it.
 const longBulk = 5 * time.Second
 
+// reconfirmWithin bounds how old a bring-forward's count may be for the
+// console to confirm, itself, the smaller count it finds at the
+// confirmation: past it, the operator sees the new count.
+const reconfirmWithin = 5 * time.Minute
+
 // bulkParams are the parameters of the bulk confirmation: the action and
 // the filter's criteria, no page (it acts on every instance the filter
 // matches); bulkFields are the fields of its form.
@@ -799,7 +804,12 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 				if g.ErrorCode != nil {
 					row.ErrorCode = *g.ErrorCode
 				}
-				row.Href = occurrenceFilter{Definition: f.RetryingAt, Process: g.ProcessKey, ErrorCode: row.ErrorCode, WaitingRetry: "true"}.href()
+				if f.Version == "" && f.CreatedFrom == "" && f.CreatedTo == "" {
+					// The occurrences list takes the rest of the filter;
+					// with a version or creation dates, the instances
+					// list (every code) keeps them.
+					row.Href = occurrenceFilter{Definition: f.RetryingAt, Process: g.ProcessKey, BusinessKey: f.BusinessKey, ErrorCode: row.ErrorCode, WaitingRetry: "true"}.href()
+				}
 			} else if g.ErrorCode != nil {
 				list.ErrorCode, list.Status, row.ErrorCode = *g.ErrorCode, engine.InstanceHeld, *g.ErrorCode
 			}
@@ -871,7 +881,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
-	countedAt := c.eng.Now()
+	countedAt := c.eng.BulkCountedAt(ctx)
 	ef.PinMatched(countedAt)
 	b, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups)
 	if err != nil {
@@ -988,13 +998,14 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	actor := engine.Actor{TokenID: p.TokenID, Name: p.Name}
 	res, err := c.eng.ActOnFilter(ctx, actor, a, ef, reason, confirm, bulkID)
 	cameDue := int64(0)
-	if fe, ok := fault.As(err); ok && fe.Code == "count_changed" && a.BringsForward(ef) && ef.MatchedBefore != nil {
+	if fe, ok := fault.As(err); ok && fe.Code == "count_changed" && a.BringsForward(ef) && ef.MatchedBefore != nil &&
+		c.eng.BulkCountedAt(ctx).Sub(countedAt) <= reconfirmWithin {
 		// Pinned to the count's moment, a bring-forward's count only
 		// shrinks: retries came due on their own (an outage's backoff
-		// outruns an operator typing a reason), and those left are among
-		// the ones confirmed. Applied to them, once, rather than asked
-		// again.
-		if n, ok := fe.Extra["count"].(int64); ok && n < confirm {
+		// outruns an operator typing a reason), and those left waited
+		// when it was read. Applied to them, once, rather than asked
+		// again, unless none is left or the count is old.
+		if n, ok := fe.Extra["count"].(int64); ok && n < confirm && n > 0 {
 			cameDue = confirm - n
 			res, err = c.eng.ActOnFilter(ctx, actor, a, ef, reason, n, bulkID)
 		}
@@ -1068,11 +1079,15 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	if a == engine.ActionRetry && bringsForward(f) {
 		msg = T(ctx, "Retries brought forward for %d instances: their workers take them now.", applied)
 		if cameDue > 0 {
-			msg += " " + T(ctx, "%d more came due on their own since the count.", cameDue)
+			msg += " " + T(ctx, "%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.", cameDue)
 		}
 	}
 	if skipped > 0 {
-		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).", skipped)
+		if f.RetryingAt != "" || a == engine.ActionRetry && bringsForward(f) {
+			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).", skipped)
+		} else {
+			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
+		}
 	}
 	c.redirectWithFlash(w, r, auditPath+"?bulk="+res.ID.String(), flash{Text: msg})
 }

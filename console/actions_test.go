@@ -1849,7 +1849,20 @@ func TestBulkRetryNowWhileRetriesComeDue(t *testing.T) {
 		t.Fatalf("bulk retry now after one came due: %d %.300s", r.status, r.body)
 	}
 	done := b.mustGet(r.header.Get("Location"), 200)
-	if !strings.Contains(done.body, "Retry brought forward for 1 instance: its workers take it now. 1 more came due on its own since the count.") {
+	if !strings.Contains(done.body, "Retry brought forward for 1 instance: its workers take it now. 1 more no longer waited as counted: its retry came due, or it ended or was acted on meanwhile.") {
 		t.Errorf("the page after it does not say one was brought forward and one came due: %.2000s", text(done, "flash"))
+	}
+
+	// None left: nothing is applied, and the new count is shown.
+	f.waitScoring(t, "PT1S")
+	confirm = b.mustGet("/console/instances/bulk?action=retry&retrying_at=score_company", 200)
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "1" {
+		t.Fatalf("bulk count %q, want 1", got)
+	}
+	action, form = formOf(t, confirm, "bulk-form")
+	form.Set("reason", "scorer is back")
+	time.Sleep(1500 * time.Millisecond)
+	if r := b.do("POST", action, form); r.status != http.StatusConflict || count(r, "bulk-changed") != 1 {
+		t.Errorf("bulk retry now once none waits: %d, want 409 with the count changed", r.status)
 	}
 }

@@ -299,7 +299,7 @@ func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
 		{"error_code", T(ctx, "Error code"), text},
 		{"held_at", T(ctx, "Held at a node of"), text},
 		{"retrying_at", T(ctx, "Waiting a retry at a node of"), text},
-		{"created_after", T(ctx, "Created from"), when},
+		{"created_after", T(ctx, "Created since"), when},
 		{"created_before", T(ctx, "Created before"), when},
 	} {
 		if _, ok := f[p.key]; ok {
@@ -307,6 +307,10 @@ func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
 			slotLabel, what := p.label, p.value(p.key)
 			parts = append(parts, T(ctx, "%s: %s", slotLabel, what))
 		}
+	}
+	if len(parts) == 0 {
+		// The widest action of all says so.
+		return T(ctx, "none (every instance)")
 	}
 	return strings.Join(parts, "; ")
 }

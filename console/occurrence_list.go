@@ -102,7 +102,7 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		ef.Status = f.Status
 	}
 	switch f.WaitingRetry {
-	case "":
+	case "", "false":
 	case "true":
 		ef.WaitingRetry = true
 		if f.Status != "" && f.Status != engine.StatusAvailable {

@@ -747,7 +747,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 			}
 		}
 		then := "confirm the new count"
-		if count < confirm && action.BringsForward(f) {
+		if count < confirm && action.BringsForward(f) && f.MatchedBefore != nil {
 			// With matched_before, a bring-forward's count only shrinks:
 			// retries came due meanwhile, with nothing left to bring
 			// forward (the console confirms the new count itself).
@@ -832,6 +832,21 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	e.endBulk(id, false)
 	e.logBulk(actor, action, f, res, nil)
 	return res, nil
+}
+
+// BulkCountedAt is the moment a bulk action's count is read, to pin it to
+// (InstanceFilter.PinMatched): the database's clock, which wrote the times
+// the pin is compared with, or the engine's injected one in tests.
+func (e *Engine) BulkCountedAt(ctx context.Context) time.Time {
+	if e.now != nil {
+		return e.Now()
+	}
+	at, err := e.q.BulkCountedAt(ctx)
+	if err != nil {
+		// The count that follows fails the same way, in words of its own.
+		return e.Now()
+	}
+	return at.UTC()
 }
 
 // bulkTx runs one batch of a bulk action, again when PostgreSQL ended it

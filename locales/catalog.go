@@ -39,87 +39,88 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              378,
-	"%[1]s %[2]s, %[3]s %[4]s":                 379,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          377,
-	"%[1]s; %[2]s":                             376,
-	"%d (0 lowest, 9 highest)":                 559,
-	"%d attempts":                              568,
-	"%d attempts, retry after %s, priority %d": 760,
-	"%d breaking":                              285,
-	"%d changes":                               284,
-	"%d completed":                             370,
-	"%d d":                                     386,
-	"%d days":                                  400,
-	"%d failed":                                371,
-	"%d h":                                     385,
+	"%[1]s %[2]s":                              381,
+	"%[1]s %[2]s, %[3]s %[4]s":                 382,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          380,
+	"%[1]s; %[2]s":                             379,
+	"%d (0 lowest, 9 highest)":                 562,
+	"%d attempts":                              571,
+	"%d attempts, retry after %s, priority %d": 763,
+	"%d breaking":                              288,
+	"%d changes":                               287,
+	"%d completed":                             373,
+	"%d d":                                     389,
+	"%d days":                                  403,
+	"%d failed":                                374,
+	"%d h":                                     388,
 	"%d held instances match now.":             79,
-	"%d hours":                                 401,
-	"%d items":                                 841,
-	"%d left":                                  570,
-	"%d min":                                   384,
-	"%d minutes":                               402,
-	"%d more came due on their own since the count.": 126,
+	"%d hours":                                 404,
+	"%d items":                                 844,
+	"%d left":                                  573,
+	"%d min":                                   387,
+	"%d minutes":                               405,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              839,
-	"%d ms": 404,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         748,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 747,
-	"%d occurrences": 677,
+	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               126,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              842,
+	"%d ms": 407,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         751,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 750,
+	"%d occurrences": 680,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
-	"%d releases": 309,
+	"%d releases": 312,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       383,
-	"%d seconds": 403,
+	"%d s":       386,
+	"%d seconds": 406,
 	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 127,
-	"%s (a fixed offset, no daylight saving time)":                                                           709,
-	"%s (deferred; settled by %s)":                                                                           635,
-	"%s (deferred; settled with its settle token)":                                                           633,
-	"%s (deferred; settled with its settle token, as %s)":                                                    634,
-	"%s (token #%d, %s)": 128,
-	"%s = %s":            754,
-	"%s ago":             381,
-	"%s at %s":           639,
-	"%s so far":          631,
-	"%s version %s":      301,
-	"%s versions %s":     302,
-	"%s ← %s":            753,
-	"%s → %s":            755,
-	"%s, %s: %s":         340,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             563,
-	"%s, cut to %s by the destination’s max_timeout":                       562,
-	"%s, multiplied by %s after each failure, up to %s":                    565,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 564,
-	"%s, revision %s":                         522,
-	"%s, version %s":                          523,
-	"%s: %s":                                  158,
-	"%s: %s → %s":                             292,
-	"%s: a date is written 2026-12-01.":       693,
-	"%s: every revision, present and future":  230,
-	"%s: revision %s":                         231,
-	"%s: revisions %s":                        232,
-	"%s: the first day comes after the last.": 694,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 560,
-	"%s–%s":                         369,
-	"(%d characters in all)":        843,
-	"(%d handed back, not counted)": 569,
-	"(each item)":                   829,
-	"(in %s)":                       842,
-	"(worker %s)":                   618,
-	"0 seconds":                     399,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            806,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 607,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       342,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 704,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        449,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             657,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           464,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 794,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   793,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    452,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       128,
+	"%s (a fixed offset, no daylight saving time)":                                                           712,
+	"%s (deferred; settled by %s)":                                                                           638,
+	"%s (deferred; settled with its settle token)":                                                           636,
+	"%s (deferred; settled with its settle token, as %s)":                                                    637,
+	"%s (token #%d, %s)": 129,
+	"%s = %s":            757,
+	"%s ago":             384,
+	"%s at %s":           642,
+	"%s so far":          634,
+	"%s version %s":      304,
+	"%s versions %s":     305,
+	"%s ← %s":            756,
+	"%s → %s":            758,
+	"%s, %s: %s":         343,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             566,
+	"%s, cut to %s by the destination’s max_timeout":                       565,
+	"%s, multiplied by %s after each failure, up to %s":                    568,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 567,
+	"%s, revision %s":                         525,
+	"%s, version %s":                          526,
+	"%s: %s":                                  160,
+	"%s: %s → %s":                             295,
+	"%s: a date is written 2026-12-01.":       696,
+	"%s: every revision, present and future":  233,
+	"%s: revision %s":                         234,
+	"%s: revisions %s":                        235,
+	"%s: the first day comes after the last.": 697,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 563,
+	"%s–%s":                         372,
+	"(%d characters in all)":        846,
+	"(%d handed back, not counted)": 572,
+	"(each item)":                   832,
+	"(in %s)":                       845,
+	"(worker %s)":                   621,
+	"0 seconds":                     402,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            809,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 610,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       345,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 707,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        452,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             660,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           467,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 797,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   796,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    455,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -127,456 +128,457 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              445,
-	"Abandoned by %s at %s — “%s”":                                   432,
+	"Abandoned at node":                                              448,
+	"Abandoned by %s at %s — “%s”":                                   435,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 458,
-	"Action":          131,
-	"All actions":     148,
-	"All consumers":   673,
-	"All definitions": 362,
-	"All its tasks":   229,
-	"All processes":   465,
-	"All statuses":    468,
-	"All workers":     856,
+	"Act on every instance this filter matches": 461,
+	"Action":          132,
+	"All actions":     149,
+	"All consumers":   676,
+	"All definitions": 365,
+	"All its tasks":   232,
+	"All processes":   468,
+	"All statuses":    471,
+	"All workers":     859,
 	"An error code is matched exactly, capitals included.":                              92,
-	"An occurrence waiting a retry is available: choose the status available, or none.": 654,
-	"An operator abandoned the instance.":                                               606,
-	"Any":                                                                               671,
-	"Any definition":                                                                    466,
-	"Apply filters":                                                                     145,
-	"Apr":                                                                               390,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 354,
-	"Attempts":                         527,
-	"Audit log":                        138,
-	"Aug":                              394,
-	"Available from":                   580,
-	"Back to definitions":              197,
-	"Back to external tasks":           195,
-	"Back to sign-in":                  196,
-	"Back to the form":                 205,
+	"An occurrence waiting a retry is available: choose the status available, or none.": 657,
+	"An operator abandoned the instance.":                                               609,
+	"Any":                                                                               674,
+	"Any definition":                                                                    469,
+	"Apply filters":                                                                     146,
+	"Apr":                                                                               393,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 357,
+	"Attempts":                         530,
+	"Audit log":                        139,
+	"Aug":                              397,
+	"Available from":                   583,
+	"Back to definitions":              200,
+	"Back to external tasks":           198,
+	"Back to sign-in":                  199,
+	"Back to the form":                 208,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           774,
-	"Back without saving":              706,
-	"Breaks processes":                 261,
-	"Breaks workers":                   262,
+	"Back to the occurrence":           777,
+	"Back without saving":              709,
+	"Breaks processes":                 264,
+	"Breaks workers":                   265,
 	"Bulk %s applied to %d instances.": 124,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  161,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 160,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      159,
-	"Bulk action":                     135,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  164,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 163,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      162,
+	"Bulk action":                     136,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    561,
-	"Calls":                           320,
-	"Calls signed (Relais-Signature)": 322,
-	"Camunda 7 facade":                861,
-	"Cancelled: the instance was stopped (%s).":               630,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 629,
+	"Call timeout":                    564,
+	"Calls":                           323,
+	"Calls signed (Relais-Signature)": 325,
+	"Camunda 7 facade":                864,
+	"Cancelled: the instance was stopped (%s).":               633,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 632,
 	"Cannot act on this filter":                               112,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           776,
-	"Cannot reveal it here":                                   772,
-	"Change":                                                  259,
-	"Changes between the two revisions":                       271,
-	"Changes of the Working copy since revision %d":           280,
-	"Choose two existing revisions to compare.":               281,
-	"Classification":                                          238,
-	"Clear filters":                                           146,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            742,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 725,
-	"Compare":              258,
-	"Compare revisions":    254,
-	"Completed":            365,
-	"Completed (%s).":      624,
-	"Completed, last hour": 351,
-	"Completions and failures per 5 minutes, last hour: %s":    363,
-	"Completions and failures per 5-minute slot, oldest first": 367,
-	"Completions and failures, last hour":                      343,
-	"Connected":                                                852,
-	"Constraints":                                              239,
-	"Consumer":                                                 529,
-	"Consumer and worker":                                      668,
-	"Consumers":                                                176,
-	"Consumers, oldest first":                                  218,
-	"Counting the occurrences; the counts appear when you reload the page.":         233,
-	"Counts are unavailable right now.":                                             234,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 769,
-	"Counts by status": 663,
-	"Created":          415,
-	"Created before":   157,
+	"Cannot reveal":                                           779,
+	"Cannot reveal it here":                                   775,
+	"Change":                                                  262,
+	"Changes between the two revisions":                       274,
+	"Changes of the Working copy since revision %d":           283,
+	"Choose two existing revisions to compare.":               284,
+	"Classification":                                          241,
+	"Clear filters":                                           147,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            745,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 728,
+	"Compare":              261,
+	"Compare revisions":    257,
+	"Completed":            368,
+	"Completed (%s).":      627,
+	"Completed, last hour": 354,
+	"Completions and failures per 5 minutes, last hour: %s":    366,
+	"Completions and failures per 5-minute slot, oldest first": 370,
+	"Completions and failures, last hour":                      346,
+	"Connected":                                                855,
+	"Constraints":                                              242,
+	"Consumer":                                                 532,
+	"Consumer and worker":                                      671,
+	"Consumers":                                                179,
+	"Consumers, oldest first":                                  221,
+	"Counting the occurrences; the counts appear when you reload the page.":         236,
+	"Counts are unavailable right now.":                                             237,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 772,
+	"Counts by status": 666,
+	"Created":          418,
+	"Created before":   159,
 	"Created from":     102,
-	"Created on":       222,
+	"Created on":       225,
+	"Created since":    158,
 	"Created to":       103,
-	"Creation date":    453,
-	"Dates":            525,
-	"Deadline":         557,
-	"Dec":              398,
-	"Deferred":         584,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 623,
-	"Definition":                                 345,
-	"Definition %s":                              241,
-	"Definition %s has no occurrence yet.":       361,
+	"Creation date":    456,
+	"Dates":            528,
+	"Deadline":         560,
+	"Dec":              401,
+	"Deferred":         587,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 626,
+	"Definition":                                 348,
+	"Definition %s":                              244,
+	"Definition %s has no occurrence yet.":       364,
 	"Definition %s has no revision %d.":          120,
-	"Definitions":                                174,
-	"Definitions by key":                         304,
-	"Definitions served":                         850,
-	"Definitions, those needing attention first": 344,
-	"Deleted by retention":                       441,
-	"Description":                                240,
-	"Destination":                                541,
-	"Destinations":                               177,
-	"Destinations by name":                       313,
-	"Destination’s answer":                       534,
-	"Detail":                                     260,
+	"Definitions":                                177,
+	"Definitions by key":                         307,
+	"Definitions served":                         853,
+	"Definitions, those needing attention first": 347,
+	"Deleted by retention":                       444,
+	"Description":                                243,
+	"Destination":                                544,
+	"Destinations":                               180,
+	"Destinations by name":                       316,
+	"Destination’s answer":                       537,
+	"Detail":                                     263,
 	"Did you mean “%s”?":                         115,
-	"Digest":                                     274,
-	"Display settings":                           182,
-	"Display settings saved.":                    712,
-	"Display settings: ":                         183,
-	"Duration":                                   533,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 341,
+	"Digest":                                     277,
+	"Display settings":                           185,
+	"Display settings saved.":                    715,
+	"Display settings: ":                         186,
+	"Duration":                                   536,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 344,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          680,
-	"End node":                  444,
-	"End node or error":         462,
-	"Ended":                     435,
-	"Erase process instance %s": 325,
-	"Erase the instance":        328,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 326,
-	"Erase this instance…": 425,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 330,
-	"Error":                      667,
-	"Error (before any attempt)": 587,
-	"Error (the deadline passed after attempt %d)": 586,
+	"Earlier attempt:":          683,
+	"End node":                  447,
+	"End node or error":         465,
+	"Ended":                     438,
+	"Erase process instance %s": 328,
+	"Erase the instance":        331,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 329,
+	"Erase this instance…": 428,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 333,
+	"Error":                      670,
+	"Error (before any attempt)": 590,
+	"Error (the deadline passed after attempt %d)": 589,
 	"Error code":       99,
-	"Error message":    536,
-	"Error: %s · %s":   163,
-	"Every %d seconds": 711,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 579,
-	"Every attempt, oldest first": 528,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 139,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  779,
-	"Expired token":                        816,
-	"Expires":                              813,
-	"External tasks":                       169,
-	"Failed":                               348,
-	"Failed (%s).":                         628,
-	"Failed at node":                       446,
-	"Failed occurrence":                    437,
-	"Failed, last hour":                    352,
-	"Feb":                                  388,
-	"Field":                                235,
+	"Error message":    539,
+	"Error: %s · %s":   166,
+	"Every %d seconds": 714,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 582,
+	"Every attempt, oldest first": 531,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 140,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  782,
+	"Expired token":                        819,
+	"Expires":                              816,
+	"External tasks":                       172,
+	"Failed":                               351,
+	"Failed (%s).":                         631,
+	"Failed at node":                       449,
+	"Failed occurrence":                    440,
+	"Failed, last hour":                    355,
+	"Feb":                                  391,
+	"Field":                                238,
 	"Filter":                               68,
-	"Filter: %s.":                          155,
-	"Filters":                              140,
-	"Find":                                 173,
-	"Find an instance or occurrence":       171,
-	"Finished":                             532,
-	"First page":                           690,
+	"Filter: %s.":                          156,
+	"Filters":                              141,
+	"Find":                                 176,
+	"Find an instance or occurrence":       174,
+	"Finished":                             535,
+	"First page":                           693,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    208,
-	"Form refused":                         203,
-	"Form too large":                       206,
-	"From revision":                        256,
-	"From revision %d to revision %d:":     282,
+	"Form not received":                    211,
+	"Form refused":                         206,
+	"Form too large":                       209,
+	"From revision":                        259,
+	"From revision %d to revision %d:":     285,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  221,
-	"Graph":                   724,
-	"Graph of %s":             746,
-	"HTTP 2xx, unusable body": 645,
-	"Headers sent":            316,
-	"Health":                  168,
+	"Grants":                  224,
+	"Graph":                   727,
+	"Graph of %s":             749,
+	"HTTP 2xx, unusable body": 648,
+	"Headers sent":            319,
+	"Health":                  171,
 	"Held at a node of":       100,
-	"Held at node":            436,
-	"Held for":                438,
-	"Held instances":          347,
-	"ID":                      219,
-	"In flight":               851,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 364,
-	"Inputs": 264,
-	"Inputs an instance of this version is started with": 735,
-	"Inputs from":                733,
-	"Inputs of revision %d":      275,
-	"Inputs of the working copy": 266,
-	"Inputs the instance was started with, labelled by process version %d's contract": 423,
-	"Inputs, labelled by revision %d's contract":                                      571,
-	"Instance":                  461,
+	"Held at node":            439,
+	"Held for":                441,
+	"Held instances":          350,
+	"ID":                      222,
+	"In flight":               854,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 367,
+	"Inputs": 267,
+	"Inputs an instance of this version is started with": 738,
+	"Inputs from":                736,
+	"Inputs of revision %d":      278,
+	"Inputs of the working copy": 269,
+	"Inputs the instance was started with, labelled by process version %d's contract": 426,
+	"Inputs, labelled by revision %d's contract":                                      574,
+	"Instance":                  464,
 	"Instances":                 107,
-	"Instances of this version": 736,
-	"Invalid request":           193,
-	"It takes every revision its consumer is granted.":     874,
-	"It takes every revision its consumer is granted: %s.": 873,
-	"It takes revision %d only.":                           877,
-	"It takes revisions %s only.":                          879,
-	"Its calls":                                            321,
+	"Instances of this version": 739,
+	"Invalid request":           196,
+	"It takes every revision its consumer is granted.":     877,
+	"It takes every revision its consumer is granted: %s.": 876,
+	"It takes revision %d only.":                           880,
+	"It takes revisions %s only.":                          882,
+	"Its calls":                                            324,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 327,
-	"Its instance is held here, waiting for an operator.":                            625,
-	"Its instance went on along the node’s error path, and is held at a later node.": 626,
-	"Its instance went on along the node’s error path.":                              627,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 330,
+	"Its instance is held here, waiting for an operator.":                            628,
+	"Its instance went on along the node’s error path, and is held at a later node.": 629,
+	"Its instance went on along the node’s error path.":                              630,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      821,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 429,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      824,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 432,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     387,
-	"Jul":                     393,
-	"Jun":                     392,
-	"Keep it":                 823,
+	"Jan":                     390,
+	"Jul":                     396,
+	"Jun":                     395,
+	"Keep it":                 826,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       323,
-	"Key":                     305,
-	"Kind":                    728,
-	"Language":                165,
-	"Last changed":            318,
-	"Last error (attempt %d)": 585,
-	"Last reserved":           582,
-	"Last saved":              245,
-	"Last seen":               853,
-	"Last used":               812,
-	"Latest":                  737,
-	"Latest revision":         306,
-	"Lists every change from one revision to another, and whom it may break.": 255,
-	"Local time in %s": 708,
-	"Lock expired %s — waiting to be offered again.": 615,
-	"Lock expires":    583,
-	"Longest timeout": 317,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 283,
-	"Main navigation":     167,
-	"Mar":                 389,
-	"Maximum attempts":    553,
-	"May":                 391,
-	"Message":             665,
-	"Message from Relais": 653,
-	"Message from Relais, quoting the destination’s answer":            652,
-	"Message from the worker (its own words, protected values masked)": 651,
-	"Method not allowed": 783,
-	"Mode":               551,
-	"More filters: instance, revision, consumer, destination, dates": 659,
-	"Name":                    220,
-	"Never":                   710,
-	"Next attempt":            581,
-	"Next attempt or settled": 669,
-	"Next node":               414,
-	"Next page":               689,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 152,
-	"No consumer yet.":                                    215,
-	"No definition has occurrences yet.":                  353,
+	"Keep the instance":       326,
+	"Key":                     308,
+	"Kind":                    731,
+	"Language":                168,
+	"Last changed":            321,
+	"Last error (attempt %d)": 588,
+	"Last reserved":           585,
+	"Last saved":              248,
+	"Last seen":               856,
+	"Last used":               815,
+	"Latest":                  740,
+	"Latest revision":         309,
+	"Lists every change from one revision to another, and whom it may break.": 258,
+	"Local time in %s": 711,
+	"Lock expired %s — waiting to be offered again.": 618,
+	"Lock expires":    586,
+	"Longest timeout": 320,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 286,
+	"Main navigation":     170,
+	"Mar":                 392,
+	"Maximum attempts":    556,
+	"May":                 394,
+	"Message":             668,
+	"Message from Relais": 656,
+	"Message from Relais, quoting the destination’s answer":            655,
+	"Message from the worker (its own words, protected values masked)": 654,
+	"Method not allowed": 786,
+	"Mode":               554,
+	"More filters: instance, revision, consumer, destination, dates": 662,
+	"Name":                    223,
+	"Never":                   713,
+	"Next attempt":            584,
+	"Next attempt or settled": 672,
+	"Next node":               417,
+	"Next page":               692,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 153,
+	"No consumer yet.":                                    218,
+	"No definition has occurrences yet.":                  356,
 	"No definition has the key “%s”.":                     118,
-	"No definition yet.":                                  308,
-	"No destination yet.":                                 310,
-	"No inputs.":                                          265,
-	"No inputs: an instance starts with an empty object.": 734,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    792,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 790,
-	"No instance matches these filters.": 463,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 791,
-	"No live worker takes %s now (Workers page).":                                               609,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 610,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           611,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          612,
-	"No more consumers.":                                   216,
-	"No more destinations.":                                311,
-	"No occurrence matches these filters.":                 670,
-	"No operator action matches.":                          147,
-	"No operator has acted on this instance.":              419,
-	"No outputs yet: the occurrence has not completed.":    574,
-	"No outputs.":                                          268,
-	"No outputs: the occurrence ended without completing.": 576,
+	"No definition yet.":                                  311,
+	"No destination yet.":                                 313,
+	"No inputs.":                                          268,
+	"No inputs: an instance starts with an empty object.": 737,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    795,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 793,
+	"No instance matches these filters.": 466,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 794,
+	"No live worker takes %s now (Workers page).":                                               612,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 613,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           614,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          615,
+	"No more consumers.":                                   219,
+	"No more destinations.":                                314,
+	"No occurrence matches these filters.":                 673,
+	"No operator action matches.":                          148,
+	"No operator has acted on this instance.":              422,
+	"No outputs yet: the occurrence has not completed.":    577,
+	"No outputs.":                                          271,
+	"No outputs: the occurrence ended without completing.": 579,
 	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         719,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             870,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             869,
+	"No process is published yet.":                         722,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             873,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             872,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 162,
-	"No release yet.": 249,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 763,
-	"No revision yet: the Working copy has never been snapshotted.":                     247,
-	"No token.":              810,
-	"No value was revealed.": 781,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              540,
-	"No worker has reserved this occurrence yet.":                                        537,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 871,
-	"No worker is connected.":           854,
-	"No worker serves this definition.": 857,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 868,
-	"Node":                  411,
-	"Nodes":                 726,
-	"Nodes of this version": 743,
-	"Nodes of this version, with their occurrences now": 727,
-	"Nodes reached, in order":                           410,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 165,
+	"No release yet.": 252,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 766,
+	"No revision yet: the Working copy has never been snapshotted.":                     250,
+	"No token.":              813,
+	"No value was revealed.": 784,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              543,
+	"No worker has reserved this occurrence yet.":                                        540,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 874,
+	"No worker is connected.":           857,
+	"No worker serves this definition.": 860,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 871,
+	"Node":                  414,
+	"Nodes":                 729,
+	"Nodes of this version": 746,
+	"Nodes of this version, with their occurrences now": 730,
+	"Nodes reached, in order":                           413,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 191,
-	"Not found":   201,
-	"Notes":       252,
-	"Nothing exists at this address, or it is not visible to you.": 198,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 199,
+	"Not allowed": 194,
+	"Not found":   204,
+	"Notes":       255,
+	"Nothing exists at this address, or it is not visible to you.": 201,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 202,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             788,
+	"Nothing to find: the search box is empty.":                             791,
 	"Nothing was done.":        35,
-	"Nov":                      397,
-	"Now":                      546,
-	"Occurrence":               412,
-	"Occurrence %s":            524,
-	"Occurrence offered again": 134,
-	"Occurrences now":          732,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          866,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 867,
-	"Occurrences, newest first": 664,
-	"Oct":                       396,
-	"Offered from %s — %s.":     614,
-	"Oldest claimable waits":    349,
-	"On error":                  731,
-	"On success":                730,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         777,
-	"Only administrators may reveal a sensitive value.":                                                           770,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 807,
-	"Open":             346,
-	"Operator actions": 407,
-	"Operator actions on this instance, newest first": 420,
-	"Operator actions, newest first":                  151,
+	"Nov":                      400,
+	"Now":                      549,
+	"Occurrence":               415,
+	"Occurrence %s":            527,
+	"Occurrence offered again": 135,
+	"Occurrences now":          735,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          869,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 870,
+	"Occurrences, newest first": 667,
+	"Oct":                       399,
+	"Offered from %s — %s.":     617,
+	"Oldest claimable waits":    352,
+	"On error":                  734,
+	"On success":                733,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         780,
+	"Only administrators may reveal a sensitive value.":                                                           773,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 810,
+	"Open":             349,
+	"Operator actions": 410,
+	"Operator actions on this instance, newest first": 423,
+	"Operator actions, newest first":                  152,
 	"Other criteria":                                  104,
-	"Outcome":                                         535,
-	"Outputs":                                         267,
-	"Outputs of revision %d":                          276,
-	"Outputs of the working copy":                     269,
-	"Outputs, labelled by revision %d's contract":     573,
-	"Pages": 687,
-	"Paste your token in the field: it is empty.": 804,
-	"Path":                            408,
-	"Pause reloading":                 190,
-	"Pinned by":                       299,
-	"Pinned revision":                 729,
-	"Policy":                          526,
-	"Previous page":                   688,
-	"Priority":                        558,
+	"Outcome":                                         538,
+	"Outputs":                                         270,
+	"Outputs of revision %d":                          279,
+	"Outputs of the working copy":                     272,
+	"Outputs, labelled by revision %d's contract":     576,
+	"Pages": 690,
+	"Paste your token in the field: it is empty.": 807,
+	"Path":                            411,
+	"Pause reloading":                 193,
+	"Pinned by":                       302,
+	"Pinned revision":                 732,
+	"Policy":                          529,
+	"Previous page":                   691,
+	"Priority":                        561,
 	"Process":                         95,
-	"Process %s":                      722,
+	"Process %s":                      725,
 	"Process %s has no version %d.":   116,
-	"Process and node":                666,
-	"Process inputs":                  422,
-	"Process instance":                133,
-	"Process instance %s":             405,
-	"Process instances":               455,
-	"Process instances, newest first": 460,
-	"Processes":                       170,
-	"Processes by key":                717,
-	"Protocol":                        849,
-	"Published":                       253,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 715,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       716,
-	"Push destination": 660,
-	"Reason":           132,
+	"Process and node":                669,
+	"Process inputs":                  425,
+	"Process instance":                134,
+	"Process instance %s":             408,
+	"Process instances":               458,
+	"Process instances, newest first": 463,
+	"Processes":                       173,
+	"Processes by key":                720,
+	"Protocol":                        852,
+	"Published":                       256,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 718,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       719,
+	"Push destination": 663,
+	"Reason":           133,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            552,
-	"Recorded operator actions":                             418,
-	"Relais console":                                        164,
-	"Relais has not called the destination yet.":            543,
-	"Relais is calling the destination (since %s).":         620,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 545,
-	"Relais never called the destination: the occurrence ended before any call.":                                    544,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        641,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 643,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     640,
+	"Reason given by the worker":                            555,
+	"Recorded operator actions":                             421,
+	"Relais console":                                        167,
+	"Relais has not called the destination yet.":            546,
+	"Relais is calling the destination (since %s).":         623,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 548,
+	"Relais never called the destination: the occurrence ended before any call.":                                    547,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        644,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 646,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     643,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           642,
-	"Release":                       250,
-	"Releases":                      248,
-	"Releases, oldest first":        270,
-	"Reload lists and detail pages": 703,
-	"Reloading paused":              187,
-	"Reloading paused: this page stays as it is until you resume.": 714,
-	"Reloading resumed.":                  713,
-	"Replica":                             542,
-	"Required":                            237,
-	"Reserved":                            531,
-	"Reserved by %s.":                     622,
-	"Reserved by %s; lock until %s — %s.": 621,
-	"Reserved now":                        228,
-	"Resume":                              188,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         375,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 374,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             373,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            372,
-	"Retried by %s at %s — “%s”": 433,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           645,
+	"Release":                       253,
+	"Releases":                      251,
+	"Releases, oldest first":        273,
+	"Reload lists and detail pages": 706,
+	"Reloading paused":              190,
+	"Reloading paused: this page stays as it is until you resume.": 717,
+	"Reloading resumed.":                  716,
+	"Replica":                             545,
+	"Required":                            240,
+	"Reserved":                            534,
+	"Reserved by %s.":                     625,
+	"Reserved by %s; lock until %s — %s.": 624,
+	"Reserved now":                        231,
+	"Resume":                              191,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         378,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 377,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             376,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            375,
+	"Retried by %s at %s — “%s”": 436,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 555,
+	"Retries": 558,
 	"Retries brought forward for %d instances: their workers take them now.": 125,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             613,
-	"Retry delay":                                   554,
+	"Retry at %s — %s.":                             616,
+	"Retry delay":                                   557,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             547,
+	"Retry or abandon it from its instance":                                                                             550,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 588,
+	"Retryable": 591,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 577,
-	"Revealed by %s at %s; recorded in the audit log.": 775,
-	"Reveals":               179,
-	"Reveals, newest first": 780,
-	"Revision":              251,
-	"Revision %d":           272,
-	"Revisions":             246,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 875,
-	"Revoke the %s token “%s”?": 820,
-	"Revoke the token":          822,
-	"Revoke token %d":           819,
-	"Revoke…":                   817,
-	"Role":                      811,
-	"Route":                     413,
-	"Routing output":            244,
-	"Row %s":                    691,
-	"Rows %s–%s":                692,
-	"Save settings":             705,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      771,
+	"Reveal — this is recorded": 580,
+	"Revealed by %s at %s; recorded in the audit log.": 778,
+	"Reveals":               182,
+	"Reveals, newest first": 783,
+	"Revision":              254,
+	"Revision %d":           275,
+	"Revisions":             249,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 878,
+	"Revoke the %s token “%s”?": 823,
+	"Revoke the token":          825,
+	"Revoke token %d":           822,
+	"Revoke…":                   820,
+	"Role":                      814,
+	"Route":                     416,
+	"Routing output":            247,
+	"Row %s":                    694,
+	"Rows %s–%s":                695,
+	"Save settings":             708,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      774,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 324,
-	"Search":                               786,
-	"Secret values can never be revealed.": 778,
-	"Sep":                                  395,
-	"Served by %d workers":                 872,
-	"Settled":                              416,
-	"Settlement date":                      658,
-	"Show all definitions":                 360,
-	"Show times in":                        701,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 153,
-	"Sign in": 799,
-	"Sign in with an operator, designer or administrator token.": 800,
-	"Sign out":             181,
-	"Signed in as %s (%s)": 180,
-	"Since revision %d:":   278,
-	"Skip to content":      166,
-	"Slot":                 368,
-	"Snapshotted":          273,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 327,
+	"Search":                               789,
+	"Secret values can never be revealed.": 781,
+	"Sep":                                  398,
+	"Served by %d workers":                 875,
+	"Settled":                              419,
+	"Settlement date":                      661,
+	"Show all definitions":                 363,
+	"Show times in":                        704,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 154,
+	"Sign in": 802,
+	"Sign in with an operator, designer or administrator token.": 803,
+	"Sign out":             184,
+	"Signed in as %s (%s)": 183,
+	"Since revision %d:":   281,
+	"Skip to content":      169,
+	"Slot":                 371,
+	"Snapshotted":          276,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 213,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 808,
-	"Staff tokens, oldest first": 809,
-	"Start node":                 723,
-	"Started":                    434,
-	"State":                      223,
+	"Something went wrong": 216,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 811,
+	"Staff tokens, oldest first": 812,
+	"Start node":                 726,
+	"Started":                    437,
+	"State":                      226,
 	"Status":                     97,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -589,340 +591,341 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              431,
+	"Stopped by %s at %s — “%s”":                              434,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   430,
-	"Summary": 406,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 303,
-	"Tasks":                   224,
-	"Temporarily unavailable": 211,
-	"That is too long to be an id or a business key.":                                           789,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   433,
+	"Summary": 409,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 306,
+	"Tasks":                   227,
+	"Temporarily unavailable": 214,
+	"That is too long to be an id or a business key.":                                           792,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 549,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 312,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    277,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            600,
-	"The bulk action must be its id (a UUID).":                                      150,
-	"The call could not be prepared.":                                               601,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 766,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 619,
-	"The chart’s numbers": 366,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 552,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 315,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    280,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            603,
+	"The bulk action must be its id (a UUID).":                                      151,
+	"The call could not be prepared.":                                               604,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 769,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 622,
+	"The chart’s numbers": 369,
 	"The confirmed count is missing: start again from the list.":                                                                                                        121,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       214,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      702,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       217,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      705,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 122,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             212,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            598,
-	"The destination answered HTTP %s.":     608,
-	"The destination could not be reached.": 602,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    592,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         593,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   591,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 590,
-	"The destination’s answer was too large.": 603,
-	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 450,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  217,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      194,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                605,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         637,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      638,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    636,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            604,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               595,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 594,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     596,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             597,
-	"The latest %d attempts, oldest first":                                                                                                                 548,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             459,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 409,
-	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      467,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         243,
-	"The page cursor is invalid: go back to the first page.":                                                                                               699,
-	"The page size must be between 1 and %d.":                                                                                                              454,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  698,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 149,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             215,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            601,
+	"The destination answered HTTP %s.":     611,
+	"The destination could not be reached.": 605,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    595,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         596,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   594,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 593,
+	"The destination’s answer was too large.": 606,
+	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 453,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  220,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      197,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                608,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         640,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      641,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    639,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            607,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               598,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 597,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     599,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             600,
+	"The latest %d attempts, oldest first":                                                                                                                 551,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             462,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 412,
+	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      470,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         246,
+	"The page cursor is invalid: go back to the first page.":                                                                                               702,
+	"The page size must be between 1 and %d.":                                                                                                              457,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  701,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 150,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            599,
-	"The revision must be a whole number, 1 or more.":                                                                                                      656,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    802,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           796,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        826,
-	"The version must be a whole number from 1.":                                                                                                           451,
-	"These revisions have the same contracts.":                                                                                                             263,
-	"These settings are kept in this browser only.":                                                                                                        700,
-	"They take every revision their consumer is granted.":                                                                                                  876,
-	"They take revision %d only.":                                                                                                                          878,
-	"They take revisions %s only.":                                                                                                                         880,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     695,
+	"The result did not match the revision's outputs contract.":                                                                                            602,
+	"The revision must be a whole number, 1 or more.":                                                                                                      659,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    805,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           799,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        829,
+	"The version must be a whole number from 1.":                                                                                                           454,
+	"These revisions have the same contracts.":                                                                                                             266,
+	"These settings are kept in this browser only.":                                                                                                        703,
+	"They take every revision their consumer is granted.":                                                                                                  879,
+	"They take revision %d only.":                                                                                                                          881,
+	"They take revisions %s only.":                                                                                                                         883,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     698,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             123,
-	"This contract has no inputs.":                                                                                                                         572,
-	"This contract has no outputs.":                                                                                                                        575,
+	"This contract has no inputs.":                                                                                                                         575,
+	"This contract has no outputs.":                                                                                                                        578,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
-	"This form could not be read: nothing was done. Send it again.":                                                                                        210,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   209,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         207,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         204,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  785,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        213,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   212,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         210,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         207,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  788,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 331,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 334,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 426,
-	"This instance has not reached a task yet.":                   417,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 429,
+	"This instance has not reached a task yet.":                   420,
 	"This instance is %s, not held: there is nothing to abandon.": 44,
 	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 329,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 332,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 427,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 428,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 430,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 431,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  202,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            825,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           824,
-	"This page does not accept that request.": 784,
-	"This page reloads every %d seconds.":     189,
-	"This process takes no inputs.":           424,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 773,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  205,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            828,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           827,
+	"This page does not accept that request.": 787,
+	"This page reloads every %d seconds.":     192,
+	"This process takes no inputs.":           427,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 776,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 805,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 744,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            745,
-	"Times in %s · no auto-reload":    186,
-	"Times in %s · reload every %d s": 185,
-	"Times in %s · reloading paused":  184,
-	"To revision":                     257,
-	"Token":                           801,
-	"Tokens":                          178,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 803,
-	"Totals of all definitions, not narrowed by the other filters":         676,
-	"Totals of definition %s, not narrowed by the other filters":           675,
-	"Type": 236,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 787,
-	"URL":                              315,
-	"UTC (coordinated universal time)": 707,
+	"This token is unknown, revoked or expired.": 808,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 747,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            748,
+	"Times in %s · no auto-reload":    189,
+	"Times in %s · reload every %d s": 188,
+	"Times in %s · reloading paused":  187,
+	"To revision":                     260,
+	"Token":                           804,
+	"Tokens":                          181,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 806,
+	"Totals of all definitions, not narrowed by the other filters":         679,
+	"Totals of definition %s, not narrowed by the other filters":           678,
+	"Type": 239,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 790,
+	"URL":                              318,
+	"UTC (coordinated universal time)": 710,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                113,
 	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 696,
-	"Unknown parameter “%s”.":                      697,
-	"Unknown status “%s” (did you mean “%s”?).":    469,
-	"Unknown status “%s”.":                         471,
-	"Unknown value of the next attempt filter.":    655,
-	"Value":                        421,
+	"Unknown parameter “%s” (did you mean “%s”?).": 699,
+	"Unknown parameter “%s”.":                      700,
+	"Unknown status “%s” (did you mean “%s”?).":    472,
+	"Unknown status “%s”.":                         474,
+	"Unknown value of the next attempt filter.":    658,
+	"Value":                        424,
 	"Version":                      96,
-	"Versions, newest first":       718,
-	"Waiting a retry":              350,
-	"Waiting a retry (due later)":  672,
+	"Versions, newest first":       721,
+	"Waiting a retry":              353,
+	"Waiting a retry (due later)":  675,
 	"Waiting a retry at a node of": 101,
-	"Waiting for Relais to call the destination since %s (%s).": 616,
-	"Waiting for a worker since %s (%s).":                       617,
-	"When":                                                      129,
-	"Who":                                                       130,
-	"Whole message":                                             539,
-	"Why (recorded with the reveal)":                            578,
-	"Worker":                                                    848,
-	"Worker id":                                                 530,
-	"Workers":                                                   175,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        846,
+	"Waiting for Relais to call the destination since %s (%s).": 619,
+	"Waiting for a worker since %s (%s).":                       620,
+	"When":                                                      130,
+	"Who":                                                       131,
+	"Whole message":                                             542,
+	"Why (recorded with the reveal)":                            581,
+	"Worker":                                                    851,
+	"Worker id":                                                 533,
+	"Workers":                                                   178,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        849,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 847,
-	"Workers serving %s":                   855,
+	"Workers seen within three heartbeats": 850,
+	"Workers serving %s":                   858,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        242,
-	"You are signed out.": 795,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              192,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 797,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          798,
-	"[redacted]":                          650,
-	"a token’s name, exact":               141,
+	"Working copy":        245,
+	"You are signed out.": 798,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              195,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 800,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          801,
+	"[redacted]":                          653,
+	"a token’s name, exact":               142,
 	"abandon":                             4,
-	"active":                              225,
-	"administrator":                       500,
-	"after %s’s retry at %s":              550,
-	"an incident: retry, abandon or stop": 335,
-	"answer too large":                    648,
-	"any":                                 456,
-	"any other code → %s":                 758,
-	"any other error":                     333,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 678,
-	"at least %d characters":                   830,
-	"at least %d items":                        837,
-	"at most %d":                               566,
-	"at most %d characters":                    831,
-	"at most %d items":                         838,
-	"at most %d since the last operator retry": 567,
-	"available":                                472,
-	"boolean":                                  487,
-	"call in progress since":                   684,
-	"cancelled":                                477,
-	"choice":                                   490,
-	"claimable since":                          683,
-	"claimable since %s":                       357,
-	"classification changed":                   511,
-	"completed":                                475,
-	"constraint changed":                       512,
-	"consumer":                                 503,
-	"consumer #%s":                             632,
-	"date":                                     488,
-	"date and time":                            489,
-	"deadline %s":                              762,
-	"deferred":                                 474,
-	"deferred since":                           686,
-	"deleted":                                  137,
-	"designer":                                 502,
-	"disconnected":                             483,
-	"each item of %s":                          828,
-	"end (completes)":                          751,
-	"end (fails)":                              752,
-	"end: completes the instance":              336,
-	"end: fails the instance":                  337,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         442,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 443,
+	"active":                              228,
+	"administrator":                       503,
+	"after %s’s retry at %s":              553,
+	"an incident: retry, abandon or stop": 338,
+	"answer too large":                    651,
+	"any":                                 459,
+	"any other code → %s":                 761,
+	"any other error":                     336,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 681,
+	"at least %d characters":                   833,
+	"at least %d items":                        840,
+	"at most %d":                               569,
+	"at most %d characters":                    834,
+	"at most %d items":                         841,
+	"at most %d since the last operator retry": 570,
+	"available":                                475,
+	"boolean":                                  490,
+	"call in progress since":                   687,
+	"cancelled":                                480,
+	"choice":                                   493,
+	"claimable since":                          686,
+	"claimable since %s":                       360,
+	"classification changed":                   514,
+	"completed":                                478,
+	"constraint changed":                       515,
+	"consumer":                                 506,
+	"consumer #%s":                             635,
+	"date":                                     491,
+	"date and time":                            492,
+	"deadline %s":                              765,
+	"deferred":                                 477,
+	"deferred since":                           689,
+	"deleted":                                  138,
+	"designer":                                 505,
+	"disconnected":                             486,
+	"each item of %s":                          831,
+	"end (completes)":                          754,
+	"end (fails)":                              755,
+	"end: completes the instance":              339,
+	"end: fails the instance":                  340,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         445,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 446,
 	"erase":                                  6,
-	"every revision its consumer is granted": 862,
-	"every revision its consumer is granted: %s":   858,
-	"exact, case-sensitive":                        457,
-	"exact; instances deleted since are not found": 142,
-	"expired":                             480,
-	"failed":                              476,
-	"fails the instance":                  759,
-	"field added":                         506,
-	"field removed":                       507,
-	"format":                              517,
-	"format %s":                           833,
-	"from":                                143,
-	"given (not kept)":                    156,
-	"held":                                479,
-	"held for an operator":                334,
-	"held, then abandoned by an operator": 448,
-	"held, then stopped by an operator":   447,
-	"hidden (secret)":                     497,
-	"hidden (sensitive)":                  496,
-	"hold (an incident for an operator)":  757,
-	"id or business key":                  172,
-	"in %s":                               380,
-	"in progress":                         538,
-	"instance held here":                  674,
-	"instance id":                         662,
-	"instances held":                      767,
-	"instances held: %s":                  768,
-	"integer":                             485,
-	"its name, exactly":                   661,
-	"just now":                            382,
-	"list":                                492,
-	"lock until":                          685,
-	"long polling":                        860,
-	"long wait":                           358,
-	"masked value":                        314,
-	"maximum":                             519,
-	"maximum %s":                          835,
-	"maximum items":                       521,
-	"maximum length":                      515,
-	"minimum":                             518,
-	"minimum %s":                          834,
-	"minimum items":                       520,
-	"minimum length":                      514,
-	"never":                               814,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 440,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       439,
-	"next attempt":                 682,
-	"next attempt %s":              356,
-	"no":                           505,
-	"no answer within the timeout": 646,
-	"no connection":                647,
-	"no grant: it takes nothing":   227,
-	"no header":                    319,
-	"no process version":           300,
-	"no worker":                    359,
-	"no worker takes revision %d":  864,
-	"no worker takes revisions %s": 865,
-	"no: the latest is version %d": 739,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 589,
-	"none": 297,
-	"none (revealed before reasons were asked for)": 782,
+	"every revision its consumer is granted": 865,
+	"every revision its consumer is granted: %s":   861,
+	"exact, case-sensitive":                        460,
+	"exact; instances deleted since are not found": 143,
+	"expired":                             483,
+	"failed":                              479,
+	"fails the instance":                  762,
+	"field added":                         509,
+	"field removed":                       510,
+	"format":                              520,
+	"format %s":                           836,
+	"from":                                144,
+	"given (not kept)":                    157,
+	"held":                                482,
+	"held for an operator":                337,
+	"held, then abandoned by an operator": 451,
+	"held, then stopped by an operator":   450,
+	"hidden (secret)":                     500,
+	"hidden (sensitive)":                  499,
+	"hold (an incident for an operator)":  760,
+	"id or business key":                  175,
+	"in %s":                               383,
+	"in progress":                         541,
+	"instance held here":                  677,
+	"instance id":                         665,
+	"instances held":                      770,
+	"instances held: %s":                  771,
+	"integer":                             488,
+	"its name, exactly":                   664,
+	"just now":                            385,
+	"list":                                495,
+	"lock until":                          688,
+	"long polling":                        863,
+	"long wait":                           361,
+	"masked value":                        317,
+	"maximum":                             522,
+	"maximum %s":                          838,
+	"maximum items":                       524,
+	"maximum length":                      518,
+	"minimum":                             521,
+	"minimum %s":                          837,
+	"minimum items":                       523,
+	"minimum length":                      517,
+	"never":                               817,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 443,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       442,
+	"next attempt":                 685,
+	"next attempt %s":              359,
+	"no":                           508,
+	"no answer within the timeout": 649,
+	"no connection":                650,
+	"no grant: it takes nothing":   230,
+	"no header":                    322,
+	"no process version":           303,
+	"no worker":                    362,
+	"no worker takes revision %d":  867,
+	"no worker takes revisions %s": 868,
+	"no: the latest is version %d": 742,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 592,
+	"none":                  300,
+	"none (every instance)": 161,
+	"none (revealed before reasons were asked for)": 785,
 	"none given": 105,
-	"none yet":   307,
-	"none: a failed call takes the node’s error path": 556,
-	"normal":       493,
-	"not provided": 840,
-	"not set":      298,
-	"not yet":      815,
-	"null":         844,
-	"number":       486,
-	"object":       491,
-	"older versions, from version %d (each links the one before)": 721,
-	"on error":                           332,
-	"one attempt, no retry, priority %d": 761,
-	"one of: %s":                         836,
-	"operator":                           501,
-	"optional %s field of type %s":       294,
-	"optional field of type %s":          296,
-	"optional → required":                287,
-	"pattern":                            516,
-	"pattern %s":                         832,
-	"pull":                               749,
-	"pull %s":                            339,
-	"pull (a worker fetches it)":         498,
-	"push %s":                            338,
-	"push (Relais calls the service)":    499,
-	"push to %s":                         750,
-	"rejected":                           481,
-	"released":                           482,
-	"required %s field of type %s":       293,
-	"required changed":                   509,
-	"required field of type %s":          295,
-	"required → optional":                288,
-	"reserved":                           473,
+	"none yet":   310,
+	"none: a failed call takes the node’s error path": 559,
+	"normal":       496,
+	"not provided": 843,
+	"not set":      301,
+	"not yet":      818,
+	"null":         847,
+	"number":       489,
+	"object":       494,
+	"older versions, from version %d (each links the one before)": 724,
+	"on error":                           335,
+	"one attempt, no retry, priority %d": 764,
+	"one of: %s":                         839,
+	"operator":                           504,
+	"optional %s field of type %s":       297,
+	"optional field of type %s":          299,
+	"optional → required":                290,
+	"pattern":                            519,
+	"pattern %s":                         835,
+	"pull":                               752,
+	"pull %s":                            342,
+	"pull (a worker fetches it)":         501,
+	"push %s":                            341,
+	"push (Relais calls the service)":    502,
+	"push to %s":                         753,
+	"rejected":                           484,
+	"released":                           485,
+	"required %s field of type %s":       296,
+	"required changed":                   512,
+	"required field of type %s":          298,
+	"required → optional":                291,
+	"reserved":                           476,
 	"retry":                              3,
-	"retry now":                          154,
-	"retry now (attempts unchanged)":     136,
-	"revision %d":                        679,
-	"revisions %s":                       863,
-	"revoked":                            226,
-	"routing changed":                    513,
-	"routing output":                     827,
-	"routing output %s → %s":             286,
-	"running":                            478,
-	"secret":                             495,
-	"sensitive":                          494,
-	"settled":                            681,
+	"retry now":                          155,
+	"retry now (attempts unchanged)":     137,
+	"revision %d":                        682,
+	"revisions %s":                       866,
+	"revoked":                            229,
+	"routing changed":                    516,
+	"routing output":                     830,
+	"routing output %s → %s":             289,
+	"running":                            481,
+	"secret":                             498,
+	"sensitive":                          497,
+	"settled":                            684,
 	"stop":                               5,
-	"stream":                             859,
-	"text":                               484,
-	"the contracts are the same (the name or a description changed).": 279,
-	"the soonest due %s":       355,
-	"this session":             818,
-	"timeout %s":               764,
-	"timeout %s (the default)": 765,
-	"to":                       144,
-	"type changed":             508,
-	"unexpected value":         845,
-	"unknown":                  649,
-	"values added: %s":         289,
-	"values changed":           510,
-	"values removed: %s":       290,
-	"values reordered":         291,
-	"version %d":               720,
-	"version %d →":             741,
-	"waiting":                  644,
-	"yes":                      504,
-	"yes: a start that names no version runs this one":                                                                      738,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 200,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     470,
-	"← version %d": 740,
-	"→ %s":         756,
+	"stream":                             862,
+	"text":                               487,
+	"the contracts are the same (the name or a description changed).": 282,
+	"the soonest due %s":       358,
+	"this session":             821,
+	"timeout %s":               767,
+	"timeout %s (the default)": 768,
+	"to":                       145,
+	"type changed":             511,
+	"unexpected value":         848,
+	"unknown":                  652,
+	"values added: %s":         292,
+	"values changed":           513,
+	"values removed: %s":       293,
+	"values reordered":         294,
+	"version %d":               723,
+	"version %d →":             744,
+	"waiting":                  647,
+	"yes":                      507,
+	"yes: a start that names no version runs this one":                                                                      741,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 203,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     473,
+	"← version %d": 743,
+	"→ %s":         759,
 }
 
-var enIndex = []uint32{ // 882 elements
+var enIndex = []uint32{ // 885 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -958,223 +961,224 @@ var enIndex = []uint32{ // 882 elements
 	0x00002317, 0x00002331, 0x00002343, 0x00002364,
 	0x0000237e, 0x000023a2, 0x000023c6, 0x000023ed,
 	0x0000245d, 0x00002485, 0x000024c0, 0x00002565,
-	0x000025de, 0x00002633, 0x000026c9, 0x00002734,
+	0x000025de, 0x00002633, 0x000026c9, 0x0000279d,
 	// Entry 80 - 9F
-	0x0000280d, 0x00002829, 0x0000282e, 0x00002832,
-	0x00002839, 0x00002840, 0x00002851, 0x0000286a,
-	0x00002876, 0x00002895, 0x0000289d, 0x000028a7,
-	0x0000298f, 0x00002997, 0x000029af, 0x000029dc,
-	0x000029e1, 0x000029e4, 0x000029f2, 0x00002a00,
-	0x00002a1c, 0x00002a28, 0x00002abd, 0x00002ae6,
-	0x00002b05, 0x00002b5d, 0x00002c35, 0x00002c3f,
-	0x00002c4e, 0x00002c5f, 0x00002c6e, 0x00002c7b,
+	0x00002876, 0x00002925, 0x00002941, 0x00002946,
+	0x0000294a, 0x00002951, 0x00002958, 0x00002969,
+	0x00002982, 0x0000298e, 0x000029ad, 0x000029b5,
+	0x000029bf, 0x00002aa7, 0x00002aaf, 0x00002ac7,
+	0x00002af4, 0x00002af9, 0x00002afc, 0x00002b0a,
+	0x00002b18, 0x00002b34, 0x00002b40, 0x00002bd5,
+	0x00002bfe, 0x00002c1d, 0x00002c75, 0x00002d4d,
+	0x00002d57, 0x00002d66, 0x00002d77, 0x00002d85,
 	// Entry A0 - BF
-	0x00002d0e, 0x00002dc3, 0x00002e57, 0x00002ed6,
-	0x00002eec, 0x00002efb, 0x00002f04, 0x00002f14,
-	0x00002f24, 0x00002f2b, 0x00002f3a, 0x00002f44,
-	0x00002f63, 0x00002f76, 0x00002f7b, 0x00002f87,
-	0x00002f8f, 0x00002f99, 0x00002fa6, 0x00002fad,
-	0x00002fb5, 0x00002fd0, 0x00002fd9, 0x00002fea,
-	0x00003001, 0x00003024, 0x0000304b, 0x0000306c,
-	0x0000307d, 0x00003084, 0x000030ab, 0x000030bb,
+	0x00002d94, 0x00002da1, 0x00002db7, 0x00002e4a,
+	0x00002eff, 0x00002f93, 0x00003012, 0x00003028,
+	0x00003037, 0x00003040, 0x00003050, 0x00003060,
+	0x00003067, 0x00003076, 0x00003080, 0x0000309f,
+	0x000030b2, 0x000030b7, 0x000030c3, 0x000030cb,
+	0x000030d5, 0x000030e2, 0x000030e9, 0x000030f1,
+	0x0000310c, 0x00003115, 0x00003126, 0x0000313d,
+	0x00003160, 0x00003187, 0x000031a8, 0x000031b9,
 	// Entry C0 - DF
-	0x000030c7, 0x00003145, 0x00003155, 0x000031bd,
-	0x000031d4, 0x000031e4, 0x000031f8, 0x00003235,
-	0x0000334e, 0x000033cb, 0x000033d5, 0x00003490,
-	0x0000349d, 0x0000351a, 0x0000352b, 0x0000353a,
-	0x0000359a, 0x000035ac, 0x000035ef, 0x0000362d,
-	0x00003645, 0x0000368b, 0x000036a0, 0x0000370f,
-	0x00003720, 0x00003733, 0x000037f8, 0x00003810,
-	0x00003813, 0x00003818, 0x0000381f, 0x0000382a,
+	0x000031c0, 0x000031e7, 0x000031f7, 0x00003203,
+	0x00003281, 0x00003291, 0x000032f9, 0x00003310,
+	0x00003320, 0x00003334, 0x00003371, 0x0000348a,
+	0x00003507, 0x00003511, 0x000035cc, 0x000035d9,
+	0x00003656, 0x00003667, 0x00003676, 0x000036d6,
+	0x000036e8, 0x0000372b, 0x00003769, 0x00003781,
+	0x000037c7, 0x000037dc, 0x0000384b, 0x0000385c,
+	0x0000386f, 0x00003934, 0x0000394c, 0x0000394f,
 	// Entry E0 - FF
-	0x00003830, 0x00003836, 0x0000383d, 0x00003845,
-	0x00003860, 0x0000386d, 0x0000387b, 0x000038a5,
-	0x000038bb, 0x000038d2, 0x00003918, 0x0000393a,
-	0x00003940, 0x00003945, 0x0000394e, 0x0000395d,
-	0x00003969, 0x00003975, 0x00003986, 0x00003993,
-	0x000039f0, 0x000039ff, 0x00003a0a, 0x00003a14,
-	0x00003a52, 0x00003a5b, 0x00003a6b, 0x00003a73,
-	0x00003a7c, 0x00003a82, 0x00003a8c, 0x00003a9e,
+	0x00003954, 0x0000395b, 0x00003966, 0x0000396c,
+	0x00003972, 0x00003979, 0x00003981, 0x0000399c,
+	0x000039a9, 0x000039b7, 0x000039e1, 0x000039f7,
+	0x00003a0e, 0x00003a54, 0x00003a76, 0x00003a7c,
+	0x00003a81, 0x00003a8a, 0x00003a99, 0x00003aa5,
+	0x00003ab1, 0x00003ac2, 0x00003acf, 0x00003b2c,
+	0x00003b3b, 0x00003b46, 0x00003b50, 0x00003b8e,
+	0x00003b97, 0x00003ba7, 0x00003baf, 0x00003bb8,
 	// Entry 100 - 11F
-	0x00003ae6, 0x00003af4, 0x00003b00, 0x00003b08,
-	0x00003b0f, 0x00003b16, 0x00003b27, 0x00003b36,
-	0x00003b5f, 0x00003b66, 0x00003b71, 0x00003b8c,
-	0x00003b94, 0x00003ba0, 0x00003bbc, 0x00003bd3,
-	0x00003bf5, 0x00003c04, 0x00003c10, 0x00003c17,
-	0x00003c30, 0x00003c4a, 0x00003cf3, 0x00003d09,
-	0x00003d49, 0x00003d7a, 0x00003da4, 0x00003dcb,
-	0x00003e42, 0x00003e66, 0x00003e8d, 0x00003eac,
+	0x00003bbe, 0x00003bc8, 0x00003bda, 0x00003c22,
+	0x00003c30, 0x00003c3c, 0x00003c44, 0x00003c4b,
+	0x00003c52, 0x00003c63, 0x00003c72, 0x00003c9b,
+	0x00003ca2, 0x00003cad, 0x00003cc8, 0x00003cd0,
+	0x00003cdc, 0x00003cf8, 0x00003d0f, 0x00003d31,
+	0x00003d40, 0x00003d4c, 0x00003d53, 0x00003d6c,
+	0x00003d86, 0x00003e2f, 0x00003e45, 0x00003e85,
+	0x00003eb6, 0x00003ee0, 0x00003f07, 0x00003f7e,
 	// Entry 120 - 13F
-	0x00003ec2, 0x00003ed8, 0x00003eec, 0x00003f02,
-	0x00003f13, 0x00003f2a, 0x00003f4d, 0x00003f70,
-	0x00003f8d, 0x00003faa, 0x00003faf, 0x00003fb7,
-	0x00003fc1, 0x00003fd4, 0x00003fe8, 0x00003ffd,
-	0x00004049, 0x0000405c, 0x00004060, 0x00004070,
-	0x00004079, 0x0000408c, 0x000040b2, 0x000040c6,
-	0x000040dc, 0x000041f2, 0x00004207, 0x00004214,
-	0x00004218, 0x00004225, 0x00004235, 0x00004242,
+	0x00003fa2, 0x00003fc9, 0x00003fe8, 0x00003ffe,
+	0x00004014, 0x00004028, 0x0000403e, 0x0000404f,
+	0x00004066, 0x00004089, 0x000040ac, 0x000040c9,
+	0x000040e6, 0x000040eb, 0x000040f3, 0x000040fd,
+	0x00004110, 0x00004124, 0x00004139, 0x00004185,
+	0x00004198, 0x0000419c, 0x000041ac, 0x000041b5,
+	0x000041c8, 0x000041ee, 0x00004202, 0x00004218,
+	0x0000432e, 0x00004343, 0x00004350, 0x00004354,
 	// Entry 140 - 15F
-	0x0000424c, 0x00004252, 0x0000425c, 0x0000427c,
-	0x0000428e, 0x00004342, 0x0000435f, 0x000043cd,
-	0x0000448d, 0x000044a0, 0x000044ed, 0x00004551,
-	0x000045b5, 0x000045be, 0x000045ce, 0x000045e3,
-	0x00004607, 0x00004623, 0x0000463b, 0x00004646,
-	0x00004651, 0x00004665, 0x00004785, 0x000047d5,
-	0x000047f9, 0x00004824, 0x0000482f, 0x00004834,
-	0x00004843, 0x0000484a, 0x00004861, 0x00004871,
+	0x00004361, 0x00004371, 0x0000437e, 0x00004388,
+	0x0000438e, 0x00004398, 0x000043b8, 0x000043ca,
+	0x0000447e, 0x0000449b, 0x00004509, 0x000045c9,
+	0x000045dc, 0x00004629, 0x0000468d, 0x000046f1,
+	0x000046fa, 0x0000470a, 0x0000471f, 0x00004743,
+	0x0000475f, 0x00004777, 0x00004782, 0x0000478d,
+	0x000047a1, 0x000048c1, 0x00004911, 0x00004935,
+	0x00004960, 0x0000496b, 0x00004970, 0x0000497f,
 	// Entry 160 - 17F
-	0x00004886, 0x00004898, 0x000048bb, 0x00004908,
-	0x0000491e, 0x00004931, 0x00004947, 0x00004951,
-	0x0000495b, 0x00004970, 0x00004998, 0x000049a8,
-	0x000049e1, 0x00004a35, 0x00004a3f, 0x00004a55,
-	0x00004a8e, 0x00004a93, 0x00004aa1, 0x00004aca,
-	0x00004aed, 0x00004b40, 0x00004b80, 0x00004c01,
-	0x00004c68, 0x00004c75, 0x00004c95, 0x00004ca1,
-	0x00004cba, 0x00004cc3, 0x00004ccd, 0x00004cd6,
+	0x00004986, 0x0000499d, 0x000049ad, 0x000049c2,
+	0x000049d4, 0x000049f7, 0x00004a44, 0x00004a5a,
+	0x00004a6d, 0x00004a83, 0x00004a8d, 0x00004a97,
+	0x00004aac, 0x00004ad4, 0x00004ae4, 0x00004b1d,
+	0x00004b71, 0x00004b7b, 0x00004b91, 0x00004bca,
+	0x00004bcf, 0x00004bdd, 0x00004c06, 0x00004c29,
+	0x00004c7c, 0x00004cbc, 0x00004d3d, 0x00004da4,
+	0x00004db1, 0x00004dd1, 0x00004ddd, 0x00004df6,
 	// Entry 180 - 19F
-	0x00004cde, 0x00004ce8, 0x00004cf0, 0x00004cf8,
-	0x00004cfc, 0x00004d00, 0x00004d04, 0x00004d08,
-	0x00004d0c, 0x00004d10, 0x00004d14, 0x00004d18,
-	0x00004d1c, 0x00004d20, 0x00004d24, 0x00004d28,
-	0x00004d32, 0x00004d50, 0x00004d70, 0x00004d94,
-	0x00004db8, 0x00004dc1, 0x00004dd8, 0x00004de0,
-	0x00004df1, 0x00004df6, 0x00004e3b, 0x00004e53,
-	0x00004e58, 0x00004e63, 0x00004e69, 0x00004e73,
+	0x00004dff, 0x00004e09, 0x00004e12, 0x00004e1a,
+	0x00004e24, 0x00004e2c, 0x00004e34, 0x00004e38,
+	0x00004e3c, 0x00004e40, 0x00004e44, 0x00004e48,
+	0x00004e4c, 0x00004e50, 0x00004e54, 0x00004e58,
+	0x00004e5c, 0x00004e60, 0x00004e64, 0x00004e6e,
+	0x00004e8c, 0x00004eac, 0x00004ed0, 0x00004ef4,
+	0x00004efd, 0x00004f14, 0x00004f1c, 0x00004f2d,
+	0x00004f32, 0x00004f77, 0x00004f8f, 0x00004f94,
 	// Entry 1A0 - 1BF
-	0x00004e7b, 0x00004e83, 0x00004ead, 0x00004ec7,
-	0x00004eef, 0x00004f1f, 0x00004f25, 0x00004f34,
-	0x00004f87, 0x00004fa5, 0x00004fbc, 0x0000506c,
-	0x0000518e, 0x0000524d, 0x0000535e, 0x000053b5,
-	0x000053df, 0x0000540b, 0x00005435, 0x0000543d,
-	0x00005443, 0x00005450, 0x00005462, 0x0000546b,
-	0x000054ad, 0x000054f7, 0x0000550c, 0x0000553e,
-	0x0000558a, 0x00005593, 0x000055a5, 0x000055b4,
+	0x00004f9f, 0x00004fa5, 0x00004faf, 0x00004fb7,
+	0x00004fbf, 0x00004fe9, 0x00005003, 0x0000502b,
+	0x0000505b, 0x00005061, 0x00005070, 0x000050c3,
+	0x000050e1, 0x000050f8, 0x000051a8, 0x000052ca,
+	0x00005389, 0x0000549a, 0x000054f1, 0x0000551b,
+	0x00005547, 0x00005571, 0x00005579, 0x0000557f,
+	0x0000558c, 0x0000559e, 0x000055a7, 0x000055e9,
+	0x00005633, 0x00005648, 0x0000567a, 0x000056c6,
 	// Entry 1C0 - 1DF
-	0x000055d6, 0x000055fa, 0x00005648, 0x00005752,
-	0x0000577d, 0x000057b1, 0x000057bf, 0x000057ea,
-	0x000057fc, 0x00005800, 0x00005816, 0x00005840,
-	0x00005889, 0x000058a9, 0x000058b2, 0x000058c4,
-	0x000058e7, 0x00005982, 0x00005990, 0x0000599f,
-	0x000059f2, 0x000059ff, 0x00005a37, 0x00005aa0,
-	0x00005abc, 0x00005ac6, 0x00005acf, 0x00005ad8,
-	0x00005ae2, 0x00005ae9, 0x00005af3, 0x00005afb,
+	0x000056cf, 0x000056e1, 0x000056f0, 0x00005712,
+	0x00005736, 0x00005784, 0x0000588e, 0x000058b9,
+	0x000058ed, 0x000058fb, 0x00005926, 0x00005938,
+	0x0000593c, 0x00005952, 0x0000597c, 0x000059c5,
+	0x000059e5, 0x000059ee, 0x00005a00, 0x00005a23,
+	0x00005abe, 0x00005acc, 0x00005adb, 0x00005b2e,
+	0x00005b3b, 0x00005b73, 0x00005bdc, 0x00005bf8,
+	0x00005c02, 0x00005c0b, 0x00005c14, 0x00005c1e,
 	// Entry 1E0 - 1FF
-	0x00005b00, 0x00005b08, 0x00005b11, 0x00005b1a,
-	0x00005b27, 0x00005b2c, 0x00005b34, 0x00005b3b,
-	0x00005b43, 0x00005b48, 0x00005b56, 0x00005b5d,
-	0x00005b64, 0x00005b69, 0x00005b70, 0x00005b7a,
-	0x00005b81, 0x00005b94, 0x00005ba4, 0x00005bbf,
-	0x00005bdf, 0x00005bed, 0x00005bf6, 0x00005bff,
-	0x00005c08, 0x00005c0c, 0x00005c0f, 0x00005c1b,
-	0x00005c29, 0x00005c36, 0x00005c47, 0x00005c56,
+	0x00005c25, 0x00005c2f, 0x00005c37, 0x00005c3c,
+	0x00005c44, 0x00005c4d, 0x00005c56, 0x00005c63,
+	0x00005c68, 0x00005c70, 0x00005c77, 0x00005c7f,
+	0x00005c84, 0x00005c92, 0x00005c99, 0x00005ca0,
+	0x00005ca5, 0x00005cac, 0x00005cb6, 0x00005cbd,
+	0x00005cd0, 0x00005ce0, 0x00005cfb, 0x00005d1b,
+	0x00005d29, 0x00005d32, 0x00005d3b, 0x00005d44,
+	0x00005d48, 0x00005d4b, 0x00005d57, 0x00005d65,
 	// Entry 200 - 21F
-	0x00005c6d, 0x00005c80, 0x00005c90, 0x00005c9f,
-	0x00005cae, 0x00005cb6, 0x00005cbd, 0x00005cc5,
-	0x00005ccd, 0x00005cdb, 0x00005ce9, 0x00005cff,
-	0x00005d14, 0x00005d25, 0x00005d2b, 0x00005d32,
-	0x00005d3b, 0x00005d57, 0x00005d60, 0x00005d6a,
-	0x00005d73, 0x00005d7c, 0x00005d85, 0x00005d9c,
-	0x00005da4, 0x00005db2, 0x00005dde, 0x00005dea,
-	0x00005df8, 0x00005e3e, 0x00005e4a, 0x00005e52,
+	0x00005d72, 0x00005d83, 0x00005d92, 0x00005da9,
+	0x00005dbc, 0x00005dcc, 0x00005ddb, 0x00005dea,
+	0x00005df2, 0x00005df9, 0x00005e01, 0x00005e09,
+	0x00005e17, 0x00005e25, 0x00005e3b, 0x00005e50,
+	0x00005e61, 0x00005e67, 0x00005e6e, 0x00005e77,
+	0x00005e93, 0x00005e9c, 0x00005ea6, 0x00005eaf,
+	0x00005eb8, 0x00005ec1, 0x00005ed8, 0x00005ee0,
+	0x00005eee, 0x00005f1a, 0x00005f26, 0x00005f34,
 	// Entry 220 - 23F
-	0x00005e7d, 0x00005ec8, 0x00005f8a, 0x00005f8e,
-	0x00005fb4, 0x00005fdc, 0x0000603f, 0x0000605e,
-	0x00006063, 0x0000607e, 0x0000608f, 0x0000609b,
-	0x000060a3, 0x000060d5, 0x000060de, 0x000060e7,
-	0x00006103, 0x00006164, 0x00006171, 0x000061a8,
-	0x000061d7, 0x00006227, 0x00006262, 0x00006270,
-	0x0000629c, 0x000062c2, 0x000062e3, 0x000062ee,
-	0x0000631c, 0x00006339, 0x00006368, 0x0000639a,
+	0x00005f7a, 0x00005f86, 0x00005f8e, 0x00005fb9,
+	0x00006004, 0x000060c6, 0x000060ca, 0x000060f0,
+	0x00006118, 0x0000617b, 0x0000619a, 0x0000619f,
+	0x000061ba, 0x000061cb, 0x000061d7, 0x000061df,
+	0x00006211, 0x0000621a, 0x00006223, 0x0000623f,
+	0x000062a0, 0x000062ad, 0x000062e4, 0x00006313,
+	0x00006363, 0x0000639e, 0x000063ac, 0x000063d8,
+	0x000063fe, 0x0000641f, 0x0000642a, 0x00006458,
 	// Entry 240 - 25F
-	0x000063b8, 0x000063ed, 0x00006409, 0x00006428,
-	0x00006483, 0x00006492, 0x0000649f, 0x000064ad,
-	0x000064ba, 0x000064c3, 0x000064de, 0x0000650e,
-	0x00006529, 0x00006533, 0x00006585, 0x00006645,
-	0x000066a1, 0x0000671f, 0x00006795, 0x00006868,
-	0x0000692b, 0x00006963, 0x000069c3, 0x00006a1a,
-	0x00006a54, 0x00006b61, 0x00006b81, 0x00006ba7,
-	0x00006bd1, 0x00006c42, 0x00006c7f, 0x00006ca3,
+	0x00006475, 0x000064a4, 0x000064d6, 0x000064f4,
+	0x00006529, 0x00006545, 0x00006564, 0x000065bf,
+	0x000065ce, 0x000065db, 0x000065e9, 0x000065f6,
+	0x000065ff, 0x0000661a, 0x0000664a, 0x00006665,
+	0x0000666f, 0x000066c1, 0x00006781, 0x000067dd,
+	0x0000685b, 0x000068d1, 0x000069a4, 0x00006a67,
+	0x00006a9f, 0x00006aff, 0x00006b56, 0x00006b90,
+	0x00006c9d, 0x00006cbd, 0x00006ce3, 0x00006d0d,
 	// Entry 260 - 27F
-	0x00006d47, 0x00006d6c, 0x00006d9b, 0x00006dfb,
-	0x00006e54, 0x00006eae, 0x00006ec8, 0x00006ee6,
-	0x00006f1a, 0x00006f5a, 0x00006f84, 0x00006f93,
-	0x0000705e, 0x0000708f, 0x000070be, 0x000070d1,
-	0x00007146, 0x00007159, 0x0000718d, 0x000071de,
-	0x00007212, 0x00007222, 0x00007269, 0x00007296,
-	0x000072a3, 0x000072b3, 0x000072e3, 0x0000731d,
-	0x00007340, 0x000073b7, 0x00007439, 0x000074be,
+	0x00006d7e, 0x00006dbb, 0x00006ddf, 0x00006e83,
+	0x00006ea8, 0x00006ed7, 0x00006f37, 0x00006f90,
+	0x00006fea, 0x00007004, 0x00007022, 0x00007056,
+	0x00007096, 0x000070c0, 0x000070cf, 0x0000719a,
+	0x000071cb, 0x000071fa, 0x0000720d, 0x00007282,
+	0x00007295, 0x000072c9, 0x0000731a, 0x0000734e,
+	0x0000735e, 0x000073a5, 0x000073d2, 0x000073df,
+	0x000073ef, 0x0000741f, 0x00007459, 0x0000747c,
 	// Entry 280 - 29F
-	0x000074cd, 0x0000751d, 0x0000757d, 0x000075e9,
-	0x00007660, 0x00007668, 0x00007680, 0x0000769d,
-	0x000076ab, 0x000076bc, 0x000076c4, 0x000076cf,
-	0x00007710, 0x00007748, 0x0000775c, 0x000077ae,
-	0x000077d8, 0x00007808, 0x00007843, 0x00007853,
-	0x00007892, 0x000078a3, 0x000078b5, 0x000078c1,
-	0x000078d2, 0x000078ec, 0x000078f4, 0x00007905,
-	0x0000790b, 0x0000791f, 0x00007937, 0x0000795c,
+	0x000074f3, 0x00007575, 0x000075fa, 0x00007609,
+	0x00007659, 0x000076b9, 0x00007725, 0x0000779c,
+	0x000077a4, 0x000077bc, 0x000077d9, 0x000077e7,
+	0x000077f8, 0x00007800, 0x0000780b, 0x0000784c,
+	0x00007884, 0x00007898, 0x000078ea, 0x00007914,
+	0x00007944, 0x0000797f, 0x0000798f, 0x000079ce,
+	0x000079df, 0x000079f1, 0x000079fd, 0x00007a0e,
+	0x00007a28, 0x00007a30, 0x00007a41, 0x00007a47,
 	// Entry 2A0 - 2BF
-	0x00007960, 0x0000797c, 0x0000798a, 0x0000799d,
-	0x000079db, 0x00007a18, 0x00007a44, 0x00007a9c,
-	0x00007aab, 0x00007abc, 0x00007ac4, 0x00007ad1,
-	0x00007ae1, 0x00007af8, 0x00007b03, 0x00007b12,
-	0x00007b18, 0x00007b26, 0x00007b30, 0x00007b3b,
-	0x00007b45, 0x00007b58, 0x00007b7d, 0x00007ba8,
-	0x00007c39, 0x00007c74, 0x00007c93, 0x00007cd1,
-	0x00007d08, 0x00007d36, 0x00007d44, 0x00007de3,
+	0x00007a5b, 0x00007a73, 0x00007a98, 0x00007a9c,
+	0x00007ab8, 0x00007ac6, 0x00007ad9, 0x00007b17,
+	0x00007b54, 0x00007b80, 0x00007bd8, 0x00007be7,
+	0x00007bf8, 0x00007c00, 0x00007c0d, 0x00007c1d,
+	0x00007c34, 0x00007c3f, 0x00007c4e, 0x00007c54,
+	0x00007c62, 0x00007c6c, 0x00007c77, 0x00007c81,
+	0x00007c94, 0x00007cb9, 0x00007ce4, 0x00007d75,
+	0x00007db0, 0x00007dcf, 0x00007e0d, 0x00007e44,
 	// Entry 2C0 - 2DF
-	0x00007e01, 0x00007f58, 0x00007f66, 0x00007f7a,
-	0x00007f9b, 0x00007faf, 0x00007fdf, 0x00007fe5,
-	0x00007ff9, 0x00008011, 0x00008024, 0x00008061,
-	0x000080d4, 0x00008121, 0x00008132, 0x00008149,
-	0x00008166, 0x00008174, 0x000081b3, 0x000081c1,
-	0x000081cc, 0x000081d2, 0x000082c4, 0x000082ca,
-	0x000082fc, 0x00008301, 0x00008311, 0x0000831c,
-	0x00008325, 0x00008335, 0x00008341, 0x00008375,
+	0x00007e72, 0x00007e80, 0x00007f1f, 0x00007f3d,
+	0x00008094, 0x000080a2, 0x000080b6, 0x000080d7,
+	0x000080eb, 0x0000811b, 0x00008121, 0x00008135,
+	0x0000814d, 0x00008160, 0x0000819d, 0x00008210,
+	0x0000825d, 0x0000826e, 0x00008285, 0x000082a2,
+	0x000082b0, 0x000082ef, 0x000082fd, 0x00008308,
+	0x0000830e, 0x00008400, 0x00008406, 0x00008438,
+	0x0000843d, 0x0000844d, 0x00008458, 0x00008461,
 	// Entry 2E0 - 2FF
-	0x000083a8, 0x000083c2, 0x000083c9, 0x000083fa,
-	0x0000841a, 0x0000842c, 0x0000843e, 0x000084e3,
-	0x000084f9, 0x0000857e, 0x000085f8, 0x00008607,
-	0x000086c1, 0x00008712, 0x00008717, 0x00008725,
-	0x00008735, 0x00008741, 0x00008751, 0x0000875f,
-	0x0000876f, 0x00008779, 0x0000879c, 0x000087b5,
-	0x000087c8, 0x00008834, 0x0000885a, 0x00008869,
-	0x000088bb, 0x000088c9, 0x000088e5, 0x00008933,
+	0x00008471, 0x0000847d, 0x000084b1, 0x000084e4,
+	0x000084fe, 0x00008505, 0x00008536, 0x00008556,
+	0x00008568, 0x0000857a, 0x0000861f, 0x00008635,
+	0x000086ba, 0x00008734, 0x00008743, 0x000087fd,
+	0x0000884e, 0x00008853, 0x00008861, 0x00008871,
+	0x0000887d, 0x0000888d, 0x0000889b, 0x000088ab,
+	0x000088b5, 0x000088d8, 0x000088f1, 0x00008904,
+	0x00008970, 0x00008996, 0x000089a5, 0x000089f7,
 	// Entry 300 - 31F
-	0x00008942, 0x00008958, 0x000089ac, 0x000089de,
-	0x00008a36, 0x00008a4c, 0x00008b1a, 0x00008b31,
-	0x00008b68, 0x00008b76, 0x00008bba, 0x00008bdf,
-	0x00008c56, 0x00008c6c, 0x00008c83, 0x00008cb1,
-	0x00008cc4, 0x00008cec, 0x00008d70, 0x00008d77,
-	0x00008ddf, 0x00008e09, 0x00008e39, 0x00008f8e,
-	0x000090c8, 0x00009168, 0x0000923f, 0x00009318,
-	0x0000932c, 0x00009387, 0x00009432, 0x000094b4,
+	0x00008a05, 0x00008a21, 0x00008a6f, 0x00008a7e,
+	0x00008a94, 0x00008ae8, 0x00008b1a, 0x00008b72,
+	0x00008b88, 0x00008c56, 0x00008c6d, 0x00008ca4,
+	0x00008cb2, 0x00008cf6, 0x00008d1b, 0x00008d92,
+	0x00008da8, 0x00008dbf, 0x00008ded, 0x00008e00,
+	0x00008e28, 0x00008eac, 0x00008eb3, 0x00008f1b,
+	0x00008f45, 0x00008f75, 0x000090ca, 0x00009204,
+	0x000092a4, 0x0000937b, 0x00009454, 0x00009468,
 	// Entry 320 - 33F
-	0x000094bc, 0x000094f7, 0x000094fd, 0x0000958f,
-	0x00009627, 0x00009653, 0x0000967e, 0x000096cc,
-	0x00009738, 0x000097df, 0x000097fa, 0x00009804,
-	0x00009809, 0x00009813, 0x0000981b, 0x00009821,
-	0x00009829, 0x00009837, 0x00009841, 0x0000984e,
-	0x00009861, 0x00009885, 0x00009905, 0x00009916,
-	0x0000991e, 0x00009993, 0x000099e7, 0x00009a2f,
-	0x00009a3e, 0x00009a51, 0x00009a5d, 0x00009a99,
+	0x000094c3, 0x0000956e, 0x000095f0, 0x000095f8,
+	0x00009633, 0x00009639, 0x000096cb, 0x00009763,
+	0x0000978f, 0x000097ba, 0x00009808, 0x00009874,
+	0x0000991b, 0x00009936, 0x00009940, 0x00009945,
+	0x0000994f, 0x00009957, 0x0000995d, 0x00009965,
+	0x00009973, 0x0000997d, 0x0000998a, 0x0000999d,
+	0x000099c1, 0x00009a41, 0x00009a52, 0x00009a5a,
+	0x00009acf, 0x00009b23, 0x00009b6b, 0x00009b7a,
 	// Entry 340 - 35F
-	0x00009ad3, 0x00009ae1, 0x00009aee, 0x00009afc,
-	0x00009b0a, 0x00009b18, 0x00009b4a, 0x00009b7a,
-	0x00009bd6, 0x00009be3, 0x00009c03, 0x00009c0e,
-	0x00009c28, 0x00009c2d, 0x00009c3e, 0x00009cc4,
-	0x00009ce9, 0x00009cf0, 0x00009cf9, 0x00009d0c,
-	0x00009d16, 0x00009d20, 0x00009d2a, 0x00009d42,
-	0x00009d58, 0x00009d64, 0x00009d86, 0x00009db4,
-	0x00009dbb, 0x00009dc8, 0x00009dd9, 0x00009e00,
+	0x00009b8d, 0x00009b99, 0x00009bd5, 0x00009c0f,
+	0x00009c1d, 0x00009c2a, 0x00009c38, 0x00009c46,
+	0x00009c54, 0x00009c86, 0x00009cb6, 0x00009d12,
+	0x00009d1f, 0x00009d3f, 0x00009d4a, 0x00009d64,
+	0x00009d69, 0x00009d7a, 0x00009e00, 0x00009e25,
+	0x00009e2c, 0x00009e35, 0x00009e48, 0x00009e52,
+	0x00009e5c, 0x00009e66, 0x00009e7e, 0x00009e94,
+	0x00009ea0, 0x00009ec2, 0x00009ef0, 0x00009ef7,
 	// Entry 360 - 37F
-	0x00009e10, 0x00009e2f, 0x00009e4f, 0x00009f27,
-	0x0000a008, 0x0000a05c, 0x0000a0ac, 0x0000a10c,
-	0x0000a15f, 0x0000a197, 0x0000a1cf, 0x0000a200,
-	0x0000a250, 0x0000a284, 0x0000a2a2, 0x0000a2c1,
-	0x0000a2e0, 0x0000a300,
-} // Size: 3552 bytes
+	0x00009f04, 0x00009f15, 0x00009f3c, 0x00009f4c,
+	0x00009f6b, 0x00009f8b, 0x0000a063, 0x0000a144,
+	0x0000a198, 0x0000a1e8, 0x0000a248, 0x0000a29b,
+	0x0000a2d3, 0x0000a30b, 0x0000a33c, 0x0000a38c,
+	0x0000a3c0, 0x0000a3de, 0x0000a3fd, 0x0000a41c,
+	0x0000a43c,
+} // Size: 3564 bytes
 
-const enData string = "" + // Size: 41728 bytes
+const enData string = "" + // Size: 42044 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1323,205 +1327,210 @@ const enData string = "" + // Size: 41728 bytes
 	"plied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02Retry brought forw" +
 	"ard for %[1]d instance: its workers take it now.\x00J\x02Retries brought" +
 	" forward for %[1]d instances: their workers take them now.\x14\x01\x81" +
-	"\x01\x00\x020\x02%[1]d more came due on its own since the count.\x002" +
-	"\x02%[1]d more came due on their own since the count.\x14\x01\x81\x01" +
-	"\x00\x02f\x02%[1]d skipped: it changed after the count (settled, acted o" +
-	"n by someone else, or its retry came due).\x00j\x02%[1]d skipped: they c" +
-	"hanged after the count (settled, acted on by someone else, or their retr" +
-	"y came due).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02" +
-	"Reason\x02Process instance\x02Occurrence offered again\x02Bulk action" +
-	"\x02retry now (attempts unchanged)\x02deleted\x02Audit log\x02Every retr" +
-	"y, abandon and stop an operator applied, and every erasure an administra" +
-	"tor made, with its reason. Reveals of sensitive values have their own lo" +
-	"g, which administrators read on the Reveals page (GET /api/v1/audit/reve" +
-	"als).\x02Filters\x02a token’s name, exact\x02exact; instances deleted si" +
-	"nce are not found\x02from\x02to\x02Apply filters\x02Clear filters\x02No " +
-	"operator action matches.\x02All actions\x02The process instance must be " +
-	"a whole instance id (a UUID): the lists show the end of each id; open th" +
-	"e instance, or copy its link, for the whole id.\x02The bulk action must " +
-	"be its id (a UUID).\x02Operator actions, newest first\x02No bulk action " +
-	"has the id %[1]s: check the link, or open the action from the audit log." +
-	"\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]" +
-	"s changed. While it runs, each reload shows how far it got.\x00h\x02Show" +
-	"ing the %[1]d instances bulk action %[2]s changed. While it runs, each r" +
-	"eload shows how far it got.\x02retry now\x02Filter: %[1]s.\x02given (not" +
-	" kept)\x02Created before\x02%[1]s: %[2]s\x02Bulk %[1]s by %[2]s, started" +
-	" %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (" +
-	"they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, s" +
-	"tarted %[3]s, was stopped by an error after %[4]d of the %[5]d instances" +
-	" counted (%[6]d skipped). What it applied stays; act on the filter again" +
-	" for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d " +
-	"of the %[5]d instances counted done so far (%[6]d skipped). Each reload " +
-	"shows how far it got.\x02No progress since %[1]s: the replica running it" +
-	" may have stopped. What it applied stays; act on the filter again for th" +
-	"e rest.\x02Error: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to" +
-	" content\x02Main navigation\x02Health\x02External tasks\x02Processes\x02" +
-	"Find an instance or occurrence\x02id or business key\x02Find\x02Definiti" +
-	"ons\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Sign" +
-	"ed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12" +
-	"\x02Display settings:\x02Times in %[1]s · reloading paused\x02Times in %" +
-	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reload" +
-	"ing paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause " +
-	"reloading\x02Not allowed\x02Your role can read definitions and processes" +
-	" only: external tasks and process instances are for operators and admini" +
-	"strators.\x02Invalid request\x02The field “%[1]s” holds a NUL character " +
-	"or bytes that are not UTF-8 text: correct it and try again.\x02Back to e" +
-	"xternal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exist" +
-	"s at this address, or it is not visible to you.\x02Nothing exists at thi" +
-	"s address, or it is not visible to you. An ended instance is deleted, wi" +
-	"th its occurrences and attempts, once the retention period (RELAIS_RETEN" +
-	"TION) has passed, or at once when an administrator erases it; the audit " +
-	"log keeps the operator actions taken on it.\x02“%[1]s” is not a whole id" +
-	" (a UUID): the lists show the end of each id; open the row, or copy its " +
-	"link, for the whole id.\x02Not found\x02This instance was erased by %[1]" +
-	"s on %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attemp" +
-	"ts were deleted with it; the audit log keeps the operator actions taken " +
-	"on it.\x02Form refused\x02This form was not sent from this console sessi" +
-	"on, or it has expired: nothing was done. Open the form again and send it" +
-	" anew.\x02Back to the form\x02Form too large\x02This form is larger than" +
-	" %[1]d KiB: nothing was done. Shorten what you typed and send it again." +
-	"\x02Form not received\x02This form did not arrive in time: nothing was d" +
-	"one. Send it again.\x02This form could not be read: nothing was done. Se" +
-	"nd it again.\x02Temporarily unavailable\x02The database cannot be reache" +
-	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
-	"console could not show this page. Try again; if it persists, give your a" +
-	"dministrator the request id %[1]s.\x02No consumer yet.\x02No more consum" +
-	"ers.\x02The external services that take tasks, and the definitions each " +
-	"may take. Create consumers, change their grants and rotate their tokens " +
-	"through the API (/api/v1/consumers); tokens are never shown.\x02Consumer" +
-	"s, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks" +
-	"\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02A" +
-	"ll its tasks\x02%[1]s: every revision, present and future\x02%[1]s: revi" +
-	"sion %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the co" +
-	"unts appear when you reload the page.\x02Counts are unavailable right no" +
-	"w.\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Desc" +
-	"ription\x02Definition %[1]s\x02Working copy\x02The only mutable part of " +
-	"a definition. Processes never use it directly: they pin a revision.\x02R" +
-	"outing output\x02Last saved\x02Revisions\x02No revision yet: the Working" +
-	" copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rele" +
-	"ase\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists ever" +
-	"y change from one revision to another, and whom it may break.\x02From re" +
-	"vision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
-	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
-	"heir Working copy, immutable revisions and named releases.\x02Definition" +
-	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create and change destinations with re" +
-	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
-	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
-	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
-	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
-	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
-	"racters. It is kept after the erasure, whatever the retention: write the" +
-	" request’s reference, not the person’s name.\x02Erase process instance %" +
-	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
-	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
-	"siness key and the workers’ messages go with it; this cannot be undone. " +
-	"The audit records naming it stay (who did what, and why), and so do back" +
-	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
-	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
-	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
-	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
-	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
-	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
-	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
-	"ow, and what its workers finished in the last hour: occurrences that end" +
-	"ed completed or failed. An occurrence retried since counts where it ends" +
-	" next; a failed attempt with attempts left counts under Waiting a retry " +
-	"until its next attempt is due.\x02A held instance’s failed occurrence co" +
-	"unts in both Held instances and Failed.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Waiting a re" +
-	"try\x02Completed, last hour\x02Failed, last hour\x02No definition has oc" +
-	"currences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, show" +
-	"n anew at each reload.\x02the soonest due %[1]s\x02next attempt %[1]s" +
-	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
-	"ons\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Com" +
-	"pletions and failures per 5 minutes, last hour: %[1]s\x02In the last hou" +
-	"r: %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02" +
-	"Completed\x02The chart’s numbers\x02Completions and failures per 5-minut" +
-	"e slot, oldest first\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended instanc" +
-	"es are kept forever, another replica’s RELAIS_RETENTION.\x02Retention: e" +
-	"nded instances are kept forever (RELAIS_RETENTION).\x02Retention: ended " +
-	"instances are deleted with their occurrences %[1]s after they end, anoth" +
-	"er replica’s longer RELAIS_RETENTION.\x02Retention: ended instances are " +
-	"deleted with their occurrences %[1]s after they end (RELAIS_RETENTION)." +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
-	"as ended. As an administrator you may erase it now rather than wait for " +
-	"retention (a data subject’s request): it is deleted with its occurrences" +
-	" and attempts.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Its occurrence at node %[1]s failed (%[2]s) and waits for its retry," +
-	" due %[3]s (%[4]s): retry offers it now, its attempts left unchanged. St" +
-	"opping cancels the instance and its open occurrences. Neither completes " +
-	"anything; each asks for a reason, recorded in the audit log.\x02Stopping" +
-	" cancels the instance and its open occurrences. It does not complete any" +
-	"thing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %" +
-	"[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ende" +
-	"d\x02Held at node\x02Failed occurrence\x02Held for\x02never: retention k" +
-	"eeps ended instances forever (RELAIS_RETENTION)\x02never: another replic" +
-	"a’s RELAIS_RETENTION keeps ended instances forever\x02Deleted by retenti" +
-	"on\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instanc" +
-	"es are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node" +
-	"\x02Abandoned at node\x02Failed at node\x02held, then stopped by an oper" +
-	"ator\x02held, then abandoned by an operator\x02A retry waits on a runnin" +
-	"g instance only: choose the status running, or none.\x02The error code a" +
-	"nd “Held at a node of” filter held and failed instances, by the code the" +
-	"y stopped with and where; a running instance has neither: leave them out" +
-	". The code a retry waits after is shown on each row, and External tasks " +
-	"filter waiting retries by it.\x02The version must be a whole number from" +
-	" 1.\x02A version is a process’s: choose the process too.\x02Creation dat" +
-	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
-	"any\x02exact, case-sensitive\x02Act on every instance this filter matche" +
-	"s\x02The next page counts them and asks for a reason before anything cha" +
-	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02A running instance has no err" +
-	"or code yet: occurrences that failed with it and wait for their retry ar" +
-	"e listed under External tasks, filtered by that code.\x02All processes" +
+	"\x01\x00\x02c\x02%[1]d more no longer waited as counted: its retry came " +
+	"due, or it ended or was acted on meanwhile.\x00h\x02%[1]d more no longer" +
+	" waited as counted: their retry came due, or they ended or were acted on" +
+	" meanwhile.\x14\x01\x81\x01\x00\x02f\x02%[1]d skipped: it changed after " +
+	"the count (settled, acted on by someone else, or its retry came due)." +
+	"\x00j\x02%[1]d skipped: they changed after the count (settled, acted on " +
+	"by someone else, or their retry came due).\x14\x01\x81\x01\x00\x02R\x02%" +
+	"[1]d skipped: it changed after the count (settled, or acted on by someon" +
+	"e else).\x00T\x02%[1]d skipped: they changed after the count (settled, o" +
+	"r acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02W" +
+	"ho\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02retry now (attempts unchanged)\x02deleted\x02Audit lo" +
+	"g\x02Every retry, abandon and stop an operator applied, and every erasur" +
+	"e an administrator made, with its reason. Reveals of sensitive values ha" +
+	"ve their own log, which administrators read on the Reveals page (GET /ap" +
+	"i/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02exact; insta" +
+	"nces deleted since are not found\x02from\x02to\x02Apply filters\x02Clear" +
+	" filters\x02No operator action matches.\x02All actions\x02The process in" +
+	"stance must be a whole instance id (a UUID): the lists show the end of e" +
+	"ach id; open the instance, or copy its link, for the whole id.\x02The bu" +
+	"lk action must be its id (a UUID).\x02Operator actions, newest first\x02" +
+	"No bulk action has the id %[1]s: check the link, or open the action from" +
+	" the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance b" +
+	"ulk action %[2]s changed. While it runs, each reload shows how far it go" +
+	"t.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. While " +
+	"it runs, each reload shows how far it got.\x02retry now\x02Filter: %[1]s" +
+	".\x02given (not kept)\x02Created since\x02Created before\x02%[1]s: %[2]s" +
+	"\x02none (every instance)\x02Bulk %[1]s by %[2]s, started %[3]s: applied" +
+	" to %[4]d of the %[5]d instances counted, %[6]d skipped (they changed af" +
+	"ter the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, w" +
+	"as stopped by an error after %[4]d of the %[5]d instances counted (%[6]d" +
+	" skipped). What it applied stays; act on the filter again for the rest." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
+	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
+	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
+	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
+	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
+	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
+	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
+	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
+	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
+	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
+	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
+	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
+	"t allowed\x02Your role can read definitions and processes only: external" +
+	" tasks and process instances are for operators and administrators.\x02In" +
+	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
+	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
+	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
+	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
+	" it is not visible to you. An ended instance is deleted, with its occurr" +
+	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
+	"sed, or at once when an administrator erases it; the audit log keeps the" +
+	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
+	"e lists show the end of each id; open the row, or copy its link, for the" +
+	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
+	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
+	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
+	"m refused\x02This form was not sent from this console session, or it has" +
+	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
+	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
+	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
+	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
+	"gain.\x02This form could not be read: nothing was done. Send it again." +
+	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
+	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
+	"d not show this page. Try again; if it persists, give your administrator" +
+	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
+	"external services that take tasks, and the definitions each may take. Cr" +
+	"eate consumers, change their grants and rotate their tokens through the " +
+	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
+	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
+	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
+	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
+	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
+	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
+	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
+	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
+	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
+	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
+	"e from one revision to another, and whom it may break.\x02From revision" +
+	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
+	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
+	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
+	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
+	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
+	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
+	"es not yet snapshotted: they are in no revision (workers and processes u" +
+	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
+	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
+	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
+	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
+	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
+	"ese fields’ values are less protected than under the older one.\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
+	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
+	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
+	" Working copy, immutable revisions and named releases.\x02Definitions by" +
+	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
+	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
+	" call. Values of the URL's query and of the headers, and signing secrets" +
+	", are sealed and never shown. Create and change destinations with relais" +
+	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
+	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
+	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
+	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
+	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
+	"ters. It is kept after the erasure, whatever the retention: write the re" +
+	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
+	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
+	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
+	"ess key and the workers’ messages go with it; this cannot be undone. The" +
+	" audit records naming it stay (who did what, and why), and so do backups" +
+	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
+	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
+	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
+	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
+	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left counts under Waiting a retry u" +
+	"ntil its next attempt is due.\x02A held instance’s failed occurrence cou" +
+	"nts in both Held instances and Failed.\x02Completions and failures, last" +
+	" hour\x02Definitions, those needing attention first\x02Definition\x02Ope" +
+	"n\x02Held instances\x02Failed\x02Oldest claimable waits\x02Waiting a ret" +
+	"ry\x02Completed, last hour\x02Failed, last hour\x02No definition has occ" +
+	"urrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown" +
+	" anew at each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
+	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
+	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
+	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
+	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended instances a" +
+	"re kept forever, another replica’s RELAIS_RETENTION.\x02Retention: ended" +
+	" instances are kept forever (RELAIS_RETENTION).\x02Retention: ended inst" +
+	"ances are deleted with their occurrences %[1]s after they end, another r" +
+	"eplica’s longer RELAIS_RETENTION.\x02Retention: ended instances are dele" +
+	"ted with their occurrences %[1]s after they end (RELAIS_RETENTION).\x02%" +
+	"[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %" +
+	"[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1" +
+	"]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
+	"ded. As an administrator you may erase it now rather than wait for reten" +
+	"tion (a data subject’s request): it is deleted with its occurrences and " +
+	"attempts.\x02This instance is held at a failed node: an incident. It can" +
+	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
+	"its inputs could not be built), so it would fail the same way. Abandon f" +
+	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
+	"the audit log.\x02This instance is held at a failed node: an incident. R" +
+	"etry offers the failed occurrence again; abandon fails the instance; sto" +
+	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Its " +
+	"occurrence at node %[1]s failed (%[2]s) and waits for its retry, due %[3" +
+	"]s (%[4]s): retry offers it now, its attempts left unchanged. Stopping c" +
+	"ancels the instance and its open occurrences. Neither completes anything" +
+	"; each asks for a reason, recorded in the audit log.\x02Stopping cancels" +
+	" the instance and its open occurrences. It does not complete anything." +
+	"\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02H" +
+	"eld at node\x02Failed occurrence\x02Held for\x02never: retention keeps e" +
+	"nded instances forever (RELAIS_RETENTION)\x02never: another replica’s RE" +
+	"LAIS_RETENTION keeps ended instances forever\x02Deleted by retention\x02" +
+	"ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are" +
+	" kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Ab" +
+	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
+	"\x02held, then abandoned by an operator\x02A retry waits on a running in" +
+	"stance only: choose the status running, or none.\x02The error code and “" +
+	"Held at a node of” filter held and failed instances, by the code they st" +
+	"opped with and where; a running instance has neither: leave them out. Th" +
+	"e code a retry waits after is shown on each row, and External tasks filt" +
+	"er waiting retries by it.\x02The version must be a whole number from 1." +
+	"\x02A version is a process’s: choose the process too.\x02Creation date" +
+	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02a" +
+	"ny\x02exact, case-sensitive\x02Act on every instance this filter matches" +
+	"\x02The next page counts them and asks for a reason before anything chan" +
+	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
+	"\x02No instance matches these filters.\x02A running instance has no erro" +
+	"r code yet: occurrences that failed with it and wait for their retry are" +
+	" listed under External tasks, filtered by that code.\x02All processes" +
 	"\x02Any definition\x02The occurrences of %[1]s waiting a retry, each wit" +
 	"h its error and its next attempt\x02All statuses\x02Unknown status “%[1]" +
 	"s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not" +
@@ -1805,7 +1814,7 @@ const enData string = "" + // Size: 41728 bytes
 	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
 	"isions %[1]s only."
 
-var frIndex = []uint32{ // 882 elements
+var frIndex = []uint32{ // 885 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1841,223 +1850,224 @@ var frIndex = []uint32{ // 882 elements
 	0x00002e47, 0x00002e69, 0x00002e7f, 0x00002ea5,
 	0x00002ecb, 0x00002efa, 0x00002f29, 0x00002f5b,
 	0x00002fdc, 0x0000300f, 0x00003044, 0x0000311d,
-	0x000031c6, 0x0000323b, 0x00003303, 0x000033a5,
+	0x000031c6, 0x0000323b, 0x00003303, 0x0000345c,
 	// Entry 80 - 9F
-	0x000034f0, 0x00003510, 0x00003516, 0x0000351a,
-	0x00003521, 0x00003527, 0x0000353d, 0x0000355d,
-	0x0000356d, 0x00003599, 0x000035a4, 0x000035b6,
-	0x000036cc, 0x000036d4, 0x000036ef, 0x00003731,
-	0x00003734, 0x00003737, 0x0000374d, 0x00003768,
-	0x00003794, 0x000037a7, 0x0000387a, 0x000038c3,
-	0x000038f9, 0x00003975, 0x00003a96, 0x00003aa9,
-	0x00003abb, 0x00003ad4, 0x00003ae3, 0x00003af3,
+	0x000035a7, 0x0000368a, 0x000036aa, 0x000036b0,
+	0x000036b4, 0x000036bb, 0x000036c1, 0x000036d7,
+	0x000036f7, 0x00003707, 0x00003733, 0x0000373e,
+	0x00003750, 0x00003866, 0x0000386e, 0x00003889,
+	0x000038cb, 0x000038ce, 0x000038d1, 0x000038e7,
+	0x00003902, 0x0000392e, 0x00003941, 0x00003a14,
+	0x00003a5d, 0x00003a93, 0x00003b0f, 0x00003c30,
+	0x00003c43, 0x00003c55, 0x00003c6e, 0x00003c7e,
 	// Entry A0 - BF
-	0x00003bb7, 0x00003cb2, 0x00003d78, 0x00003e2f,
-	0x00003e49, 0x00003e58, 0x00003e5f, 0x00003e70,
-	0x00003e86, 0x00003e8c, 0x00003e9d, 0x00003ea7,
-	0x00003ece, 0x00003eea, 0x00003ef2, 0x00003eff,
-	0x00003f0b, 0x00003f19, 0x00003f26, 0x00003f2d,
-	0x00003f3b, 0x00003f5f, 0x00003f6f, 0x00003f87,
-	0x00003fa8, 0x00003fda, 0x00004016, 0x00004050,
-	0x00004066, 0x00004080, 0x000040b2, 0x000040cc,
+	0x00003c8d, 0x00003c9d, 0x00003cba, 0x00003d7e,
+	0x00003e79, 0x00003f3f, 0x00003ff6, 0x00004010,
+	0x0000401f, 0x00004026, 0x00004037, 0x0000404d,
+	0x00004053, 0x00004064, 0x0000406e, 0x00004095,
+	0x000040b1, 0x000040b9, 0x000040c6, 0x000040d2,
+	0x000040e0, 0x000040ed, 0x000040f4, 0x00004102,
+	0x00004126, 0x00004136, 0x0000414e, 0x0000416f,
+	0x000041a1, 0x000041dd, 0x00004217, 0x0000422d,
 	// Entry C0 - DF
-	0x000040db, 0x0000418f, 0x000041a1, 0x00004221,
-	0x0000423d, 0x00004254, 0x0000426c, 0x000042af,
-	0x000043fd, 0x000044b6, 0x000044c2, 0x000045ad,
-	0x000045c0, 0x00004665, 0x0000467a, 0x00004695,
-	0x00004711, 0x00004726, 0x00004783, 0x000047d9,
-	0x000047f5, 0x0000484c, 0x00004864, 0x000048fc,
-	0x00004921, 0x0000493b, 0x00004a2c, 0x00004a5a,
-	0x00004a5d, 0x00004a61, 0x00004a68, 0x00004a72,
+	0x00004247, 0x00004279, 0x00004293, 0x000042a2,
+	0x00004356, 0x00004368, 0x000043e8, 0x00004404,
+	0x0000441b, 0x00004433, 0x00004476, 0x000045c4,
+	0x0000467d, 0x00004689, 0x00004774, 0x00004787,
+	0x0000482c, 0x00004841, 0x0000485c, 0x000048d8,
+	0x000048ed, 0x0000494a, 0x000049a0, 0x000049bc,
+	0x00004a13, 0x00004a2b, 0x00004ac3, 0x00004ae8,
+	0x00004b02, 0x00004bf3, 0x00004c21, 0x00004c24,
 	// Entry E0 - FF
-	0x00004a78, 0x00004a80, 0x00004a86, 0x00004a90,
-	0x00004ab1, 0x00004aca, 0x00004add, 0x00004b15,
-	0x00004b2f, 0x00004b4a, 0x00004bb0, 0x00004be2,
-	0x00004be8, 0x00004bed, 0x00004bf9, 0x00004c08,
-	0x00004c14, 0x00004c20, 0x00004c32, 0x00004c43,
-	0x00004cc7, 0x00004cd9, 0x00004cf0, 0x00004cfb,
-	0x00004d50, 0x00004d5d, 0x00004d82, 0x00004d8e,
-	0x00004d98, 0x00004d9e, 0x00004daa, 0x00004dc2,
+	0x00004c28, 0x00004c2f, 0x00004c39, 0x00004c3f,
+	0x00004c47, 0x00004c4d, 0x00004c57, 0x00004c78,
+	0x00004c91, 0x00004ca4, 0x00004cdc, 0x00004cf6,
+	0x00004d11, 0x00004d77, 0x00004da9, 0x00004daf,
+	0x00004db4, 0x00004dc0, 0x00004dcf, 0x00004ddb,
+	0x00004de7, 0x00004df9, 0x00004e0a, 0x00004e8e,
+	0x00004ea0, 0x00004eb7, 0x00004ec2, 0x00004f17,
+	0x00004f24, 0x00004f49, 0x00004f55, 0x00004f5f,
 	// Entry 100 - 11F
-	0x00004e14, 0x00004e24, 0x00004e34, 0x00004e3d,
-	0x00004e48, 0x00004e50, 0x00004e70, 0x00004e92,
-	0x00004eba, 0x00004ec3, 0x00004ed3, 0x00004ef3,
-	0x00004efb, 0x00004f0a, 0x00004f29, 0x00004f54,
-	0x00004f7a, 0x00004f8a, 0x00004f94, 0x00004f9e,
-	0x00004fbd, 0x00004fdb, 0x000050b3, 0x000050d1,
-	0x00005115, 0x00005152, 0x00005185, 0x000051b5,
-	0x0000523e, 0x0000526a, 0x0000529a, 0x000052bc,
+	0x00004f65, 0x00004f71, 0x00004f89, 0x00004fdb,
+	0x00004feb, 0x00004ffb, 0x00005004, 0x0000500f,
+	0x00005017, 0x00005037, 0x00005059, 0x00005081,
+	0x0000508a, 0x0000509a, 0x000050ba, 0x000050c2,
+	0x000050d1, 0x000050f0, 0x0000511b, 0x00005141,
+	0x00005151, 0x0000515b, 0x00005165, 0x00005184,
+	0x000051a2, 0x0000527a, 0x00005298, 0x000052dc,
+	0x00005319, 0x0000534c, 0x0000537c, 0x00005405,
 	// Entry 120 - 13F
-	0x000052d7, 0x000052f2, 0x0000530e, 0x0000532a,
-	0x00005340, 0x0000535a, 0x00005391, 0x000053c7,
-	0x000053e7, 0x00005406, 0x0000540d, 0x00005414,
-	0x00005423, 0x0000543f, 0x00005453, 0x00005468,
-	0x000054d2, 0x000054e8, 0x000054ed, 0x00005501,
-	0x00005519, 0x0000553e, 0x0000556c, 0x00005591,
-	0x000055ab, 0x000056f4, 0x00005709, 0x00005719,
-	0x0000571d, 0x00005730, 0x0000573f, 0x00005756,
+	0x00005431, 0x00005461, 0x00005483, 0x0000549e,
+	0x000054b9, 0x000054d5, 0x000054f1, 0x00005507,
+	0x00005521, 0x00005558, 0x0000558e, 0x000055ae,
+	0x000055cd, 0x000055d4, 0x000055db, 0x000055ea,
+	0x00005606, 0x0000561a, 0x0000562f, 0x00005699,
+	0x000056af, 0x000056b4, 0x000056c8, 0x000056e0,
+	0x00005705, 0x00005733, 0x00005758, 0x00005772,
+	0x000058bb, 0x000058d0, 0x000058e0, 0x000058e4,
 	// Entry 140 - 15F
-	0x00005765, 0x0000576c, 0x00005777, 0x00005799,
-	0x000057ad, 0x0000588b, 0x000058b3, 0x0000593c,
-	0x00005a42, 0x00005a57, 0x00005abd, 0x00005b42,
-	0x00005bb7, 0x00005bc9, 0x00005bdc, 0x00005bf8,
-	0x00005c25, 0x00005c42, 0x00005c65, 0x00005c70,
-	0x00005c7b, 0x00005c92, 0x00005e19, 0x00005e8a,
-	0x00005eb1, 0x00005eef, 0x00005efb, 0x00005f04,
-	0x00005f18, 0x00005f22, 0x00005f49, 0x00005f6f,
+	0x000058f7, 0x00005906, 0x0000591d, 0x0000592c,
+	0x00005933, 0x0000593e, 0x00005960, 0x00005974,
+	0x00005a52, 0x00005a7a, 0x00005b03, 0x00005c09,
+	0x00005c1e, 0x00005c84, 0x00005d09, 0x00005d7e,
+	0x00005d90, 0x00005da3, 0x00005dbf, 0x00005dec,
+	0x00005e09, 0x00005e2c, 0x00005e37, 0x00005e42,
+	0x00005e59, 0x00005fe0, 0x00006051, 0x00006078,
+	0x000060b6, 0x000060c2, 0x000060cb, 0x000060df,
 	// Entry 160 - 17F
-	0x00005f8b, 0x00005fa6, 0x00005fd6, 0x00006046,
-	0x00006066, 0x00006080, 0x0000609b, 0x000060aa,
-	0x000060bb, 0x000060dc, 0x00006112, 0x0000612a,
-	0x00006171, 0x000061dc, 0x000061e7, 0x00006201,
-	0x0000624b, 0x00006253, 0x00006261, 0x0000628b,
-	0x000062b4, 0x0000632d, 0x00006386, 0x00006424,
-	0x0000649e, 0x000064ae, 0x000064cd, 0x000064d9,
-	0x000064f2, 0x000064fd, 0x0000650a, 0x00006519,
+	0x000060e9, 0x00006110, 0x00006136, 0x00006152,
+	0x0000616d, 0x0000619d, 0x0000620d, 0x0000622d,
+	0x00006247, 0x00006262, 0x00006271, 0x00006282,
+	0x000062a3, 0x000062d9, 0x000062f1, 0x00006338,
+	0x000063a3, 0x000063ae, 0x000063c8, 0x00006412,
+	0x0000641a, 0x00006428, 0x00006452, 0x0000647b,
+	0x000064f4, 0x0000654d, 0x000065eb, 0x00006665,
+	0x00006675, 0x00006694, 0x000066a0, 0x000066b9,
 	// Entry 180 - 19F
-	0x00006521, 0x0000652b, 0x00006533, 0x0000653b,
-	0x00006541, 0x00006548, 0x0000654d, 0x00006552,
-	0x00006556, 0x0000655b, 0x00006561, 0x00006567,
-	0x0000656d, 0x00006572, 0x00006577, 0x0000657d,
-	0x00006587, 0x000065a7, 0x000065c9, 0x000065ed,
-	0x00006613, 0x0000661c, 0x00006638, 0x00006641,
-	0x00006659, 0x00006662, 0x000066b6, 0x000066d6,
-	0x000066dc, 0x000066e7, 0x000066ed, 0x000066fb,
+	0x000066c4, 0x000066d1, 0x000066e0, 0x000066e8,
+	0x000066f2, 0x000066fa, 0x00006702, 0x00006708,
+	0x0000670f, 0x00006714, 0x00006719, 0x0000671d,
+	0x00006722, 0x00006728, 0x0000672e, 0x00006734,
+	0x00006739, 0x0000673e, 0x00006744, 0x0000674e,
+	0x0000676e, 0x00006790, 0x000067b4, 0x000067da,
+	0x000067e3, 0x000067ff, 0x00006808, 0x00006820,
+	0x00006829, 0x0000687d, 0x0000689d, 0x000068a3,
 	// Entry 1A0 - 1BF
-	0x00006706, 0x00006714, 0x00006747, 0x0000676b,
-	0x0000679a, 0x000067e3, 0x000067ea, 0x00006800,
-	0x00006873, 0x00006899, 0x000068b3, 0x0000699b,
-	0x00006b2a, 0x00006c31, 0x00006d95, 0x00006de5,
-	0x00006e16, 0x00006e49, 0x00006e78, 0x00006e83,
-	0x00006e87, 0x00006e99, 0x00006eae, 0x00006ebc,
-	0x00006f16, 0x00006f7b, 0x00006f98, 0x00006fdb,
-	0x00007042, 0x0000704f, 0x00007064, 0x00007077,
+	0x000068ae, 0x000068b4, 0x000068c2, 0x000068cd,
+	0x000068db, 0x0000690e, 0x00006932, 0x00006961,
+	0x000069aa, 0x000069b1, 0x000069c7, 0x00006a3a,
+	0x00006a60, 0x00006a7a, 0x00006b62, 0x00006cf1,
+	0x00006df8, 0x00006f5c, 0x00006fac, 0x00006fdd,
+	0x00007010, 0x0000703f, 0x0000704a, 0x0000704e,
+	0x00007060, 0x00007075, 0x00007083, 0x000070dd,
+	0x00007142, 0x0000715f, 0x000071a2, 0x00007209,
 	// Entry 1C0 - 1DF
-	0x000070a2, 0x000070cf, 0x00007146, 0x000072d8,
-	0x0000730f, 0x00007359, 0x0000736b, 0x000073a3,
-	0x000073ba, 0x000073c6, 0x000073dd, 0x00007411,
-	0x0000745b, 0x00007490, 0x00007499, 0x000074b0,
-	0x000074de, 0x000075a9, 0x000075bc, 0x000075ce,
-	0x00007640, 0x00007651, 0x0000769d, 0x00007717,
-	0x0000773b, 0x00007746, 0x00007751, 0x0000775c,
-	0x00007766, 0x00007770, 0x00007779, 0x00007782,
+	0x00007216, 0x0000722b, 0x0000723e, 0x00007269,
+	0x00007296, 0x0000730d, 0x0000749f, 0x000074d6,
+	0x00007520, 0x00007532, 0x0000756a, 0x00007581,
+	0x0000758d, 0x000075a4, 0x000075d8, 0x00007622,
+	0x00007657, 0x00007660, 0x00007677, 0x000076a5,
+	0x00007770, 0x00007783, 0x00007795, 0x00007807,
+	0x00007818, 0x00007864, 0x000078de, 0x00007902,
+	0x0000790d, 0x00007918, 0x00007923, 0x0000792d,
 	// Entry 1E0 - 1FF
-	0x0000778b, 0x00007794, 0x0000779d, 0x000077a4,
-	0x000077b2, 0x000077b8, 0x000077bf, 0x000077c6,
-	0x000077cf, 0x000077d4, 0x000077e2, 0x000077e8,
-	0x000077ee, 0x000077f4, 0x000077fc, 0x00007805,
-	0x0000780e, 0x00007821, 0x00007832, 0x00007855,
-	0x00007876, 0x00007885, 0x00007890, 0x0000789b,
-	0x000078a8, 0x000078ac, 0x000078b0, 0x000078be,
-	0x000078cc, 0x000078da, 0x000078fa, 0x0000790d,
+	0x00007937, 0x00007940, 0x00007949, 0x00007952,
+	0x0000795b, 0x00007964, 0x0000796b, 0x00007979,
+	0x0000797f, 0x00007986, 0x0000798d, 0x00007996,
+	0x0000799b, 0x000079a9, 0x000079af, 0x000079b5,
+	0x000079bb, 0x000079c3, 0x000079cc, 0x000079d5,
+	0x000079e8, 0x000079f9, 0x00007a1c, 0x00007a3d,
+	0x00007a4c, 0x00007a57, 0x00007a62, 0x00007a6f,
+	0x00007a73, 0x00007a77, 0x00007a85, 0x00007a93,
 	// Entry 200 - 21F
-	0x00007926, 0x0000793b, 0x0000794c, 0x0000795e,
-	0x00007970, 0x00007976, 0x0000797d, 0x00007985,
-	0x0000798d, 0x000079ab, 0x000079c9, 0x000079e0,
-	0x000079f5, 0x00007a06, 0x00007a0c, 0x00007a25,
-	0x00007a30, 0x00007a64, 0x00007a71, 0x00007a8f,
-	0x00007a9d, 0x00007aa6, 0x00007aad, 0x00007ac8,
-	0x00007ad2, 0x00007ae5, 0x00007b1f, 0x00007b28,
-	0x00007b37, 0x00007b9b, 0x00007ba7, 0x00007bb1,
+	0x00007aa1, 0x00007ac1, 0x00007ad4, 0x00007aed,
+	0x00007b02, 0x00007b13, 0x00007b25, 0x00007b37,
+	0x00007b3d, 0x00007b44, 0x00007b4c, 0x00007b54,
+	0x00007b72, 0x00007b90, 0x00007ba7, 0x00007bbc,
+	0x00007bcd, 0x00007bd3, 0x00007bec, 0x00007bf7,
+	0x00007c2b, 0x00007c38, 0x00007c56, 0x00007c64,
+	0x00007c6d, 0x00007c74, 0x00007c8f, 0x00007c99,
+	0x00007cac, 0x00007ce6, 0x00007cef, 0x00007cfe,
 	// Entry 220 - 23F
-	0x00007be1, 0x00007c3c, 0x00007d23, 0x00007d2e,
-	0x00007d61, 0x00007d9f, 0x00007e18, 0x00007e3d,
-	0x00007e42, 0x00007e62, 0x00007e7f, 0x00007e9f,
-	0x00007eb4, 0x00007ef5, 0x00007f00, 0x00007f0a,
-	0x00007f33, 0x00007fa8, 0x00007fb9, 0x00007ff6,
-	0x0000802a, 0x0000808b, 0x000080d5, 0x000080e3,
-	0x0000811f, 0x00008149, 0x0000818e, 0x000081b6,
-	0x000081f5, 0x00008216, 0x00008254, 0x00008294,
+	0x00007d62, 0x00007d6e, 0x00007d78, 0x00007da8,
+	0x00007e03, 0x00007eea, 0x00007ef5, 0x00007f28,
+	0x00007f66, 0x00007fdf, 0x00008004, 0x00008009,
+	0x00008029, 0x00008046, 0x00008066, 0x0000807b,
+	0x000080bc, 0x000080c7, 0x000080d1, 0x000080fa,
+	0x0000816f, 0x00008180, 0x000081bd, 0x000081f1,
+	0x00008252, 0x0000829c, 0x000082aa, 0x000082e6,
+	0x00008310, 0x00008355, 0x0000837d, 0x000083bc,
 	// Entry 240 - 25F
-	0x000082b4, 0x000082f5, 0x0000831f, 0x00008346,
-	0x000083c9, 0x000083e1, 0x000083f5, 0x0000840c,
-	0x0000841a, 0x00008425, 0x00008448, 0x00008486,
-	0x000084a5, 0x000084c1, 0x0000852f, 0x00008601,
-	0x00008660, 0x000086e5, 0x00008762, 0x00008876,
-	0x00008979, 0x000089c0, 0x00008a4d, 0x00008abc,
-	0x00008b02, 0x00008c4f, 0x00008c77, 0x00008c9a,
-	0x00008cd1, 0x00008d62, 0x00008db5, 0x00008dde,
+	0x000083dd, 0x0000841b, 0x0000845b, 0x0000847b,
+	0x000084bc, 0x000084e6, 0x0000850d, 0x00008590,
+	0x000085a8, 0x000085bc, 0x000085d3, 0x000085e1,
+	0x000085ec, 0x0000860f, 0x0000864d, 0x0000866c,
+	0x00008688, 0x000086f6, 0x000087c8, 0x00008827,
+	0x000088ac, 0x00008929, 0x00008a3d, 0x00008b40,
+	0x00008b87, 0x00008c14, 0x00008c83, 0x00008cc9,
+	0x00008e16, 0x00008e3e, 0x00008e61, 0x00008e98,
 	// Entry 260 - 27F
-	0x00008ec0, 0x00008ee6, 0x00008f2d, 0x00008fb1,
-	0x0000902c, 0x000090a9, 0x000090d1, 0x000090f9,
-	0x00009140, 0x0000918a, 0x000091bd, 0x000091d0,
-	0x000092d8, 0x00009306, 0x00009342, 0x00009358,
-	0x000093ec, 0x000093ff, 0x0000943c, 0x00009495,
-	0x000094d1, 0x000094e4, 0x00009538, 0x0000956d,
-	0x0000957f, 0x00009596, 0x000095d5, 0x00009627,
-	0x00009653, 0x000096f0, 0x00009796, 0x00009843,
+	0x00008f29, 0x00008f7c, 0x00008fa5, 0x00009087,
+	0x000090ad, 0x000090f4, 0x00009178, 0x000091f3,
+	0x00009270, 0x00009298, 0x000092c0, 0x00009307,
+	0x00009351, 0x00009384, 0x00009397, 0x0000949f,
+	0x000094cd, 0x00009509, 0x0000951f, 0x000095b3,
+	0x000095c6, 0x00009603, 0x0000965c, 0x00009698,
+	0x000096ab, 0x000096ff, 0x00009734, 0x00009746,
+	0x0000975d, 0x0000979c, 0x000097ee, 0x0000981a,
 	// Entry 280 - 29F
-	0x00009853, 0x000098b3, 0x00009924, 0x000099a9,
-	0x00009a3e, 0x00009a49, 0x00009a66, 0x00009a85,
-	0x00009a96, 0x00009ab0, 0x00009ab9, 0x00009ac3,
-	0x00009b11, 0x00009b56, 0x00009b75, 0x00009bf2,
-	0x00009c24, 0x00009c59, 0x00009caa, 0x00009cbb,
-	0x00009d05, 0x00009d1b, 0x00009d2f, 0x00009d48,
-	0x00009d5e, 0x00009d88, 0x00009d90, 0x00009da3,
-	0x00009daa, 0x00009dc5, 0x00009de5, 0x00009e15,
+	0x000098b7, 0x0000995d, 0x00009a0a, 0x00009a1a,
+	0x00009a7a, 0x00009aeb, 0x00009b70, 0x00009c05,
+	0x00009c10, 0x00009c2d, 0x00009c4c, 0x00009c5d,
+	0x00009c77, 0x00009c80, 0x00009c8a, 0x00009cd8,
+	0x00009d1d, 0x00009d3c, 0x00009db9, 0x00009deb,
+	0x00009e20, 0x00009e71, 0x00009e82, 0x00009ecc,
+	0x00009ee2, 0x00009ef6, 0x00009f0f, 0x00009f25,
+	0x00009f4f, 0x00009f57, 0x00009f6a, 0x00009f71,
 	// Entry 2A0 - 2BF
-	0x00009e21, 0x00009e5b, 0x00009e72, 0x00009e88,
-	0x00009ec0, 0x00009efb, 0x00009f27, 0x00009faa,
-	0x00009fbb, 0x00009fd5, 0x00009fe0, 0x00009ff4,
-	0x0000a006, 0x0000a01c, 0x0000a02e, 0x0000a040,
-	0x0000a046, 0x0000a058, 0x0000a066, 0x0000a075,
-	0x0000a081, 0x0000a097, 0x0000a0c1, 0x0000a0f4,
-	0x0000a19c, 0x0000a1ec, 0x0000a214, 0x0000a266,
-	0x0000a2a8, 0x0000a2e4, 0x0000a2fb, 0x0000a3c5,
+	0x00009f8c, 0x00009fac, 0x00009fdc, 0x00009fe8,
+	0x0000a022, 0x0000a039, 0x0000a04f, 0x0000a087,
+	0x0000a0c2, 0x0000a0ee, 0x0000a171, 0x0000a182,
+	0x0000a19c, 0x0000a1a7, 0x0000a1bb, 0x0000a1cd,
+	0x0000a1e3, 0x0000a1f5, 0x0000a207, 0x0000a20d,
+	0x0000a21f, 0x0000a22d, 0x0000a23c, 0x0000a248,
+	0x0000a25e, 0x0000a288, 0x0000a2bb, 0x0000a363,
+	0x0000a3b3, 0x0000a3db, 0x0000a42d, 0x0000a46f,
 	// Entry 2C0 - 2DF
-	0x0000a3f2, 0x0000a5ac, 0x0000a5c6, 0x0000a5df,
-	0x0000a600, 0x0000a617, 0x0000a644, 0x0000a64b,
-	0x0000a665, 0x0000a68b, 0x0000a6a0, 0x0000a6fa,
-	0x0000a78f, 0x0000a7f2, 0x0000a805, 0x0000a82c,
-	0x0000a854, 0x0000a862, 0x0000a8b6, 0x0000a8c6,
-	0x0000a8d7, 0x0000a8de, 0x0000aa14, 0x0000aa1b,
-	0x0000aa55, 0x0000aa5a, 0x0000aa6f, 0x0000aa83,
-	0x0000aa95, 0x0000aaab, 0x0000aabb, 0x0000aaf8,
+	0x0000a4ab, 0x0000a4c2, 0x0000a58c, 0x0000a5b9,
+	0x0000a773, 0x0000a78d, 0x0000a7a6, 0x0000a7c7,
+	0x0000a7de, 0x0000a80b, 0x0000a812, 0x0000a82c,
+	0x0000a852, 0x0000a867, 0x0000a8c1, 0x0000a956,
+	0x0000a9b9, 0x0000a9cc, 0x0000a9f3, 0x0000aa1b,
+	0x0000aa29, 0x0000aa7d, 0x0000aa8d, 0x0000aa9e,
+	0x0000aaa5, 0x0000abdb, 0x0000abe2, 0x0000ac1c,
+	0x0000ac21, 0x0000ac36, 0x0000ac4a, 0x0000ac5c,
 	// Entry 2E0 - 2FF
-	0x0000ab38, 0x0000ab53, 0x0000ab64, 0x0000aba8,
-	0x0000abc9, 0x0000abdb, 0x0000abed, 0x0000acc2,
-	0x0000acda, 0x0000ad7b, 0x0000ae0a, 0x0000ae1a,
-	0x0000aef4, 0x0000afb6, 0x0000afbb, 0x0000afcb,
-	0x0000afd9, 0x0000afe9, 0x0000aff9, 0x0000b007,
-	0x0000b017, 0x0000b021, 0x0000b04a, 0x0000b064,
-	0x0000b07f, 0x0000b10d, 0x0000b14b, 0x0000b15c,
-	0x0000b1f3, 0x0000b200, 0x0000b21b, 0x0000b274,
+	0x0000ac72, 0x0000ac82, 0x0000acbf, 0x0000acff,
+	0x0000ad1a, 0x0000ad2b, 0x0000ad6f, 0x0000ad90,
+	0x0000ada2, 0x0000adb4, 0x0000ae89, 0x0000aea1,
+	0x0000af42, 0x0000afd1, 0x0000afe1, 0x0000b0bb,
+	0x0000b17d, 0x0000b182, 0x0000b192, 0x0000b1a0,
+	0x0000b1b0, 0x0000b1c0, 0x0000b1ce, 0x0000b1de,
+	0x0000b1e8, 0x0000b211, 0x0000b22b, 0x0000b246,
+	0x0000b2d4, 0x0000b312, 0x0000b323, 0x0000b3ba,
 	// Entry 300 - 31F
-	0x0000b288, 0x0000b2a6, 0x0000b320, 0x0000b361,
-	0x0000b3d7, 0x0000b3f6, 0x0000b50c, 0x0000b525,
-	0x0000b56b, 0x0000b583, 0x0000b5d6, 0x0000b611,
-	0x0000b6a9, 0x0000b6d5, 0x0000b6fb, 0x0000b72f,
-	0x0000b747, 0x0000b772, 0x0000b81b, 0x0000b825,
-	0x0000b8ad, 0x0000b8e2, 0x0000b923, 0x0000ba9f,
-	0x0000bc1e, 0x0000bcf7, 0x0000be0c, 0x0000bf28,
-	0x0000bf41, 0x0000bfbd, 0x0000c086, 0x0000c10f,
+	0x0000b3c7, 0x0000b3e2, 0x0000b43b, 0x0000b44f,
+	0x0000b46d, 0x0000b4e7, 0x0000b528, 0x0000b59e,
+	0x0000b5bd, 0x0000b6d3, 0x0000b6ec, 0x0000b732,
+	0x0000b74a, 0x0000b79d, 0x0000b7d8, 0x0000b870,
+	0x0000b89c, 0x0000b8c2, 0x0000b8f6, 0x0000b90e,
+	0x0000b939, 0x0000b9e2, 0x0000b9ec, 0x0000ba74,
+	0x0000baa9, 0x0000baea, 0x0000bc66, 0x0000bde5,
+	0x0000bebe, 0x0000bfd3, 0x0000c0ef, 0x0000c108,
 	// Entry 320 - 33F
-	0x0000c11c, 0x0000c16e, 0x0000c174, 0x0000c228,
-	0x0000c2d8, 0x0000c30a, 0x0000c336, 0x0000c39f,
-	0x0000c446, 0x0000c508, 0x0000c538, 0x0000c545,
-	0x0000c54b, 0x0000c561, 0x0000c56c, 0x0000c573,
-	0x0000c57e, 0x0000c58c, 0x0000c599, 0x0000c5a7,
-	0x0000c5c0, 0x0000c5ed, 0x0000c696, 0x0000c6a9,
-	0x0000c6b3, 0x0000c742, 0x0000c7a3, 0x0000c7ff,
-	0x0000c811, 0x0000c82b, 0x0000c83e, 0x0000c87c,
+	0x0000c184, 0x0000c24d, 0x0000c2d6, 0x0000c2e3,
+	0x0000c335, 0x0000c33b, 0x0000c3ef, 0x0000c49f,
+	0x0000c4d1, 0x0000c4fd, 0x0000c566, 0x0000c60d,
+	0x0000c6cf, 0x0000c6ff, 0x0000c70c, 0x0000c712,
+	0x0000c728, 0x0000c733, 0x0000c73a, 0x0000c745,
+	0x0000c753, 0x0000c760, 0x0000c76e, 0x0000c787,
+	0x0000c7b4, 0x0000c85d, 0x0000c870, 0x0000c87a,
+	0x0000c909, 0x0000c96a, 0x0000c9c6, 0x0000c9d8,
 	// Entry 340 - 35F
-	0x0000c8b8, 0x0000c8d5, 0x0000c8e2, 0x0000c8f0,
-	0x0000c8fe, 0x0000c90e, 0x0000c94a, 0x0000c984,
-	0x0000ca01, 0x0000ca0c, 0x0000ca36, 0x0000ca43,
-	0x0000ca5f, 0x0000ca63, 0x0000ca75, 0x0000cb37,
-	0x0000cb6a, 0x0000cb75, 0x0000cb7f, 0x0000cb94,
-	0x0000cb9d, 0x0000cba7, 0x0000cbbc, 0x0000cbe0,
-	0x0000cbfa, 0x0000cc0f, 0x0000cc3b, 0x0000cc7a,
-	0x0000cc7f, 0x0000cc94, 0x0000cca6, 0x0000ccdb,
+	0x0000c9f2, 0x0000ca05, 0x0000ca43, 0x0000ca7f,
+	0x0000ca9c, 0x0000caa9, 0x0000cab7, 0x0000cac5,
+	0x0000cad5, 0x0000cb11, 0x0000cb4b, 0x0000cbc8,
+	0x0000cbd3, 0x0000cbfd, 0x0000cc0a, 0x0000cc26,
+	0x0000cc2a, 0x0000cc3c, 0x0000ccfe, 0x0000cd31,
+	0x0000cd3c, 0x0000cd46, 0x0000cd5b, 0x0000cd64,
+	0x0000cd6e, 0x0000cd83, 0x0000cda7, 0x0000cdc1,
+	0x0000cdd6, 0x0000ce02, 0x0000ce41, 0x0000ce46,
 	// Entry 360 - 37F
-	0x0000ccec, 0x0000cd19, 0x0000cd48, 0x0000ce6a,
-	0x0000cf8c, 0x0000d002, 0x0000d08d, 0x0000d11c,
-	0x0000d183, 0x0000d1c5, 0x0000d217, 0x0000d25f,
-	0x0000d2d2, 0x0000d31a, 0x0000d348, 0x0000d376,
-	0x0000d3a9, 0x0000d3dc,
-} // Size: 3552 bytes
+	0x0000ce5b, 0x0000ce6d, 0x0000cea2, 0x0000ceb3,
+	0x0000cee0, 0x0000cf0f, 0x0000d031, 0x0000d153,
+	0x0000d1c9, 0x0000d254, 0x0000d2e3, 0x0000d34a,
+	0x0000d38c, 0x0000d3de, 0x0000d426, 0x0000d499,
+	0x0000d4e1, 0x0000d50f, 0x0000d53d, 0x0000d570,
+	0x0000d5a3,
+} // Size: 3564 bytes
 
-const frData string = "" + // Size: 54236 bytes
+const frData string = "" + // Size: 54691 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2243,26 +2253,32 @@ const frData string = "" + // Size: 54236 bytes
 	"[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouvelle tentative avancée " +
 	"pour %[1]d instance\u202f: ses exécutants la prennent maintenant.\x00c" +
 	"\x02Nouvelles tentatives avancées pour %[1]d instances\u202f: leurs exéc" +
-	"utants les prennent maintenant.\x14\x01\x81\x01\x00\x02J\x02%[1]d autre " +
-	"est arrivée à échéance d’elle-même depuis le comptage.\x00O\x02%[1]d aut" +
-	"res sont arrivées à échéance d’elles-mêmes depuis le comptage.\x14\x01" +
-	"\x81\x01\x00\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a changé après le " +
-	"comptage (clôturée, traitée par quelqu’un d’autre, ou sa nouvelle tentat" +
-	"ive est arrivée à échéance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles " +
-	"ont changé après le comptage (clôturées, traitées par quelqu’un d’autre," +
-	" ou leur nouvelle tentative est arrivée à échéance).\x02%[1]s (jeton n°" +
-	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
-	"ocessus\x02Occurrence proposée de nouveau\x02Action groupée\x02reprise i" +
-	"mmédiate (tentatives inchangées)\x02supprimée\x02Journal d’audit\x02Chaq" +
-	"ue reprise, abandon et arrêt appliqué par un opérateur, et chaque efface" +
-	"ment fait par un administrateur, avec son motif. Les révélations de vale" +
-	"urs sensibles ont leur propre journal, que les administrateurs lisent su" +
-	"r la page Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom " +
-	"d’un jeton, exact\x02exacte\u202f; les instances supprimées depuis ne so" +
-	"nt pas trouvées\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser le" +
-	"s filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes les acti" +
-	"ons\x02L’instance de processus doit être un identifiant d’instance compl" +
-	"et (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
+	"utants les prennent maintenant.\x14\x01\x81\x01\x00\x02\xa2\x01\x02%[1]d" +
+	" autre n’attendait plus comme au comptage\u202f: sa nouvelle tentative e" +
+	"st arrivée à échéance, ou elle s’est terminée ou a été traitée entre-tem" +
+	"ps.\x00\xac\x01\x02%[1]d autres n’attendaient plus comme au comptage" +
+	"\u202f: leur nouvelle tentative est arrivée à échéance, ou elles se sont" +
+	" terminées ou ont été traitées entre-temps.\x14\x01\x81\x01\x00\x02\x9c" +
+	"\x01\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée, " +
+	"traitée par quelqu’un d’autre, ou sa nouvelle tentative est arrivée à éc" +
+	"héance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles ont changé après le " +
+	"comptage (clôturées, traitées par quelqu’un d’autre, ou leur nouvelle te" +
+	"ntative est arrivée à échéance).\x14\x01\x81\x01\x00\x02j\x02%[1]d ignor" +
+	"ée\u202f: elle a changé après le comptage (clôturée, ou traitée par que" +
+	"lqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le" +
+	" comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeto" +
+	"n n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance d" +
+	"e processus\x02Occurrence proposée de nouveau\x02Action groupée\x02repri" +
+	"se immédiate (tentatives inchangées)\x02supprimée\x02Journal d’audit\x02" +
+	"Chaque reprise, abandon et arrêt appliqué par un opérateur, et chaque ef" +
+	"facement fait par un administrateur, avec son motif. Les révélations de " +
+	"valeurs sensibles ont leur propre journal, que les administrateurs lisen" +
+	"t sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le " +
+	"nom d’un jeton, exact\x02exacte\u202f; les instances supprimées depuis n" +
+	"e sont pas trouvées\x02du\x02au\x02Appliquer les filtres\x02Réinitialise" +
+	"r les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes les " +
+	"actions\x02L’instance de processus doit être un identifiant d’instance c" +
+	"omplet (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
 	"\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant comple" +
 	"t.\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
 	"\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune action gro" +
@@ -2272,575 +2288,575 @@ const frData string = "" + // Size: 54236 bytes
 	"haque rechargement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d" +
 	" instances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécut" +
 	"e, chaque rechargement montre où elle en est.\x02reprise immédiate\x02Fi" +
-	"ltre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées avant\x02%[1]s" +
-	"\u202f: %[2]s\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s — " +
-	"instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car cha" +
-	"ngées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Act" +
-	"ion groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreu" +
-	"r — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées" +
-	"\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, traitées" +
-	" jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement mont" +
-	"re où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l" +
-	"’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqué" +
-	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur\u202f:" +
-	" %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu\x02Naviga" +
-	"tion principale\x02État\x02Tâches externes\x02Processus\x02Trouver une i" +
-	"nstance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Déf" +
-	"initions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Rév" +
-	"élations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
-	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fus" +
-	"eau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f" +
-	": %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s" +
-	" · sans rechargement automatique\x02Rechargement suspendu\x02Reprendre l" +
-	"e rechargement\x02Cette page se recharge toutes les %[1]d secondes.\x02S" +
-	"uspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet de lire" +
-	" que les définitions et les processus\u202f: les tâches externes et les " +
-	"instances de processus sont réservées aux opérateurs et aux administrate" +
-	"urs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le car" +
-	"actère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-" +
-	"le et réessayez.\x02Retour aux tâches externes\x02Retour à la connexion" +
-	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
-	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
-	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journal " +
-	"d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%[1]s" +
-	"\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes mon" +
-	"trent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez son" +
-	" lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance a ét" +
-	"é effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f»." +
-	" Ses entrées, occurrences et tentatives ont été supprimées avec elle" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette " +
-	"session de la console, ou il a expiré\u202f: rien n’a été fait. Rouvrez " +
-	"le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02Formu" +
-	"laire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rie" +
-	"n n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le de no" +
-	"uveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à temps" +
-	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’a p" +
-	"as pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tempor" +
-	"airement indisponible\x02La base de données est injoignable pour le mome" +
-	"nt. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La c" +
-	"onsole n’a pas pu afficher cette page. Réessayez\u202f; si le problème p" +
-	"ersiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
-	"\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02L" +
-	"es services externes qui prennent des tâches, et les définitions que cha" +
-	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
-	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
-	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
-	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
-	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
-	"ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir" +
-	"\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décom" +
-	"pte des occurrences en cours\u202f; les décomptes s’afficheront quand vo" +
-	"us rechargerez la page.\x02Les décomptes sont indisponibles pour le mome" +
-	"nt.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02" +
-	"Description\x02Définition %[1]s\x02Copie de travail\x02La seule partie m" +
-	"odifiable d’une définition. Les processus ne l’utilisent jamais directem" +
-	"ent\u202f: ils épinglent une révision.\x02Sortie de routage\x02Dernier e" +
-	"nregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: la c" +
-	"opie de travail n’a jamais été figée.\x02Publications\x02Aucune publicat" +
-	"ion pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le" +
-	"\x02Comparer des révisions\x02Liste chaque changement d’une révision à l" +
-	"’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
-	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
-	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
-	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
-	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
-	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
-	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
-	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
-	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
-	"t\x02Épinglée par\x02aucune version de processus\x02%[1]s version %[2]s" +
-	"\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: leur copie de trav" +
-	"ail, leurs révisions immuables et leurs publications nommées.\x02Définit" +
-	"ions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Auc" +
-	"une définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
-	"ication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’insta" +
-	"nt.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellent" +
-	" les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, et" +
-	" les secrets de signature, sont scellés et jamais affichés. Créez et mod" +
-	"ifiez les destinations avec relais apply (documents de type Destination)" +
-	" ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destina" +
-	"tions par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maxi" +
-	"mal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
-	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
-	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
-	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
-	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
-	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
-	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
-	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
-	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
-	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
-	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
-	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
-	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
-	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
-	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
-	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
-	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
-	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
-	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
-	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
-	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
-	"e termine ensuite\u202f; un échec qui laisse des tentatives compte sous " +
-	"En attente d’une nouvelle tentative jusqu’à ce que la suivante soit due." +
-	"\x02L’occurrence en échec d’une instance bloquée compte à la fois dans I" +
-	"nstances bloquées et dans En échec.\x02Réussites et échecs, dernière heu" +
-	"re\x02Définitions, celles qui demandent de l’attention d’abord\x02Défini" +
-	"tion\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02En attente d’une nouvelle tentative\x02Terminées" +
-	", dernière heure\x02En échec, dernière heure\x02Aucune définition n’a en" +
-	"core d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à quelques second" +
-	"es d’intervalle, affiché à nouveau à chaque rechargement.\x02la plus pro" +
-	"che prévue le %[1]s\x02prochaine tentative %[1]s\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02La définition %[1]s n’a pas encore d’occurrence.\x02Toutes les" +
-	" définitions\x02Réussites et échecs par tranche de 5\u00a0min, dernière " +
-	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
-	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Termin" +
-	"ées\x02Les chiffres du graphique\x02Réussites et échecs par tranche de " +
-	"5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"Rétention\u202f: les instances terminées sont conservées sans limite, se" +
-	"lon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les in" +
-	"stances terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rét" +
-	"ention\u202f: les instances terminées sont supprimées avec leurs occurre" +
-	"nces %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre rép" +
-	"lique.\x02Rétention\u202f: les instances terminées sont supprimées avec " +
-	"leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02Son occurrence au nœud %[1]s a " +
-	"échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]s, %[" +
-	"4]s)\u202f: la reprise la propose dès maintenant, ses tentatives restant" +
-	"es inchangées. L’arrêt annule l’instance et ses occurrences ouvertes. Ni" +
-	" l’une ni l’autre ne termine rien\u202f; chacune demande un motif, consi" +
-	"gné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurre" +
-	"nces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fi" +
-	"n\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais" +
-	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
-	"S_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique c" +
-	"onserve les instances terminées sans limite\x02Supprimée par la rétentio" +
-	"n\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02Une nouvelle tentative n’attend que sur" +
-	" une instance en cours\u202f: choisissez le statut «\u202fen cours\u202f" +
-	"», ou aucun.\x02Le code d’erreur et «\u202fBloquée à un nœud de\u202f» " +
-	"filtrent les instances bloquées ou en échec, selon le code qui les a arr" +
-	"êtées et l’endroit\u202f; une instance en cours n’a ni l’un ni l’autre" +
-	"\u202f: laissez-les vides. Le code après lequel une nouvelle tentative a" +
-	"ttend figure sur chaque ligne, et la page «\u202fTâches externes\u202f» " +
-	"filtre par ce code les nouvelles tentatives en attente.\x02La version do" +
-	"it être un nombre entier à partir de 1.\x02Une version est celle d’un pr" +
-	"ocessus\u202f: choisissez aussi le processus.\x02Date de création\x02La " +
-	"taille de page doit être comprise entre 1 et %[1]d.\x02Instances de proc" +
-	"essus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les in" +
-	"stances que ce filtre retient\x02La page suivante les compte et demande " +
-	"un motif avant que rien ne change.\x02Instances de processus, les plus r" +
-	"écentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance" +
-	" ne correspond à ces filtres.\x02Une instance en cours n’a pas encore de" +
-	" code d’erreur\u202f: les occurrences en échec avec ce code qui attenden" +
-	"t leur nouvelle tentative sont listées dans les tâches externes, filtrée" +
-	"s par ce code.\x02Tous les processus\x02Toute définition\x02Les occurren" +
-	"ces de %[1]s en attente d’une nouvelle tentative, chacune avec son erreu" +
-	"r et sa prochaine tentative\x02Tous les statuts\x02Statut inconnu\u202f:" +
-	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
-	"«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f" +
-	": la page Instances liste les instances qui l’ont.\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02te" +
-	"rminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejet" +
-	"ée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02" +
-	"date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutan" +
-	"t la récupère)\x02push (Relais appelle le service)\x02administrateur\x02" +
-	"opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté" +
-	"\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02val" +
-	"eurs modifiées\x02classification modifiée\x02contrainte modifiée\x02rout" +
-	"age modifié\x02longueur minimale\x02longueur maximale\x02motif\x02format" +
-	"\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’" +
-	"éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence" +
-	" %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les ten" +
-	"tatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’" +
-	"exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destinati" +
-	"on\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé" +
-	" cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a " +
-	"jamais réservé cette occurrence\u202f: elle a pris fin avant toute tenta" +
-	"tive.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la dest" +
-	"ination.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence " +
-	"a pris fin avant tout appel.\x02Relais ne conserve le code de statut de " +
-	"la destination que lorsqu’elle a refusé l’appel (destination_http_NNN)" +
-	"\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la prise" +
-	" en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou " +
-	"l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, les " +
-	"plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) n" +
-	"e sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste tout" +
-	"es.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’" +
-	"exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentat" +
-	"ive\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
-	"hemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse" +
-	", 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_" +
-	"timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Déla" +
-	"i d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destination" +
-	"\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai mu" +
-	"ltiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relai" +
-	"s)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
-	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
-	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
-	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
-	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
-	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
-	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
-	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La réponse de la destination est inutilisable\u202f: elle doit" +
-	" être un seul objet JSON, rien après, dont le membre outputs respecte le" +
-	" contrat de sorties de la révision. Son message dit ce qui n’allait pas." +
-	"\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle " +
-	"a pu agir malgré tout.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
-	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02Le v" +
-	"errou de la dernière tentative a expiré sans tentative restante, après q" +
-	"ue Relais a refusé le rapport de son exécutant (%[1]s\u202f; voir les te" +
-	"ntatives de l’occurrence en échec)\u202f: l’exécutant a répondu, et c’es" +
-	"t sa réponse qui doit changer, pas son verrou.\x02Le verrou de la derniè" +
-	"re tentative a expiré sans tentative restante, après que Relais a refusé" +
-	" le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dessou" +
-	"s)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, p" +
-	"as son verrou.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Le flux de l’exécutant de la dernière tentative s’est " +
-	"terminé (l’exécutant est parti ou a été écarté) sans tentative restante." +
-	"\x02L’échéance est passée avant que l’occurrence soit terminée\u202f: au" +
-	"cune tentative n’a abouti à temps.\x02Le résultat ne respectait pas le c" +
-	"ontrat de sorties de la révision.\x02La réponse à l’appel a été perdue (" +
-	"la connexion s’est rompue après l’envoi de la requête, ou Relais s’est a" +
-	"rrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
-	"\u202f: on ignore si la destination a agi, donc Relais ne l’appelle pas " +
-	"de nouveau de lui-même (la reprise par un opérateur le fait).\x02L’appel" +
-	" n’a pas pu être préparé.\x02La destination était injoignable.\x02La rép" +
-	"onse de la destination était trop volumineuse.\x02La dernière tentative " +
-	"a pris fin sans résultat (son verrou a expiré, ou le flux de son exécuta" +
-	"nt s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu " +
-	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
-	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
-	"nouvelle tentative restante (retries\u202f: 0, aucun retries envoyé, que" +
-	" Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’es" +
-	"t pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Au" +
-	"cun exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Au" +
-	"cun exécutant actif ne prend la révision %[1]d\u202f: les exécutants act" +
-	"ifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne" +
-	" prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les r" +
-	"évisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée" +
-	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
-	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
-	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
-	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
-	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
-	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
-	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
-	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
-	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
-	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
-	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
-	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
-	"stance a suivi le chemin d’erreur du nœud, et est bloquée à un nœud suiv" +
-	"ant.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éc" +
-	"hec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]" +
-	"s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1" +
-	"]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; " +
-	"clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (diffé" +
-	"rée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l" +
-	"’exécutant détenait la tâche\u202f: son compte rendu est refusé, mais " +
-	"il a peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant" +
-	" l’appel, qui a été interrompu\u202f: la destination a peut-être déjà do" +
-	"nné suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrê" +
-	"tée pendant que la tâche était différée\u202f: sa clôture par identifian" +
-	"t est refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1" +
-	"]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%" +
-	"[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de" +
-	" cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un aut" +
-	"re.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)" +
-	"\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02Rel" +
-	"ais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]" +
-	"s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02e" +
-	"n attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le déla" +
-	"i\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué" +
-	"]\x02Message de l’exécutant (ses propres termes, valeurs protégées masqu" +
-	"ées)\x02Message de Relais (en anglais), citant la réponse de la destina" +
-	"tion\x02Message de Relais (en anglais)\x02Une occurrence en attente d’un" +
-	"e nouvelle tentative est disponible\u202f: choisissez le statut «\u202fd" +
-	"isponible\u202f», ou aucun.\x02Valeur inconnue du filtre de prochaine te" +
-	"ntative.\x02La révision doit être un nombre entier, 1 ou plus.\x02Une ré" +
-	"vision est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Peu importe\x02En attente d’une nouve" +
-	"lle tentative (prévue plus tard)\x02Tous les consommateurs\x02instance b" +
-	"loquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
-	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
-	"%[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’in" +
-	"tervalle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1" +
-	"]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02" +
-	"disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée" +
-	" depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page" +
-	"\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit" +
-	" 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02" +
-	"Cette adresse contient un paramètre illisible (un signe pour cent qui n’" +
-	"est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f:" +
-	" corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vo" +
-	"uliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]" +
-	"d fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invali" +
-	"de\u202f: revenez à la première page.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un" +
-	" décalage fixe par rapport à UTC.\x02Recharger les listes et les pages d" +
-	"e détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer" +
-	" (filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
-	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"ltre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées depuis\x02Créées " +
+	"avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les instances)\x02Action gr" +
+	"oupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: " +
+	"%[5]d, traitées\u202f: %[4]d, ignorées car changées après le compte" +
+	"\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) p" +
+	"ar %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comptée" +
+	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle" +
+	" a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour " +
+	"le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en co" +
+	"urs — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, " +
+	"ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Auc" +
+	"un progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être " +
+	"arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau s" +
+	"ur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Re" +
+	"lais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02T" +
+	"âches externes\x02Processus\x02Trouver une instance ou une occurrence" +
+	"\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
+	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
+	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
+	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
+	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
+	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
+	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
+	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
+	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
+	"et les processus\u202f: les tâches externes et les instances de processu" +
+	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
+	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
+	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
+	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
+	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
+	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
+	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
+	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
+	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
+	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
+	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
+	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
+	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
+	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
+	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
+	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
+	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
+	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
+	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
+	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
+	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
+	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
+	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
+	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
+	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
+	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
+	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
+	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
+	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
+	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
+	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
+	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
+	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
+	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
+	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
+	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
+	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
+	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
+	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
+	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
+	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
+	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
+	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
+	" nom ou une description a changé).\x02Changements de la copie de travail" +
+	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
+	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
+	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
+	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
+	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
+	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
+	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
+	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
+	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
+	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
+	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
+	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
+	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
+	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
+	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
+	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
+	"nations avec relais apply (documents de type Destination) ou par l’API (" +
+	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
+	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
+	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
+	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
+	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
+	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
+	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
+	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
+	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
+	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
+	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
+	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
+	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
+	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
+	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
+	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
+	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
+	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
+	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
+	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
+	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
+	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
+	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
+	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
+	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
+	" un échec qui laisse des tentatives compte sous En attente d’une nouvell" +
+	"e tentative jusqu’à ce que la suivante soit due.\x02L’occurrence en éche" +
+	"c d’une instance bloquée compte à la fois dans Instances bloquées et dan" +
+	"s En échec.\x02Réussites et échecs, dernière heure\x02Définitions, celle" +
+	"s qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Inst" +
+	"ances bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02" +
+	"En attente d’une nouvelle tentative\x02Terminées, dernière heure\x02En é" +
+	"chec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au" +
+	" %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, affiché" +
+	" à nouveau à chaque rechargement.\x02la plus proche prévue le %[1]s\x02p" +
+	"rochaine tentative %[1]s\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02La définition " +
+	"%[1]s n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussite" +
+	"s et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
+	"raphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus anci" +
+	"ennes d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instanc" +
+	"es terminées sont conservées sans limite, selon le RELAIS_RETENTION d’un" +
+	"e autre réplique.\x02Rétention\u202f: les instances terminées sont conse" +
+	"rvées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances " +
+	"terminées sont supprimées avec leurs occurrences %[1]s après leur fin, l" +
+	"e RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: l" +
+	"es instances terminées sont supprimées avec leurs occurrences %[1]s aprè" +
+	"s leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
+	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
+	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds attein" +
+	"ts par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœud" +
+	"s atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune " +
+	"tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur" +
+	" cette instance.\x02Actions d’opérateurs sur cette instance, les plus ré" +
+	"centes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquel" +
+	"les l’instance a démarré, nommées d’après le contrat de la version %[1]d" +
+	" du processus\x02Ce processus ne prend aucune entrée.\x02Effacer cette i" +
+	"nstance…\x02Cette instance est terminée. En tant qu’administrateur, vous" +
+	" pouvez l’effacer maintenant plutôt qu’attendre la rétention (demande d’" +
+	"une personne concernée)\u202f: elle est supprimée avec ses occurrences e" +
+	"t ses tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f" +
+	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
+	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
+	"être construites), une reprise échouerait donc de la même façon. L’aban" +
+	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
+	"otif, consigné dans le journal d’audit.\x02Cette instance est bloquée à " +
+	"un nœud en échec\u202f: c’est un incident. La reprise propose de nouveau" +
+	" l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f; l" +
+	"’arrêt l’annule. Chacune demande un motif, consigné dans le journal d’" +
+	"audit.\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nou" +
+	"velle tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propos" +
+	"e dès maintenant, ses tentatives restantes inchangées. L’arrêt annule l’" +
+	"instance et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rie" +
+	"n\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02" +
+	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
+	"n.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par" +
+	" %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
+	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
+	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
+	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
+	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
+	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
+	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
+	"e statut «\u202fen cours\u202f», ou aucun.\x02Le code d’erreur et «" +
+	"\u202fBloquée à un nœud de\u202f» filtrent les instances bloquées ou en " +
+	"échec, selon le code qui les a arrêtées et l’endroit\u202f; une instanc" +
+	"e en cours n’a ni l’un ni l’autre\u202f: laissez-les vides. Le code aprè" +
+	"s lequel une nouvelle tentative attend figure sur chaque ligne, et la pa" +
+	"ge «\u202fTâches externes\u202f» filtre par ce code les nouvelles tentat" +
+	"ives en attente.\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Une ins" +
+	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
+	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
+	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
+	"Toute définition\x02Les occurrences de %[1]s en attente d’une nouvelle t" +
+	"entative, chacune avec son erreur et sa prochaine tentative\x02Tous les " +
+	"statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire " +
+	"«\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une" +
+	" instance, pas d’une tâche\u202f: la page Instances liste les instances " +
+	"qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible" +
+	"\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
+	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
+	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
+	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"Une occurrence en attente d’une nouvelle tentative est disponible\u202f:" +
+	" choisissez le statut «\u202fdisponible\u202f», ou aucun.\x02Valeur inco" +
+	"nnue du filtre de prochaine tentative.\x02La révision doit être un nombr" +
+	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
+	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
+	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
+	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Peu" +
+	" importe\x02En attente d’une nouvelle tentative (prévue plus tard)\x02To" +
+	"us les consommateurs\x02instance bloquée ici\x02Totaux de la définition " +
+	"%[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans" +
+	" les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"refaits à quelques secondes d’intervalle, affichés à nouveau à chaque re" +
+	"chargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clô" +
+	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
+	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
+	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
+	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
+	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
+	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
+	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
+	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
+	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
+	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
+	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
+	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
+	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
+	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
+	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
+	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
+	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
+	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
+	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
+	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
+	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
+	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
+	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
+	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
+	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
+	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
+	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
+	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
+	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
+	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
+	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
+	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
+	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
+	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
+	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
+	"s au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’intervalle, affi" +
+	"chés à nouveau à chaque rechargement.\x02Seuls les administrateurs peuve" +
+	"nt révéler une valeur sensible.\x02Dites pourquoi vous révélez cette val" +
+	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
+	"dit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de" +
+	" données qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a é" +
+	"té enregistré). Une autre réplique peut la révéler\u202f; demandez à vot" +
+	"re administrateur de démarrer toutes les répliques avec les mêmes clés d" +
+	"e données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; " +
+	"consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une " +
+	"valeur que cette page affiche masquée (sensible) peut être révélée.\x02L" +
+	"es valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur se" +
+	"nsible qu’un administrateur a révélée\u202f: qui, quand, quel champ et p" +
+	"ourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélatio" +
+	"ns, les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun" +
+	" (révélée avant que le motif soit demandé)\x02Méthode non autorisée\x02C" +
+	"ette page n’accepte pas cette requête.\x02Ce formulaire a été envoyé dep" +
+	"uis un autre site\u202f: la console n’accepte que les formulaires de ses" +
+	" propres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Rech" +
+	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID co" +
+	"mplet, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien" +
+	" à chercher\u202f: le champ de recherche est vide.\x02C’est trop long po" +
+	"ur être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f" +
+	"%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et" +
+	" telle quelle, majuscules et accents compris\u202f: une liste abrège les" +
+	" longues, copiez-la depuis la page de son instance. Une instance terminé" +
+	"e est supprimée une fois la durée de conservation (RELAIS_RETENTION) éco" +
+	"ulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni o" +
+	"ccurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l" +
+	"’a pour clé métier. Une instance terminée est supprimée, avec ses occu" +
+	"rrences et ses tentatives, une fois la durée de conservation (RELAIS_RET" +
+	"ENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jou" +
+	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
+	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
+	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
+	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jet" +
+	"on dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’ad" +
+	"resse l’a mis dans l’historique de votre navigateur, et peut-être dans l" +
+	"es journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoq" +
+	"uer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est" +
+	" pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mi" +
+	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
+	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
+	" et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec le" +
+	"quel vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f" +
+	": connectez-vous avec un autre.\x02Votre session avait pris fin (inactiv" +
+	"ité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au" +
+	" plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis vo" +
+	"tre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez vo" +
+	"tre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, rév" +
+	"oqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
+	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
+	"tions, le journal des révélations et les effacements sont de leur ressor" +
+	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
+	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
+	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
+	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
+	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 103068 bytes (100KiB); checksum: 8F30D33B
+	// Total table size 103863 bytes (101KiB); checksum: 2727FCB3

@@ -23,3 +23,10 @@ select sqlc.embed(b), t.role as actor_role
 from bulk_actions b
 left join tokens t on t.id = b.actor_id
 where b.id = @id;
+
+-- name: BulkCountedAt :one
+-- The database's clock as a bulk action's count is read: its
+-- matched_before is compared with times the database wrote (an attempt's
+-- end, an instance's creation), which a replica's skewed clock would
+-- misplace.
+select statement_timestamp()::timestamptz;

@@ -125,3 +125,18 @@ func (q *Queries) BulkActionProgress(ctx context.Context, arg BulkActionProgress
 	)
 	return err
 }
+
+const bulkCountedAt = `-- name: BulkCountedAt :one
+select statement_timestamp()::timestamptz
+`
+
+// The database's clock as a bulk action's count is read: its
+// matched_before is compared with times the database wrote (an attempt's
+// end, an instance's creation), which a replica's skewed clock would
+// misplace.
+func (q *Queries) BulkCountedAt(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, bulkCountedAt)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
