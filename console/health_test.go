@@ -548,15 +548,8 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 	f := newIncidentFixture(t)
 	env := f.env
 	f.addSlowScoring(t)
-	started := env.Must(201, "POST", "/api/v1/processes/slow_scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "CRM-9"}}).JSON(t)
-	occID := started["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
-	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-1",
-		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
-	if len(got) != 1 || got[0].(map[string]any)["id"] != occID {
-		t.Fatalf("fetched %v, want %s", got, occID)
-	}
-	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occID+"/fail", f.scorer, map[string]any{"worker_id": "scorer-1",
-		"error_code": "SCORER_SLOW", "retryable": true, "retry_delay": "PT1H"})
+	occID := f.waitScoring(t, "PT1H")[0]
+	instanceID := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)["instance_id"].(string)
 
 	b := signedIn(t, env.URL, "en", env.Operator)
 	page := b.mustGet("/console/health", 200)
@@ -574,7 +567,7 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 	link := page.doc.Find(`[data-testid=health-row][data-key=score_company] [data-testid=health-retrying] a`)
 	href, _ := link.Attr("href")
 	list := b.mustGet(href, 200)
-	if got := count(list, "instance-row"); got != 1 || !strings.Contains(list.body, started["id"].(string)) {
+	if got := count(list, "instance-row"); got != 1 || !strings.Contains(list.body, instanceID) {
 		t.Errorf("the count's link %s lists %d instances, want the one whose retry waits", href, got)
 	}
 	occs, _ := list.doc.Find(`[data-testid=retrying-occurrences]`).Attr("href")
