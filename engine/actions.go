@@ -452,9 +452,9 @@ type UnknownKeys struct {
 	// filter's (see UnknownOccurrenceKeys).
 	Definition, Revision, Consumer, Destination bool
 	// Meant holds, by parameter (process, held_at, retrying_at,
-	// definition, destination), the existing key an unknown one is a typo of, when
-	// one is close (designer QA: a start suggested the process a filter
-	// did not).
+	// definition, destination), the existing key an unknown one is a typo
+	// of, when one is close (designer QA: a start suggested the process a
+	// filter did not).
 	Meant map[string]string
 }
 
@@ -751,7 +751,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 			// With matched_before, a bring-forward's count only shrinks:
 			// retries came due meanwhile, with nothing left to bring
 			// forward (the console confirms the new count itself).
-			then += " (retries that came due meanwhile need nothing: those left are among the ones confirmed)"
+			then += " (retries that came due meanwhile need nothing: those left waited when you counted)"
 		}
 		if count > confirm && f.MatchedBefore == nil {
 			// An incident under way: each new instance would change the
