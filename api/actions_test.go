@@ -1063,6 +1063,11 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 		t.Helper()
 		return len(env.Must(200, "GET", "/api/v1/occurrences?waiting_retry=true&definition=add_company_to_crm", env.Operator, nil).JSON(t)["items"].([]any))
 	}
+	for _, q := range []string{"status=running&error_code=CRM_DOWN", "status=running&held_at=add_company_to_crm"} {
+		if r := env.Do("GET", "/api/v1/instances?"+q, env.Operator, nil); r.Status != 400 {
+			t.Errorf("GET /instances?%s: %d %s; want 400 (running instances have neither)", q, r.Status, r.Body)
+		}
+	}
 	if n := waiting(); n != 3 {
 		t.Errorf("GET /occurrences?waiting_retry=true lists %d, want 3", n)
 	}
@@ -1092,7 +1097,7 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"retrying_at": "add_company_to_crm"}}); r.Status != 400 {
 		t.Errorf("abandon of retrying_at: %d %s; want 400", r.Status, r.Body)
 	}
-	for _, q := range []string{"status=held", "error_code=CRM_DOWN"} {
+	for _, q := range []string{"status=held", "error_code=CRM_DOWN", "held_at=add_company_to_crm"} {
 		if r := env.Do("GET", "/api/v1/instances?retrying_at=add_company_to_crm&"+q, env.Operator, nil); r.Status != 400 {
 			t.Errorf("list of retrying_at and %s: %d %s; want 400", q, r.Status, r.Body)
 		}
