@@ -1071,6 +1071,9 @@ func TestBulkRetryBringsWaitingRetriesForward(t *testing.T) {
 	if n := waiting(); n != 3 {
 		t.Errorf("GET /occurrences?waiting_retry=true lists %d, want 3", n)
 	}
+	if n := len(env.Must(200, "GET", "/api/v1/occurrences?waiting_retry=false&definition=add_company_to_crm", env.Operator, nil).JSON(t)["items"].([]any)); n != 1 {
+		t.Errorf("GET /occurrences?waiting_retry=false lists %d, want the reserved one", n)
+	}
 	for _, q := range []string{"waiting_retry=true&status=reserved", "waiting_retry=yes"} {
 		if r := env.Do("GET", "/api/v1/occurrences?"+q, env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), "waiting_retry") {
 			t.Errorf("GET /occurrences?%s: %d %s; want 400 at waiting_retry", q, r.Status, r.Body)

@@ -207,10 +207,11 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 		f.Destination = s
 	}
 	switch s := q.Get("waiting_retry"); s {
-	case "", "false":
-	case "true":
-		f.WaitingRetry = true
-		if f.Status != "" && f.Status != engine.StatusAvailable {
+	case "":
+	case "false", "true":
+		waiting := s == "true"
+		f.WaitingRetry = &waiting
+		if waiting && f.Status != "" && f.Status != engine.StatusAvailable {
 			// Nothing would match, which would read as none waiting.
 			errs = append(errs, fault.FieldError{Path: "waiting_retry", Message: "keeps available occurrences (whose next attempt is due later): give status available, or none"})
 		}

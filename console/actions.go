@@ -1054,6 +1054,17 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		case "count_changed":
 			was := confirm
 			v.Changed = T(ctx, "The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+			if a == engine.ActionRetry && bringsForward(f) && ef.MatchedBefore != nil {
+				// The count is pinned to its moment: retries that came
+				// due and failed again since wait again, counted by the
+				// list but not here (verifier QA: "nothing to do" beside a
+				// list of them).
+				_, _, fresh, _ := bulkAction(ctx, r.PostFormValue)
+				if now, err := c.eng.CountForAction(ctx, a, fresh); err == nil && now > count {
+					again := now - count
+					v.Changed += " " + T(ctx, "%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.", again)
+				}
+			}
 		case "bulk_exists":
 			// The same form sent again (a double click, a reload): its id
 			// names the action that ran, which Relais checks before the

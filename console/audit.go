@@ -312,7 +312,12 @@ func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
 		// The widest action of all says so.
 		return T(ctx, "none (every instance)")
 	}
-	return strings.Join(parts, "; ")
+	joined := parts[0]
+	for _, next := range parts[1:] {
+		// French puts a narrow space before the semicolon.
+		joined = T(ctx, "%s; %s", joined, next)
+	}
+	return joined
 }
 
 // bulkProgress says how far bulk action b got.

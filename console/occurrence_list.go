@@ -102,10 +102,11 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		ef.Status = f.Status
 	}
 	switch f.WaitingRetry {
-	case "", "false":
-	case "true":
-		ef.WaitingRetry = true
-		if f.Status != "" && f.Status != engine.StatusAvailable {
+	case "":
+	case "false", "true":
+		waiting := f.WaitingRetry == "true"
+		ef.WaitingRetry = &waiting
+		if waiting && f.Status != "" && f.Status != engine.StatusAvailable {
 			// Nothing would match, which would read as none waiting.
 			errs.add(T(ctx, "An occurrence waiting a retry is available: choose the status available, or none."), "status", "waiting_retry")
 		}

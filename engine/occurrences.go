@@ -218,10 +218,10 @@ type OccurrenceFilter struct {
 	ConsumerID int64
 	// Destination keeps the push occurrences calling it.
 	Destination string
-	// WaitingRetry keeps the occurrences waiting out a retry delay (an
-	// attempt failed, attempts are left): available later. With a status,
-	// it must be available.
-	WaitingRetry bool
+	// WaitingRetry, when set, keeps the occurrences waiting out a retry
+	// delay (true: an attempt failed, attempts are left, available later;
+	// with a status, it must be available) or those that do not (false).
+	WaitingRetry *bool
 	// Triage filters: the instance's process and business key, the error
 	// code, and creation and settlement windows [after, before).
 	ProcessKey    string
@@ -247,7 +247,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 		ProcessKey: strPtr(f.ProcessKey), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode),
 		CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore,
 		Destination: strPtr(f.Destination), WaitingRetry: f.WaitingRetry}
-	if f.WaitingRetry {
+	if f.WaitingRetry != nil && *f.WaitingRetry {
 		// Their status's index range.
 		p.Status = strPtr(StatusAvailable)
 	}

@@ -39,88 +39,90 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              381,
-	"%[1]s %[2]s, %[3]s %[4]s":                 382,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          380,
-	"%[1]s; %[2]s":                             379,
-	"%d (0 lowest, 9 highest)":                 562,
-	"%d attempts":                              571,
-	"%d attempts, retry after %s, priority %d": 763,
-	"%d breaking":                              288,
-	"%d changes":                               287,
-	"%d completed":                             373,
-	"%d d":                                     389,
-	"%d days":                                  403,
-	"%d failed":                                374,
-	"%d h":                                     388,
+	"%[1]s %[2]s":                              383,
+	"%[1]s %[2]s, %[3]s %[4]s":                 384,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          382,
+	"%[1]s; %[2]s":                             381,
+	"%d (0 lowest, 9 highest)":                 564,
+	"%d attempts":                              573,
+	"%d attempts, retry after %s, priority %d": 765,
+	"%d breaking":                              290,
+	"%d changes":                               289,
+	"%d completed":                             375,
+	"%d d":                                     391,
+	"%d days":                                  405,
+	"%d failed":                                376,
+	"%d h":                                     390,
 	"%d held instances match now.":             79,
-	"%d hours":                                 404,
-	"%d items":                                 844,
-	"%d left":                                  573,
-	"%d min":                                   387,
-	"%d minutes":                               405,
+	"%d hours":                                 406,
+	"%d items":                                 846,
+	"%d left":                                  575,
+	"%d min":                                   389,
+	"%d minutes":                               407,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
-	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               126,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              842,
-	"%d ms": 407,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         751,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 750,
-	"%d occurrences": 680,
+	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               127,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              844,
+	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      123,
+	"%d ms": 409,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         753,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 752,
+	"%d occurrences": 682,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
-	"%d releases": 312,
+	"%d releases": 314,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       386,
-	"%d seconds": 406,
-	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 127,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       128,
-	"%s (a fixed offset, no daylight saving time)":                                                           712,
-	"%s (deferred; settled by %s)":                                                                           638,
-	"%s (deferred; settled with its settle token)":                                                           636,
-	"%s (deferred; settled with its settle token, as %s)":                                                    637,
-	"%s (token #%d, %s)": 129,
-	"%s = %s":            757,
-	"%s ago":             384,
-	"%s at %s":           642,
-	"%s so far":          634,
-	"%s version %s":      304,
-	"%s versions %s":     305,
-	"%s ← %s":            756,
-	"%s → %s":            758,
-	"%s, %s: %s":         343,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             566,
-	"%s, cut to %s by the destination’s max_timeout":                       565,
-	"%s, multiplied by %s after each failure, up to %s":                    568,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 567,
-	"%s, revision %s":                         525,
-	"%s, version %s":                          526,
-	"%s: %s":                                  160,
-	"%s: %s → %s":                             295,
-	"%s: a date is written 2026-12-01.":       696,
-	"%s: every revision, present and future":  233,
-	"%s: revision %s":                         234,
-	"%s: revisions %s":                        235,
-	"%s: the first day comes after the last.": 697,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 563,
-	"%s–%s":                         372,
-	"(%d characters in all)":        846,
-	"(%d handed back, not counted)": 572,
-	"(each item)":                   832,
-	"(in %s)":                       845,
-	"(worker %s)":                   621,
-	"0 seconds":                     402,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            809,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 610,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       345,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 707,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        452,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             660,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           467,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 797,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   796,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    455,
+	"%d s":       388,
+	"%d seconds": 408,
+	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 128,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       129,
+	"%s (a fixed offset, no daylight saving time)":                                                           714,
+	"%s (deferred; settled by %s)":                                                                           640,
+	"%s (deferred; settled with its settle token)":                                                           638,
+	"%s (deferred; settled with its settle token, as %s)":                                                    639,
+	"%s (token #%d, %s)": 130,
+	"%s = %s":            759,
+	"%s ago":             386,
+	"%s at %s":           644,
+	"%s so far":          636,
+	"%s version %s":      306,
+	"%s versions %s":     307,
+	"%s ← %s":            758,
+	"%s → %s":            760,
+	"%s, %s: %s":         345,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             568,
+	"%s, cut to %s by the destination’s max_timeout":                       567,
+	"%s, multiplied by %s after each failure, up to %s":                    570,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 569,
+	"%s, revision %s":                         527,
+	"%s, version %s":                          528,
+	"%s: %s":                                  161,
+	"%s: %s → %s":                             297,
+	"%s: a date is written 2026-12-01.":       698,
+	"%s: every revision, present and future":  235,
+	"%s: revision %s":                         236,
+	"%s: revisions %s":                        237,
+	"%s: the first day comes after the last.": 699,
+	"%s; %s": 163,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 565,
+	"%s–%s":                         374,
+	"(%d characters in all)":        848,
+	"(%d handed back, not counted)": 574,
+	"(each item)":                   834,
+	"(in %s)":                       847,
+	"(worker %s)":                   623,
+	"0 seconds":                     404,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            811,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 612,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       347,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 709,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        454,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             662,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           469,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 799,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   798,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    457,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -128,457 +130,457 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              448,
-	"Abandoned by %s at %s — “%s”":                                   435,
+	"Abandoned at node":                                              450,
+	"Abandoned by %s at %s — “%s”":                                   437,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 461,
-	"Action":          132,
-	"All actions":     149,
-	"All consumers":   676,
-	"All definitions": 365,
-	"All its tasks":   232,
-	"All processes":   468,
-	"All statuses":    471,
-	"All workers":     859,
+	"Act on every instance this filter matches": 463,
+	"Action":          133,
+	"All actions":     150,
+	"All consumers":   678,
+	"All definitions": 367,
+	"All its tasks":   234,
+	"All processes":   470,
+	"All statuses":    473,
+	"All workers":     861,
 	"An error code is matched exactly, capitals included.":                              92,
-	"An occurrence waiting a retry is available: choose the status available, or none.": 657,
-	"An operator abandoned the instance.":                                               609,
-	"Any":                                                                               674,
-	"Any definition":                                                                    469,
-	"Apply filters":                                                                     146,
-	"Apr":                                                                               393,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 357,
-	"Attempts":                         530,
-	"Audit log":                        139,
-	"Aug":                              397,
-	"Available from":                   583,
-	"Back to definitions":              200,
-	"Back to external tasks":           198,
-	"Back to sign-in":                  199,
-	"Back to the form":                 208,
+	"An occurrence waiting a retry is available: choose the status available, or none.": 659,
+	"An operator abandoned the instance.":                                               611,
+	"Any":                                                                               676,
+	"Any definition":                                                                    471,
+	"Apply filters":                                                                     147,
+	"Apr":                                                                               395,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 359,
+	"Attempts":                         532,
+	"Audit log":                        140,
+	"Aug":                              399,
+	"Available from":                   585,
+	"Back to definitions":              202,
+	"Back to external tasks":           200,
+	"Back to sign-in":                  201,
+	"Back to the form":                 210,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           777,
-	"Back without saving":              709,
-	"Breaks processes":                 264,
-	"Breaks workers":                   265,
-	"Bulk %s applied to %d instances.": 124,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  164,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 163,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      162,
-	"Bulk action":                     136,
+	"Back to the occurrence":           779,
+	"Back without saving":              711,
+	"Breaks processes":                 266,
+	"Breaks workers":                   267,
+	"Bulk %s applied to %d instances.": 125,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  166,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 165,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      164,
+	"Bulk action":                     137,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    564,
-	"Calls":                           323,
-	"Calls signed (Relais-Signature)": 325,
-	"Camunda 7 facade":                864,
-	"Cancelled: the instance was stopped (%s).":               633,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 632,
+	"Call timeout":                    566,
+	"Calls":                           325,
+	"Calls signed (Relais-Signature)": 327,
+	"Camunda 7 facade":                866,
+	"Cancelled: the instance was stopped (%s).":               635,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 634,
 	"Cannot act on this filter":                               112,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           779,
-	"Cannot reveal it here":                                   775,
-	"Change":                                                  262,
-	"Changes between the two revisions":                       274,
-	"Changes of the Working copy since revision %d":           283,
-	"Choose two existing revisions to compare.":               284,
-	"Classification":                                          241,
-	"Clear filters":                                           147,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            745,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 728,
-	"Compare":              261,
-	"Compare revisions":    257,
-	"Completed":            368,
-	"Completed (%s).":      627,
-	"Completed, last hour": 354,
-	"Completions and failures per 5 minutes, last hour: %s":    366,
-	"Completions and failures per 5-minute slot, oldest first": 370,
-	"Completions and failures, last hour":                      346,
-	"Connected":                                                855,
-	"Constraints":                                              242,
-	"Consumer":                                                 532,
-	"Consumer and worker":                                      671,
-	"Consumers":                                                179,
-	"Consumers, oldest first":                                  221,
-	"Counting the occurrences; the counts appear when you reload the page.":         236,
-	"Counts are unavailable right now.":                                             237,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 772,
-	"Counts by status": 666,
-	"Created":          418,
-	"Created before":   159,
+	"Cannot reveal":                                           781,
+	"Cannot reveal it here":                                   777,
+	"Change":                                                  264,
+	"Changes between the two revisions":                       276,
+	"Changes of the Working copy since revision %d":           285,
+	"Choose two existing revisions to compare.":               286,
+	"Classification":                                          243,
+	"Clear filters":                                           148,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            747,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 730,
+	"Compare":              263,
+	"Compare revisions":    259,
+	"Completed":            370,
+	"Completed (%s).":      629,
+	"Completed, last hour": 356,
+	"Completions and failures per 5 minutes, last hour: %s":    368,
+	"Completions and failures per 5-minute slot, oldest first": 372,
+	"Completions and failures, last hour":                      348,
+	"Connected":                                                857,
+	"Constraints":                                              244,
+	"Consumer":                                                 534,
+	"Consumer and worker":                                      673,
+	"Consumers":                                                181,
+	"Consumers, oldest first":                                  223,
+	"Counting the occurrences; the counts appear when you reload the page.":         238,
+	"Counts are unavailable right now.":                                             239,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 774,
+	"Counts by status": 668,
+	"Created":          420,
+	"Created before":   160,
 	"Created from":     102,
-	"Created on":       225,
-	"Created since":    158,
+	"Created on":       227,
+	"Created since":    159,
 	"Created to":       103,
-	"Creation date":    456,
-	"Dates":            528,
-	"Deadline":         560,
-	"Dec":              401,
-	"Deferred":         587,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 626,
-	"Definition":                                 348,
-	"Definition %s":                              244,
-	"Definition %s has no occurrence yet.":       364,
+	"Creation date":    458,
+	"Dates":            530,
+	"Deadline":         562,
+	"Dec":              403,
+	"Deferred":         589,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 628,
+	"Definition":                                 350,
+	"Definition %s":                              246,
+	"Definition %s has no occurrence yet.":       366,
 	"Definition %s has no revision %d.":          120,
-	"Definitions":                                177,
-	"Definitions by key":                         307,
-	"Definitions served":                         853,
-	"Definitions, those needing attention first": 347,
-	"Deleted by retention":                       444,
-	"Description":                                243,
-	"Destination":                                544,
-	"Destinations":                               180,
-	"Destinations by name":                       316,
-	"Destination’s answer":                       537,
-	"Detail":                                     263,
+	"Definitions":                                179,
+	"Definitions by key":                         309,
+	"Definitions served":                         855,
+	"Definitions, those needing attention first": 349,
+	"Deleted by retention":                       446,
+	"Description":                                245,
+	"Destination":                                546,
+	"Destinations":                               182,
+	"Destinations by name":                       318,
+	"Destination’s answer":                       539,
+	"Detail":                                     265,
 	"Did you mean “%s”?":                         115,
-	"Digest":                                     277,
-	"Display settings":                           185,
-	"Display settings saved.":                    715,
-	"Display settings: ":                         186,
-	"Duration":                                   536,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 344,
+	"Digest":                                     279,
+	"Display settings":                           187,
+	"Display settings saved.":                    717,
+	"Display settings: ":                         188,
+	"Duration":                                   538,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 346,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          683,
-	"End node":                  447,
-	"End node or error":         465,
-	"Ended":                     438,
-	"Erase process instance %s": 328,
-	"Erase the instance":        331,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 329,
-	"Erase this instance…": 428,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 333,
-	"Error":                      670,
-	"Error (before any attempt)": 590,
-	"Error (the deadline passed after attempt %d)": 589,
+	"Earlier attempt:":          685,
+	"End node":                  449,
+	"End node or error":         467,
+	"Ended":                     440,
+	"Erase process instance %s": 330,
+	"Erase the instance":        333,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 331,
+	"Erase this instance…": 430,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 335,
+	"Error":                      672,
+	"Error (before any attempt)": 592,
+	"Error (the deadline passed after attempt %d)": 591,
 	"Error code":       99,
-	"Error message":    539,
-	"Error: %s · %s":   166,
-	"Every %d seconds": 714,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 582,
-	"Every attempt, oldest first": 531,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 140,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  782,
-	"Expired token":                        819,
-	"Expires":                              816,
-	"External tasks":                       172,
-	"Failed":                               351,
-	"Failed (%s).":                         631,
-	"Failed at node":                       449,
-	"Failed occurrence":                    440,
-	"Failed, last hour":                    355,
-	"Feb":                                  391,
-	"Field":                                238,
+	"Error message":    541,
+	"Error: %s · %s":   168,
+	"Every %d seconds": 716,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 584,
+	"Every attempt, oldest first": 533,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 141,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  784,
+	"Expired token":                        821,
+	"Expires":                              818,
+	"External tasks":                       174,
+	"Failed":                               353,
+	"Failed (%s).":                         633,
+	"Failed at node":                       451,
+	"Failed occurrence":                    442,
+	"Failed, last hour":                    357,
+	"Feb":                                  393,
+	"Field":                                240,
 	"Filter":                               68,
-	"Filter: %s.":                          156,
-	"Filters":                              141,
-	"Find":                                 176,
-	"Find an instance or occurrence":       174,
-	"Finished":                             535,
-	"First page":                           693,
+	"Filter: %s.":                          157,
+	"Filters":                              142,
+	"Find":                                 178,
+	"Find an instance or occurrence":       176,
+	"Finished":                             537,
+	"First page":                           695,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    211,
-	"Form refused":                         206,
-	"Form too large":                       209,
-	"From revision":                        259,
-	"From revision %d to revision %d:":     285,
+	"Form not received":                    213,
+	"Form refused":                         208,
+	"Form too large":                       211,
+	"From revision":                        261,
+	"From revision %d to revision %d:":     287,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  224,
-	"Graph":                   727,
-	"Graph of %s":             749,
-	"HTTP 2xx, unusable body": 648,
-	"Headers sent":            319,
-	"Health":                  171,
+	"Grants":                  226,
+	"Graph":                   729,
+	"Graph of %s":             751,
+	"HTTP 2xx, unusable body": 650,
+	"Headers sent":            321,
+	"Health":                  173,
 	"Held at a node of":       100,
-	"Held at node":            439,
-	"Held for":                441,
-	"Held instances":          350,
-	"ID":                      222,
-	"In flight":               854,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 367,
-	"Inputs": 267,
-	"Inputs an instance of this version is started with": 738,
-	"Inputs from":                736,
-	"Inputs of revision %d":      278,
-	"Inputs of the working copy": 269,
-	"Inputs the instance was started with, labelled by process version %d's contract": 426,
-	"Inputs, labelled by revision %d's contract":                                      574,
-	"Instance":                  464,
+	"Held at node":            441,
+	"Held for":                443,
+	"Held instances":          352,
+	"ID":                      224,
+	"In flight":               856,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 369,
+	"Inputs": 269,
+	"Inputs an instance of this version is started with": 740,
+	"Inputs from":                738,
+	"Inputs of revision %d":      280,
+	"Inputs of the working copy": 271,
+	"Inputs the instance was started with, labelled by process version %d's contract": 428,
+	"Inputs, labelled by revision %d's contract":                                      576,
+	"Instance":                  466,
 	"Instances":                 107,
-	"Instances of this version": 739,
-	"Invalid request":           196,
-	"It takes every revision its consumer is granted.":     877,
-	"It takes every revision its consumer is granted: %s.": 876,
-	"It takes revision %d only.":                           880,
-	"It takes revisions %s only.":                          882,
-	"Its calls":                                            324,
+	"Instances of this version": 741,
+	"Invalid request":           198,
+	"It takes every revision its consumer is granted.":     879,
+	"It takes every revision its consumer is granted: %s.": 878,
+	"It takes revision %d only.":                           882,
+	"It takes revisions %s only.":                          884,
+	"Its calls":                                            326,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 330,
-	"Its instance is held here, waiting for an operator.":                            628,
-	"Its instance went on along the node’s error path, and is held at a later node.": 629,
-	"Its instance went on along the node’s error path.":                              630,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 332,
+	"Its instance is held here, waiting for an operator.":                            630,
+	"Its instance went on along the node’s error path, and is held at a later node.": 631,
+	"Its instance went on along the node’s error path.":                              632,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      824,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 432,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      826,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 434,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     390,
-	"Jul":                     396,
-	"Jun":                     395,
-	"Keep it":                 826,
+	"Jan":                     392,
+	"Jul":                     398,
+	"Jun":                     397,
+	"Keep it":                 828,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       326,
-	"Key":                     308,
-	"Kind":                    731,
-	"Language":                168,
-	"Last changed":            321,
-	"Last error (attempt %d)": 588,
-	"Last reserved":           585,
-	"Last saved":              248,
-	"Last seen":               856,
-	"Last used":               815,
-	"Latest":                  740,
-	"Latest revision":         309,
-	"Lists every change from one revision to another, and whom it may break.": 258,
-	"Local time in %s": 711,
-	"Lock expired %s — waiting to be offered again.": 618,
-	"Lock expires":    586,
-	"Longest timeout": 320,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 286,
-	"Main navigation":     170,
-	"Mar":                 392,
-	"Maximum attempts":    556,
-	"May":                 394,
-	"Message":             668,
-	"Message from Relais": 656,
-	"Message from Relais, quoting the destination’s answer":            655,
-	"Message from the worker (its own words, protected values masked)": 654,
-	"Method not allowed": 786,
-	"Mode":               554,
-	"More filters: instance, revision, consumer, destination, dates": 662,
-	"Name":                    223,
-	"Never":                   713,
-	"Next attempt":            584,
-	"Next attempt or settled": 672,
-	"Next node":               417,
-	"Next page":               692,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 153,
-	"No consumer yet.":                                    218,
-	"No definition has occurrences yet.":                  356,
+	"Keep the instance":       328,
+	"Key":                     310,
+	"Kind":                    733,
+	"Language":                170,
+	"Last changed":            323,
+	"Last error (attempt %d)": 590,
+	"Last reserved":           587,
+	"Last saved":              250,
+	"Last seen":               858,
+	"Last used":               817,
+	"Latest":                  742,
+	"Latest revision":         311,
+	"Lists every change from one revision to another, and whom it may break.": 260,
+	"Local time in %s": 713,
+	"Lock expired %s — waiting to be offered again.": 620,
+	"Lock expires":    588,
+	"Longest timeout": 322,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 288,
+	"Main navigation":     172,
+	"Mar":                 394,
+	"Maximum attempts":    558,
+	"May":                 396,
+	"Message":             670,
+	"Message from Relais": 658,
+	"Message from Relais, quoting the destination’s answer":            657,
+	"Message from the worker (its own words, protected values masked)": 656,
+	"Method not allowed": 788,
+	"Mode":               556,
+	"More filters: instance, revision, consumer, destination, dates": 664,
+	"Name":                    225,
+	"Never":                   715,
+	"Next attempt":            586,
+	"Next attempt or settled": 674,
+	"Next node":               419,
+	"Next page":               694,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 154,
+	"No consumer yet.":                                    220,
+	"No definition has occurrences yet.":                  358,
 	"No definition has the key “%s”.":                     118,
-	"No definition yet.":                                  311,
-	"No destination yet.":                                 313,
-	"No inputs.":                                          268,
-	"No inputs: an instance starts with an empty object.": 737,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    795,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 793,
-	"No instance matches these filters.": 466,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 794,
-	"No live worker takes %s now (Workers page).":                                               612,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 613,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           614,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          615,
-	"No more consumers.":                                   219,
-	"No more destinations.":                                314,
-	"No occurrence matches these filters.":                 673,
-	"No operator action matches.":                          148,
-	"No operator has acted on this instance.":              422,
-	"No outputs yet: the occurrence has not completed.":    577,
-	"No outputs.":                                          271,
-	"No outputs: the occurrence ended without completing.": 579,
+	"No definition yet.":                                  313,
+	"No destination yet.":                                 315,
+	"No inputs.":                                          270,
+	"No inputs: an instance starts with an empty object.": 739,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    797,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 795,
+	"No instance matches these filters.": 468,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 796,
+	"No live worker takes %s now (Workers page).":                                               614,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 615,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           616,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          617,
+	"No more consumers.":                                   221,
+	"No more destinations.":                                316,
+	"No occurrence matches these filters.":                 675,
+	"No operator action matches.":                          149,
+	"No operator has acted on this instance.":              424,
+	"No outputs yet: the occurrence has not completed.":    579,
+	"No outputs.":                                          273,
+	"No outputs: the occurrence ended without completing.": 581,
 	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         722,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             873,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             872,
+	"No process is published yet.":                         724,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             875,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             874,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 165,
-	"No release yet.": 252,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 766,
-	"No revision yet: the Working copy has never been snapshotted.":                     250,
-	"No token.":              813,
-	"No value was revealed.": 784,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              543,
-	"No worker has reserved this occurrence yet.":                                        540,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 874,
-	"No worker is connected.":           857,
-	"No worker serves this definition.": 860,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 871,
-	"Node":                  414,
-	"Nodes":                 729,
-	"Nodes of this version": 746,
-	"Nodes of this version, with their occurrences now": 730,
-	"Nodes reached, in order":                           413,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 167,
+	"No release yet.": 254,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 768,
+	"No revision yet: the Working copy has never been snapshotted.":                     252,
+	"No token.":              815,
+	"No value was revealed.": 786,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              545,
+	"No worker has reserved this occurrence yet.":                                        542,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 876,
+	"No worker is connected.":           859,
+	"No worker serves this definition.": 862,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 873,
+	"Node":                  416,
+	"Nodes":                 731,
+	"Nodes of this version": 748,
+	"Nodes of this version, with their occurrences now": 732,
+	"Nodes reached, in order":                           415,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 194,
-	"Not found":   204,
-	"Notes":       255,
-	"Nothing exists at this address, or it is not visible to you.": 201,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 202,
+	"Not allowed": 196,
+	"Not found":   206,
+	"Notes":       257,
+	"Nothing exists at this address, or it is not visible to you.": 203,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 204,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             791,
+	"Nothing to find: the search box is empty.":                             793,
 	"Nothing was done.":        35,
-	"Nov":                      400,
-	"Now":                      549,
-	"Occurrence":               415,
-	"Occurrence %s":            527,
-	"Occurrence offered again": 135,
-	"Occurrences now":          735,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          869,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 870,
-	"Occurrences, newest first": 667,
-	"Oct":                       399,
-	"Offered from %s — %s.":     617,
-	"Oldest claimable waits":    352,
-	"On error":                  734,
-	"On success":                733,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         780,
-	"Only administrators may reveal a sensitive value.":                                                           773,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 810,
-	"Open":             349,
-	"Operator actions": 410,
-	"Operator actions on this instance, newest first": 423,
-	"Operator actions, newest first":                  152,
+	"Nov":                      402,
+	"Now":                      551,
+	"Occurrence":               417,
+	"Occurrence %s":            529,
+	"Occurrence offered again": 136,
+	"Occurrences now":          737,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          871,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 872,
+	"Occurrences, newest first": 669,
+	"Oct":                       401,
+	"Offered from %s — %s.":     619,
+	"Oldest claimable waits":    354,
+	"On error":                  736,
+	"On success":                735,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         782,
+	"Only administrators may reveal a sensitive value.":                                                           775,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 812,
+	"Open":             351,
+	"Operator actions": 412,
+	"Operator actions on this instance, newest first": 425,
+	"Operator actions, newest first":                  153,
 	"Other criteria":                                  104,
-	"Outcome":                                         538,
-	"Outputs":                                         270,
-	"Outputs of revision %d":                          279,
-	"Outputs of the working copy":                     272,
-	"Outputs, labelled by revision %d's contract":     576,
-	"Pages": 690,
-	"Paste your token in the field: it is empty.": 807,
-	"Path":                            411,
-	"Pause reloading":                 193,
-	"Pinned by":                       302,
-	"Pinned revision":                 732,
-	"Policy":                          529,
-	"Previous page":                   691,
-	"Priority":                        561,
+	"Outcome":                                         540,
+	"Outputs":                                         272,
+	"Outputs of revision %d":                          281,
+	"Outputs of the working copy":                     274,
+	"Outputs, labelled by revision %d's contract":     578,
+	"Pages": 692,
+	"Paste your token in the field: it is empty.": 809,
+	"Path":                            413,
+	"Pause reloading":                 195,
+	"Pinned by":                       304,
+	"Pinned revision":                 734,
+	"Policy":                          531,
+	"Previous page":                   693,
+	"Priority":                        563,
 	"Process":                         95,
-	"Process %s":                      725,
+	"Process %s":                      727,
 	"Process %s has no version %d.":   116,
-	"Process and node":                669,
-	"Process inputs":                  425,
-	"Process instance":                134,
-	"Process instance %s":             408,
-	"Process instances":               458,
-	"Process instances, newest first": 463,
-	"Processes":                       173,
-	"Processes by key":                720,
-	"Protocol":                        852,
-	"Published":                       256,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 718,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       719,
-	"Push destination": 663,
-	"Reason":           133,
+	"Process and node":                671,
+	"Process inputs":                  427,
+	"Process instance":                135,
+	"Process instance %s":             410,
+	"Process instances":               460,
+	"Process instances, newest first": 465,
+	"Processes":                       175,
+	"Processes by key":                722,
+	"Protocol":                        854,
+	"Published":                       258,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 720,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       721,
+	"Push destination": 665,
+	"Reason":           134,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            555,
-	"Recorded operator actions":                             421,
-	"Relais console":                                        167,
-	"Relais has not called the destination yet.":            546,
-	"Relais is calling the destination (since %s).":         623,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 548,
-	"Relais never called the destination: the occurrence ended before any call.":                                    547,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        644,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 646,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     643,
+	"Reason given by the worker":                            557,
+	"Recorded operator actions":                             423,
+	"Relais console":                                        169,
+	"Relais has not called the destination yet.":            548,
+	"Relais is calling the destination (since %s).":         625,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 550,
+	"Relais never called the destination: the occurrence ended before any call.":                                    549,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        646,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 648,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     645,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           645,
-	"Release":                       253,
-	"Releases":                      251,
-	"Releases, oldest first":        273,
-	"Reload lists and detail pages": 706,
-	"Reloading paused":              190,
-	"Reloading paused: this page stays as it is until you resume.": 717,
-	"Reloading resumed.":                  716,
-	"Replica":                             545,
-	"Required":                            240,
-	"Reserved":                            534,
-	"Reserved by %s.":                     625,
-	"Reserved by %s; lock until %s — %s.": 624,
-	"Reserved now":                        231,
-	"Resume":                              191,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         378,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 377,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             376,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            375,
-	"Retried by %s at %s — “%s”": 436,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           647,
+	"Release":                       255,
+	"Releases":                      253,
+	"Releases, oldest first":        275,
+	"Reload lists and detail pages": 708,
+	"Reloading paused":              192,
+	"Reloading paused: this page stays as it is until you resume.": 719,
+	"Reloading resumed.":                  718,
+	"Replica":                             547,
+	"Required":                            242,
+	"Reserved":                            536,
+	"Reserved by %s.":                     627,
+	"Reserved by %s; lock until %s — %s.": 626,
+	"Reserved now":                        233,
+	"Resume":                              193,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         380,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 379,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             378,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            377,
+	"Retried by %s at %s — “%s”": 438,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 558,
-	"Retries brought forward for %d instances: their workers take them now.": 125,
+	"Retries": 560,
+	"Retries brought forward for %d instances: their workers take them now.": 126,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             616,
-	"Retry delay":                                   557,
+	"Retry at %s — %s.":                             618,
+	"Retry delay":                                   559,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             550,
+	"Retry or abandon it from its instance":                                                                             552,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 591,
+	"Retryable": 593,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 580,
-	"Revealed by %s at %s; recorded in the audit log.": 778,
-	"Reveals":               182,
-	"Reveals, newest first": 783,
-	"Revision":              254,
-	"Revision %d":           275,
-	"Revisions":             249,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 878,
-	"Revoke the %s token “%s”?": 823,
-	"Revoke the token":          825,
-	"Revoke token %d":           822,
-	"Revoke…":                   820,
-	"Role":                      814,
-	"Route":                     416,
-	"Routing output":            247,
-	"Row %s":                    694,
-	"Rows %s–%s":                695,
-	"Save settings":             708,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      774,
+	"Reveal — this is recorded": 582,
+	"Revealed by %s at %s; recorded in the audit log.": 780,
+	"Reveals":               184,
+	"Reveals, newest first": 785,
+	"Revision":              256,
+	"Revision %d":           277,
+	"Revisions":             251,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 880,
+	"Revoke the %s token “%s”?": 825,
+	"Revoke the token":          827,
+	"Revoke token %d":           824,
+	"Revoke…":                   822,
+	"Role":                      816,
+	"Route":                     418,
+	"Routing output":            249,
+	"Row %s":                    696,
+	"Rows %s–%s":                697,
+	"Save settings":             710,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      776,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 327,
-	"Search":                               789,
-	"Secret values can never be revealed.": 781,
-	"Sep":                                  398,
-	"Served by %d workers":                 875,
-	"Settled":                              419,
-	"Settlement date":                      661,
-	"Show all definitions":                 363,
-	"Show times in":                        704,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 154,
-	"Sign in": 802,
-	"Sign in with an operator, designer or administrator token.": 803,
-	"Sign out":             184,
-	"Signed in as %s (%s)": 183,
-	"Since revision %d:":   281,
-	"Skip to content":      169,
-	"Slot":                 371,
-	"Snapshotted":          276,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 329,
+	"Search":                               791,
+	"Secret values can never be revealed.": 783,
+	"Sep":                                  400,
+	"Served by %d workers":                 877,
+	"Settled":                              421,
+	"Settlement date":                      663,
+	"Show all definitions":                 365,
+	"Show times in":                        706,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 155,
+	"Sign in": 804,
+	"Sign in with an operator, designer or administrator token.": 805,
+	"Sign out":             186,
+	"Signed in as %s (%s)": 185,
+	"Since revision %d:":   283,
+	"Skip to content":      171,
+	"Slot":                 373,
+	"Snapshotted":          278,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 216,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 811,
-	"Staff tokens, oldest first": 812,
-	"Start node":                 726,
-	"Started":                    437,
-	"State":                      226,
+	"Something went wrong": 218,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 813,
+	"Staff tokens, oldest first": 814,
+	"Start node":                 728,
+	"Started":                    439,
+	"State":                      228,
 	"Status":                     97,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -591,341 +593,341 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              434,
+	"Stopped by %s at %s — “%s”":                              436,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   433,
-	"Summary": 409,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 306,
-	"Tasks":                   227,
-	"Temporarily unavailable": 214,
-	"That is too long to be an id or a business key.":                                           792,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   435,
+	"Summary": 411,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 308,
+	"Tasks":                   229,
+	"Temporarily unavailable": 216,
+	"That is too long to be an id or a business key.":                                           794,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 552,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 315,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    280,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            603,
-	"The bulk action must be its id (a UUID).":                                      151,
-	"The call could not be prepared.":                                               604,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 769,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 622,
-	"The chart’s numbers": 369,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 554,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 317,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    282,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            605,
+	"The bulk action must be its id (a UUID).":                                      152,
+	"The call could not be prepared.":                                               606,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 771,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 624,
+	"The chart’s numbers": 371,
 	"The confirmed count is missing: start again from the list.":                                                                                                        121,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       217,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      705,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       219,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      707,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 122,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             215,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            601,
-	"The destination answered HTTP %s.":     611,
-	"The destination could not be reached.": 605,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    595,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         596,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   594,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 593,
-	"The destination’s answer was too large.": 606,
-	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 453,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  220,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      197,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                608,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         640,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      641,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    639,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            607,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               598,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 597,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     599,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             600,
-	"The latest %d attempts, oldest first":                                                                                                                 551,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             462,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 412,
-	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      470,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         246,
-	"The page cursor is invalid: go back to the first page.":                                                                                               702,
-	"The page size must be between 1 and %d.":                                                                                                              457,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  701,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 150,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             217,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            603,
+	"The destination answered HTTP %s.":     613,
+	"The destination could not be reached.": 607,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    597,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         598,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   596,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 595,
+	"The destination’s answer was too large.": 608,
+	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 455,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  222,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      199,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                610,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         642,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      643,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    641,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            609,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               600,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 599,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     601,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             602,
+	"The latest %d attempts, oldest first":                                                                                                                 553,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             464,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 414,
+	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      472,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         248,
+	"The page cursor is invalid: go back to the first page.":                                                                                               704,
+	"The page size must be between 1 and %d.":                                                                                                              459,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  703,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 151,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            602,
-	"The revision must be a whole number, 1 or more.":                                                                                                      659,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    805,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           799,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        829,
-	"The version must be a whole number from 1.":                                                                                                           454,
-	"These revisions have the same contracts.":                                                                                                             266,
-	"These settings are kept in this browser only.":                                                                                                        703,
-	"They take every revision their consumer is granted.":                                                                                                  879,
-	"They take revision %d only.":                                                                                                                          881,
-	"They take revisions %s only.":                                                                                                                         883,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     698,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             123,
-	"This contract has no inputs.":                                                                                                                         575,
-	"This contract has no outputs.":                                                                                                                        578,
+	"The result did not match the revision's outputs contract.":                                                                                            604,
+	"The revision must be a whole number, 1 or more.":                                                                                                      661,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    807,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           801,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        831,
+	"The version must be a whole number from 1.":                                                                                                           456,
+	"These revisions have the same contracts.":                                                                                                             268,
+	"These settings are kept in this browser only.":                                                                                                        705,
+	"They take every revision their consumer is granted.":                                                                                                  881,
+	"They take revision %d only.":                                                                                                                          883,
+	"They take revisions %s only.":                                                                                                                         885,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     700,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             124,
+	"This contract has no inputs.":                                                                                                                         577,
+	"This contract has no outputs.":                                                                                                                        580,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
-	"This form could not be read: nothing was done. Send it again.":                                                                                        213,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   212,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         210,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         207,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  788,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        215,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   214,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         212,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         209,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  790,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 334,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 336,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 429,
-	"This instance has not reached a task yet.":                   420,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 431,
+	"This instance has not reached a task yet.":                   422,
 	"This instance is %s, not held: there is nothing to abandon.": 44,
 	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 332,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 334,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 430,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 431,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 432,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 433,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  205,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            828,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           827,
-	"This page does not accept that request.": 787,
-	"This page reloads every %d seconds.":     192,
-	"This process takes no inputs.":           427,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 776,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  207,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            830,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           829,
+	"This page does not accept that request.": 789,
+	"This page reloads every %d seconds.":     194,
+	"This process takes no inputs.":           429,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 778,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 808,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 747,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            748,
-	"Times in %s · no auto-reload":    189,
-	"Times in %s · reload every %d s": 188,
-	"Times in %s · reloading paused":  187,
-	"To revision":                     260,
-	"Token":                           804,
-	"Tokens":                          181,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 806,
-	"Totals of all definitions, not narrowed by the other filters":         679,
-	"Totals of definition %s, not narrowed by the other filters":           678,
-	"Type": 239,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 790,
-	"URL":                              318,
-	"UTC (coordinated universal time)": 710,
+	"This token is unknown, revoked or expired.": 810,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 749,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            750,
+	"Times in %s · no auto-reload":    191,
+	"Times in %s · reload every %d s": 190,
+	"Times in %s · reloading paused":  189,
+	"To revision":                     262,
+	"Token":                           806,
+	"Tokens":                          183,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 808,
+	"Totals of all definitions, not narrowed by the other filters":         681,
+	"Totals of definition %s, not narrowed by the other filters":           680,
+	"Type": 241,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 792,
+	"URL":                              320,
+	"UTC (coordinated universal time)": 712,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                113,
 	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 699,
-	"Unknown parameter “%s”.":                      700,
-	"Unknown status “%s” (did you mean “%s”?).":    472,
-	"Unknown status “%s”.":                         474,
-	"Unknown value of the next attempt filter.":    658,
-	"Value":                        424,
+	"Unknown parameter “%s” (did you mean “%s”?).": 701,
+	"Unknown parameter “%s”.":                      702,
+	"Unknown status “%s” (did you mean “%s”?).":    474,
+	"Unknown status “%s”.":                         476,
+	"Unknown value of the next attempt filter.":    660,
+	"Value":                        426,
 	"Version":                      96,
-	"Versions, newest first":       721,
-	"Waiting a retry":              353,
-	"Waiting a retry (due later)":  675,
+	"Versions, newest first":       723,
+	"Waiting a retry":              355,
+	"Waiting a retry (due later)":  677,
 	"Waiting a retry at a node of": 101,
-	"Waiting for Relais to call the destination since %s (%s).": 619,
-	"Waiting for a worker since %s (%s).":                       620,
-	"When":                                                      130,
-	"Who":                                                       131,
-	"Whole message":                                             542,
-	"Why (recorded with the reveal)":                            581,
-	"Worker":                                                    851,
-	"Worker id":                                                 533,
-	"Workers":                                                   178,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        849,
+	"Waiting for Relais to call the destination since %s (%s).": 621,
+	"Waiting for a worker since %s (%s).":                       622,
+	"When":                                                      131,
+	"Who":                                                       132,
+	"Whole message":                                             544,
+	"Why (recorded with the reveal)":                            583,
+	"Worker":                                                    853,
+	"Worker id":                                                 535,
+	"Workers":                                                   180,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        851,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 850,
-	"Workers serving %s":                   858,
+	"Workers seen within three heartbeats": 852,
+	"Workers serving %s":                   860,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        245,
-	"You are signed out.": 798,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              195,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 800,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          801,
-	"[redacted]":                          653,
-	"a token’s name, exact":               142,
+	"Working copy":        247,
+	"You are signed out.": 800,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              197,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 802,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          803,
+	"[redacted]":                          655,
+	"a token’s name, exact":               143,
 	"abandon":                             4,
-	"active":                              228,
-	"administrator":                       503,
-	"after %s’s retry at %s":              553,
-	"an incident: retry, abandon or stop": 338,
-	"answer too large":                    651,
-	"any":                                 459,
-	"any other code → %s":                 761,
-	"any other error":                     336,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 681,
-	"at least %d characters":                   833,
-	"at least %d items":                        840,
-	"at most %d":                               569,
-	"at most %d characters":                    834,
-	"at most %d items":                         841,
-	"at most %d since the last operator retry": 570,
-	"available":                                475,
-	"boolean":                                  490,
-	"call in progress since":                   687,
-	"cancelled":                                480,
-	"choice":                                   493,
-	"claimable since":                          686,
-	"claimable since %s":                       360,
-	"classification changed":                   514,
-	"completed":                                478,
-	"constraint changed":                       515,
-	"consumer":                                 506,
-	"consumer #%s":                             635,
-	"date":                                     491,
-	"date and time":                            492,
-	"deadline %s":                              765,
-	"deferred":                                 477,
-	"deferred since":                           689,
-	"deleted":                                  138,
-	"designer":                                 505,
-	"disconnected":                             486,
-	"each item of %s":                          831,
-	"end (completes)":                          754,
-	"end (fails)":                              755,
-	"end: completes the instance":              339,
-	"end: fails the instance":                  340,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         445,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 446,
+	"active":                              230,
+	"administrator":                       505,
+	"after %s’s retry at %s":              555,
+	"an incident: retry, abandon or stop": 340,
+	"answer too large":                    653,
+	"any":                                 461,
+	"any other code → %s":                 763,
+	"any other error":                     338,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 683,
+	"at least %d characters":                   835,
+	"at least %d items":                        842,
+	"at most %d":                               571,
+	"at most %d characters":                    836,
+	"at most %d items":                         843,
+	"at most %d since the last operator retry": 572,
+	"available":                                477,
+	"boolean":                                  492,
+	"call in progress since":                   689,
+	"cancelled":                                482,
+	"choice":                                   495,
+	"claimable since":                          688,
+	"claimable since %s":                       362,
+	"classification changed":                   516,
+	"completed":                                480,
+	"constraint changed":                       517,
+	"consumer":                                 508,
+	"consumer #%s":                             637,
+	"date":                                     493,
+	"date and time":                            494,
+	"deadline %s":                              767,
+	"deferred":                                 479,
+	"deferred since":                           691,
+	"deleted":                                  139,
+	"designer":                                 507,
+	"disconnected":                             488,
+	"each item of %s":                          833,
+	"end (completes)":                          756,
+	"end (fails)":                              757,
+	"end: completes the instance":              341,
+	"end: fails the instance":                  342,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         447,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 448,
 	"erase":                                  6,
-	"every revision its consumer is granted": 865,
-	"every revision its consumer is granted: %s":   861,
-	"exact, case-sensitive":                        460,
-	"exact; instances deleted since are not found": 143,
-	"expired":                             483,
-	"failed":                              479,
-	"fails the instance":                  762,
-	"field added":                         509,
-	"field removed":                       510,
-	"format":                              520,
-	"format %s":                           836,
-	"from":                                144,
-	"given (not kept)":                    157,
-	"held":                                482,
-	"held for an operator":                337,
-	"held, then abandoned by an operator": 451,
-	"held, then stopped by an operator":   450,
-	"hidden (secret)":                     500,
-	"hidden (sensitive)":                  499,
-	"hold (an incident for an operator)":  760,
-	"id or business key":                  175,
-	"in %s":                               383,
-	"in progress":                         541,
-	"instance held here":                  677,
-	"instance id":                         665,
-	"instances held":                      770,
-	"instances held: %s":                  771,
-	"integer":                             488,
-	"its name, exactly":                   664,
-	"just now":                            385,
-	"list":                                495,
-	"lock until":                          688,
-	"long polling":                        863,
-	"long wait":                           361,
-	"masked value":                        317,
-	"maximum":                             522,
-	"maximum %s":                          838,
-	"maximum items":                       524,
-	"maximum length":                      518,
-	"minimum":                             521,
-	"minimum %s":                          837,
-	"minimum items":                       523,
-	"minimum length":                      517,
-	"never":                               817,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 443,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       442,
-	"next attempt":                 685,
-	"next attempt %s":              359,
-	"no":                           508,
-	"no answer within the timeout": 649,
-	"no connection":                650,
-	"no grant: it takes nothing":   230,
-	"no header":                    322,
-	"no process version":           303,
-	"no worker":                    362,
-	"no worker takes revision %d":  867,
-	"no worker takes revisions %s": 868,
-	"no: the latest is version %d": 742,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 592,
-	"none":                  300,
-	"none (every instance)": 161,
-	"none (revealed before reasons were asked for)": 785,
+	"every revision its consumer is granted": 867,
+	"every revision its consumer is granted: %s":   863,
+	"exact, case-sensitive":                        462,
+	"exact; instances deleted since are not found": 144,
+	"expired":                             485,
+	"failed":                              481,
+	"fails the instance":                  764,
+	"field added":                         511,
+	"field removed":                       512,
+	"format":                              522,
+	"format %s":                           838,
+	"from":                                145,
+	"given (not kept)":                    158,
+	"held":                                484,
+	"held for an operator":                339,
+	"held, then abandoned by an operator": 453,
+	"held, then stopped by an operator":   452,
+	"hidden (secret)":                     502,
+	"hidden (sensitive)":                  501,
+	"hold (an incident for an operator)":  762,
+	"id or business key":                  177,
+	"in %s":                               385,
+	"in progress":                         543,
+	"instance held here":                  679,
+	"instance id":                         667,
+	"instances held":                      772,
+	"instances held: %s":                  773,
+	"integer":                             490,
+	"its name, exactly":                   666,
+	"just now":                            387,
+	"list":                                497,
+	"lock until":                          690,
+	"long polling":                        865,
+	"long wait":                           363,
+	"masked value":                        319,
+	"maximum":                             524,
+	"maximum %s":                          840,
+	"maximum items":                       526,
+	"maximum length":                      520,
+	"minimum":                             523,
+	"minimum %s":                          839,
+	"minimum items":                       525,
+	"minimum length":                      519,
+	"never":                               819,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 445,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       444,
+	"next attempt":                 687,
+	"next attempt %s":              361,
+	"no":                           510,
+	"no answer within the timeout": 651,
+	"no connection":                652,
+	"no grant: it takes nothing":   232,
+	"no header":                    324,
+	"no process version":           305,
+	"no worker":                    364,
+	"no worker takes revision %d":  869,
+	"no worker takes revisions %s": 870,
+	"no: the latest is version %d": 744,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 594,
+	"none":                  302,
+	"none (every instance)": 162,
+	"none (revealed before reasons were asked for)": 787,
 	"none given": 105,
-	"none yet":   310,
-	"none: a failed call takes the node’s error path": 559,
-	"normal":       496,
-	"not provided": 843,
-	"not set":      301,
-	"not yet":      818,
-	"null":         847,
-	"number":       489,
-	"object":       494,
-	"older versions, from version %d (each links the one before)": 724,
-	"on error":                           335,
-	"one attempt, no retry, priority %d": 764,
-	"one of: %s":                         839,
-	"operator":                           504,
-	"optional %s field of type %s":       297,
-	"optional field of type %s":          299,
-	"optional → required":                290,
-	"pattern":                            519,
-	"pattern %s":                         835,
-	"pull":                               752,
-	"pull %s":                            342,
-	"pull (a worker fetches it)":         501,
-	"push %s":                            341,
-	"push (Relais calls the service)":    502,
-	"push to %s":                         753,
-	"rejected":                           484,
-	"released":                           485,
-	"required %s field of type %s":       296,
-	"required changed":                   512,
-	"required field of type %s":          298,
-	"required → optional":                291,
-	"reserved":                           476,
+	"none yet":   312,
+	"none: a failed call takes the node’s error path": 561,
+	"normal":       498,
+	"not provided": 845,
+	"not set":      303,
+	"not yet":      820,
+	"null":         849,
+	"number":       491,
+	"object":       496,
+	"older versions, from version %d (each links the one before)": 726,
+	"on error":                           337,
+	"one attempt, no retry, priority %d": 766,
+	"one of: %s":                         841,
+	"operator":                           506,
+	"optional %s field of type %s":       299,
+	"optional field of type %s":          301,
+	"optional → required":                292,
+	"pattern":                            521,
+	"pattern %s":                         837,
+	"pull":                               754,
+	"pull %s":                            344,
+	"pull (a worker fetches it)":         503,
+	"push %s":                            343,
+	"push (Relais calls the service)":    504,
+	"push to %s":                         755,
+	"rejected":                           486,
+	"released":                           487,
+	"required %s field of type %s":       298,
+	"required changed":                   514,
+	"required field of type %s":          300,
+	"required → optional":                293,
+	"reserved":                           478,
 	"retry":                              3,
-	"retry now":                          155,
-	"retry now (attempts unchanged)":     137,
-	"revision %d":                        682,
-	"revisions %s":                       866,
-	"revoked":                            229,
-	"routing changed":                    516,
-	"routing output":                     830,
-	"routing output %s → %s":             289,
-	"running":                            481,
-	"secret":                             498,
-	"sensitive":                          497,
-	"settled":                            684,
+	"retry now":                          156,
+	"retry now (attempts unchanged)":     138,
+	"revision %d":                        684,
+	"revisions %s":                       868,
+	"revoked":                            231,
+	"routing changed":                    518,
+	"routing output":                     832,
+	"routing output %s → %s":             291,
+	"running":                            483,
+	"secret":                             500,
+	"sensitive":                          499,
+	"settled":                            686,
 	"stop":                               5,
-	"stream":                             862,
-	"text":                               487,
-	"the contracts are the same (the name or a description changed).": 282,
-	"the soonest due %s":       358,
-	"this session":             821,
-	"timeout %s":               767,
-	"timeout %s (the default)": 768,
-	"to":                       145,
-	"type changed":             511,
-	"unexpected value":         848,
-	"unknown":                  652,
-	"values added: %s":         292,
-	"values changed":           513,
-	"values removed: %s":       293,
-	"values reordered":         294,
-	"version %d":               723,
-	"version %d →":             744,
-	"waiting":                  647,
-	"yes":                      507,
-	"yes: a start that names no version runs this one":                                                                      741,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 203,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     473,
-	"← version %d": 743,
-	"→ %s":         759,
+	"stream":                             864,
+	"text":                               489,
+	"the contracts are the same (the name or a description changed).": 284,
+	"the soonest due %s":       360,
+	"this session":             823,
+	"timeout %s":               769,
+	"timeout %s (the default)": 770,
+	"to":                       146,
+	"type changed":             513,
+	"unexpected value":         850,
+	"unknown":                  654,
+	"values added: %s":         294,
+	"values changed":           515,
+	"values removed: %s":       295,
+	"values reordered":         296,
+	"version %d":               725,
+	"version %d →":             746,
+	"waiting":                  649,
+	"yes":                      509,
+	"yes: a start that names no version runs this one":                                                                      743,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 205,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     475,
+	"← version %d": 745,
+	"→ %s":         761,
 }
 
-var enIndex = []uint32{ // 885 elements
+var enIndex = []uint32{ // 887 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -961,224 +963,224 @@ var enIndex = []uint32{ // 885 elements
 	0x00002317, 0x00002331, 0x00002343, 0x00002364,
 	0x0000237e, 0x000023a2, 0x000023c6, 0x000023ed,
 	0x0000245d, 0x00002485, 0x000024c0, 0x00002565,
-	0x000025de, 0x00002633, 0x000026c9, 0x0000279d,
+	0x00002694, 0x0000270d, 0x00002762, 0x000027f8,
 	// Entry 80 - 9F
-	0x00002876, 0x00002925, 0x00002941, 0x00002946,
-	0x0000294a, 0x00002951, 0x00002958, 0x00002969,
-	0x00002982, 0x0000298e, 0x000029ad, 0x000029b5,
-	0x000029bf, 0x00002aa7, 0x00002aaf, 0x00002ac7,
-	0x00002af4, 0x00002af9, 0x00002afc, 0x00002b0a,
-	0x00002b18, 0x00002b34, 0x00002b40, 0x00002bd5,
-	0x00002bfe, 0x00002c1d, 0x00002c75, 0x00002d4d,
-	0x00002d57, 0x00002d66, 0x00002d77, 0x00002d85,
+	0x000028cc, 0x000029a5, 0x00002a54, 0x00002a70,
+	0x00002a75, 0x00002a79, 0x00002a80, 0x00002a87,
+	0x00002a98, 0x00002ab1, 0x00002abd, 0x00002adc,
+	0x00002ae4, 0x00002aee, 0x00002bd6, 0x00002bde,
+	0x00002bf6, 0x00002c23, 0x00002c28, 0x00002c2b,
+	0x00002c39, 0x00002c47, 0x00002c63, 0x00002c6f,
+	0x00002d04, 0x00002d2d, 0x00002d4c, 0x00002da4,
+	0x00002e7c, 0x00002e86, 0x00002e95, 0x00002ea6,
 	// Entry A0 - BF
-	0x00002d94, 0x00002da1, 0x00002db7, 0x00002e4a,
-	0x00002eff, 0x00002f93, 0x00003012, 0x00003028,
-	0x00003037, 0x00003040, 0x00003050, 0x00003060,
-	0x00003067, 0x00003076, 0x00003080, 0x0000309f,
-	0x000030b2, 0x000030b7, 0x000030c3, 0x000030cb,
-	0x000030d5, 0x000030e2, 0x000030e9, 0x000030f1,
-	0x0000310c, 0x00003115, 0x00003126, 0x0000313d,
-	0x00003160, 0x00003187, 0x000031a8, 0x000031b9,
+	0x00002eb4, 0x00002ec3, 0x00002ed0, 0x00002ee6,
+	0x00002ef3, 0x00002f86, 0x0000303b, 0x000030cf,
+	0x0000314e, 0x00003164, 0x00003173, 0x0000317c,
+	0x0000318c, 0x0000319c, 0x000031a3, 0x000031b2,
+	0x000031bc, 0x000031db, 0x000031ee, 0x000031f3,
+	0x000031ff, 0x00003207, 0x00003211, 0x0000321e,
+	0x00003225, 0x0000322d, 0x00003248, 0x00003251,
+	0x00003262, 0x00003279, 0x0000329c, 0x000032c3,
 	// Entry C0 - DF
-	0x000031c0, 0x000031e7, 0x000031f7, 0x00003203,
-	0x00003281, 0x00003291, 0x000032f9, 0x00003310,
-	0x00003320, 0x00003334, 0x00003371, 0x0000348a,
-	0x00003507, 0x00003511, 0x000035cc, 0x000035d9,
-	0x00003656, 0x00003667, 0x00003676, 0x000036d6,
-	0x000036e8, 0x0000372b, 0x00003769, 0x00003781,
-	0x000037c7, 0x000037dc, 0x0000384b, 0x0000385c,
-	0x0000386f, 0x00003934, 0x0000394c, 0x0000394f,
+	0x000032e4, 0x000032f5, 0x000032fc, 0x00003323,
+	0x00003333, 0x0000333f, 0x000033bd, 0x000033cd,
+	0x00003435, 0x0000344c, 0x0000345c, 0x00003470,
+	0x000034ad, 0x000035c6, 0x00003643, 0x0000364d,
+	0x00003708, 0x00003715, 0x00003792, 0x000037a3,
+	0x000037b2, 0x00003812, 0x00003824, 0x00003867,
+	0x000038a5, 0x000038bd, 0x00003903, 0x00003918,
+	0x00003987, 0x00003998, 0x000039ab, 0x00003a70,
 	// Entry E0 - FF
-	0x00003954, 0x0000395b, 0x00003966, 0x0000396c,
-	0x00003972, 0x00003979, 0x00003981, 0x0000399c,
-	0x000039a9, 0x000039b7, 0x000039e1, 0x000039f7,
-	0x00003a0e, 0x00003a54, 0x00003a76, 0x00003a7c,
-	0x00003a81, 0x00003a8a, 0x00003a99, 0x00003aa5,
-	0x00003ab1, 0x00003ac2, 0x00003acf, 0x00003b2c,
-	0x00003b3b, 0x00003b46, 0x00003b50, 0x00003b8e,
-	0x00003b97, 0x00003ba7, 0x00003baf, 0x00003bb8,
+	0x00003a88, 0x00003a8b, 0x00003a90, 0x00003a97,
+	0x00003aa2, 0x00003aa8, 0x00003aae, 0x00003ab5,
+	0x00003abd, 0x00003ad8, 0x00003ae5, 0x00003af3,
+	0x00003b1d, 0x00003b33, 0x00003b4a, 0x00003b90,
+	0x00003bb2, 0x00003bb8, 0x00003bbd, 0x00003bc6,
+	0x00003bd5, 0x00003be1, 0x00003bed, 0x00003bfe,
+	0x00003c0b, 0x00003c68, 0x00003c77, 0x00003c82,
+	0x00003c8c, 0x00003cca, 0x00003cd3, 0x00003ce3,
 	// Entry 100 - 11F
-	0x00003bbe, 0x00003bc8, 0x00003bda, 0x00003c22,
-	0x00003c30, 0x00003c3c, 0x00003c44, 0x00003c4b,
-	0x00003c52, 0x00003c63, 0x00003c72, 0x00003c9b,
-	0x00003ca2, 0x00003cad, 0x00003cc8, 0x00003cd0,
-	0x00003cdc, 0x00003cf8, 0x00003d0f, 0x00003d31,
-	0x00003d40, 0x00003d4c, 0x00003d53, 0x00003d6c,
-	0x00003d86, 0x00003e2f, 0x00003e45, 0x00003e85,
-	0x00003eb6, 0x00003ee0, 0x00003f07, 0x00003f7e,
+	0x00003ceb, 0x00003cf4, 0x00003cfa, 0x00003d04,
+	0x00003d16, 0x00003d5e, 0x00003d6c, 0x00003d78,
+	0x00003d80, 0x00003d87, 0x00003d8e, 0x00003d9f,
+	0x00003dae, 0x00003dd7, 0x00003dde, 0x00003de9,
+	0x00003e04, 0x00003e0c, 0x00003e18, 0x00003e34,
+	0x00003e4b, 0x00003e6d, 0x00003e7c, 0x00003e88,
+	0x00003e8f, 0x00003ea8, 0x00003ec2, 0x00003f6b,
+	0x00003f81, 0x00003fc1, 0x00003ff2, 0x0000401c,
 	// Entry 120 - 13F
-	0x00003fa2, 0x00003fc9, 0x00003fe8, 0x00003ffe,
-	0x00004014, 0x00004028, 0x0000403e, 0x0000404f,
-	0x00004066, 0x00004089, 0x000040ac, 0x000040c9,
-	0x000040e6, 0x000040eb, 0x000040f3, 0x000040fd,
-	0x00004110, 0x00004124, 0x00004139, 0x00004185,
-	0x00004198, 0x0000419c, 0x000041ac, 0x000041b5,
-	0x000041c8, 0x000041ee, 0x00004202, 0x00004218,
-	0x0000432e, 0x00004343, 0x00004350, 0x00004354,
+	0x00004043, 0x000040ba, 0x000040de, 0x00004105,
+	0x00004124, 0x0000413a, 0x00004150, 0x00004164,
+	0x0000417a, 0x0000418b, 0x000041a2, 0x000041c5,
+	0x000041e8, 0x00004205, 0x00004222, 0x00004227,
+	0x0000422f, 0x00004239, 0x0000424c, 0x00004260,
+	0x00004275, 0x000042c1, 0x000042d4, 0x000042d8,
+	0x000042e8, 0x000042f1, 0x00004304, 0x0000432a,
+	0x0000433e, 0x00004354, 0x0000446a, 0x0000447f,
 	// Entry 140 - 15F
-	0x00004361, 0x00004371, 0x0000437e, 0x00004388,
-	0x0000438e, 0x00004398, 0x000043b8, 0x000043ca,
-	0x0000447e, 0x0000449b, 0x00004509, 0x000045c9,
-	0x000045dc, 0x00004629, 0x0000468d, 0x000046f1,
-	0x000046fa, 0x0000470a, 0x0000471f, 0x00004743,
-	0x0000475f, 0x00004777, 0x00004782, 0x0000478d,
-	0x000047a1, 0x000048c1, 0x00004911, 0x00004935,
-	0x00004960, 0x0000496b, 0x00004970, 0x0000497f,
+	0x0000448c, 0x00004490, 0x0000449d, 0x000044ad,
+	0x000044ba, 0x000044c4, 0x000044ca, 0x000044d4,
+	0x000044f4, 0x00004506, 0x000045ba, 0x000045d7,
+	0x00004645, 0x00004705, 0x00004718, 0x00004765,
+	0x000047c9, 0x0000482d, 0x00004836, 0x00004846,
+	0x0000485b, 0x0000487f, 0x0000489b, 0x000048b3,
+	0x000048be, 0x000048c9, 0x000048dd, 0x000049fd,
+	0x00004a4d, 0x00004a71, 0x00004a9c, 0x00004aa7,
 	// Entry 160 - 17F
-	0x00004986, 0x0000499d, 0x000049ad, 0x000049c2,
-	0x000049d4, 0x000049f7, 0x00004a44, 0x00004a5a,
-	0x00004a6d, 0x00004a83, 0x00004a8d, 0x00004a97,
-	0x00004aac, 0x00004ad4, 0x00004ae4, 0x00004b1d,
-	0x00004b71, 0x00004b7b, 0x00004b91, 0x00004bca,
-	0x00004bcf, 0x00004bdd, 0x00004c06, 0x00004c29,
-	0x00004c7c, 0x00004cbc, 0x00004d3d, 0x00004da4,
-	0x00004db1, 0x00004dd1, 0x00004ddd, 0x00004df6,
+	0x00004aac, 0x00004abb, 0x00004ac2, 0x00004ad9,
+	0x00004ae9, 0x00004afe, 0x00004b10, 0x00004b33,
+	0x00004b80, 0x00004b96, 0x00004ba9, 0x00004bbf,
+	0x00004bc9, 0x00004bd3, 0x00004be8, 0x00004c10,
+	0x00004c20, 0x00004c59, 0x00004cad, 0x00004cb7,
+	0x00004ccd, 0x00004d06, 0x00004d0b, 0x00004d19,
+	0x00004d42, 0x00004d65, 0x00004db8, 0x00004df8,
+	0x00004e79, 0x00004ee0, 0x00004eed, 0x00004f0d,
 	// Entry 180 - 19F
-	0x00004dff, 0x00004e09, 0x00004e12, 0x00004e1a,
-	0x00004e24, 0x00004e2c, 0x00004e34, 0x00004e38,
-	0x00004e3c, 0x00004e40, 0x00004e44, 0x00004e48,
-	0x00004e4c, 0x00004e50, 0x00004e54, 0x00004e58,
-	0x00004e5c, 0x00004e60, 0x00004e64, 0x00004e6e,
-	0x00004e8c, 0x00004eac, 0x00004ed0, 0x00004ef4,
-	0x00004efd, 0x00004f14, 0x00004f1c, 0x00004f2d,
-	0x00004f32, 0x00004f77, 0x00004f8f, 0x00004f94,
+	0x00004f19, 0x00004f32, 0x00004f3b, 0x00004f45,
+	0x00004f4e, 0x00004f56, 0x00004f60, 0x00004f68,
+	0x00004f70, 0x00004f74, 0x00004f78, 0x00004f7c,
+	0x00004f80, 0x00004f84, 0x00004f88, 0x00004f8c,
+	0x00004f90, 0x00004f94, 0x00004f98, 0x00004f9c,
+	0x00004fa0, 0x00004faa, 0x00004fc8, 0x00004fe8,
+	0x0000500c, 0x00005030, 0x00005039, 0x00005050,
+	0x00005058, 0x00005069, 0x0000506e, 0x000050b3,
 	// Entry 1A0 - 1BF
-	0x00004f9f, 0x00004fa5, 0x00004faf, 0x00004fb7,
-	0x00004fbf, 0x00004fe9, 0x00005003, 0x0000502b,
-	0x0000505b, 0x00005061, 0x00005070, 0x000050c3,
-	0x000050e1, 0x000050f8, 0x000051a8, 0x000052ca,
-	0x00005389, 0x0000549a, 0x000054f1, 0x0000551b,
-	0x00005547, 0x00005571, 0x00005579, 0x0000557f,
-	0x0000558c, 0x0000559e, 0x000055a7, 0x000055e9,
-	0x00005633, 0x00005648, 0x0000567a, 0x000056c6,
+	0x000050cb, 0x000050d0, 0x000050db, 0x000050e1,
+	0x000050eb, 0x000050f3, 0x000050fb, 0x00005125,
+	0x0000513f, 0x00005167, 0x00005197, 0x0000519d,
+	0x000051ac, 0x000051ff, 0x0000521d, 0x00005234,
+	0x000052e4, 0x00005406, 0x000054c5, 0x000055d6,
+	0x0000562d, 0x00005657, 0x00005683, 0x000056ad,
+	0x000056b5, 0x000056bb, 0x000056c8, 0x000056da,
+	0x000056e3, 0x00005725, 0x0000576f, 0x00005784,
 	// Entry 1C0 - 1DF
-	0x000056cf, 0x000056e1, 0x000056f0, 0x00005712,
-	0x00005736, 0x00005784, 0x0000588e, 0x000058b9,
-	0x000058ed, 0x000058fb, 0x00005926, 0x00005938,
-	0x0000593c, 0x00005952, 0x0000597c, 0x000059c5,
-	0x000059e5, 0x000059ee, 0x00005a00, 0x00005a23,
-	0x00005abe, 0x00005acc, 0x00005adb, 0x00005b2e,
-	0x00005b3b, 0x00005b73, 0x00005bdc, 0x00005bf8,
-	0x00005c02, 0x00005c0b, 0x00005c14, 0x00005c1e,
+	0x000057b6, 0x00005802, 0x0000580b, 0x0000581d,
+	0x0000582c, 0x0000584e, 0x00005872, 0x000058c0,
+	0x000059ca, 0x000059f5, 0x00005a29, 0x00005a37,
+	0x00005a62, 0x00005a74, 0x00005a78, 0x00005a8e,
+	0x00005ab8, 0x00005b01, 0x00005b21, 0x00005b2a,
+	0x00005b3c, 0x00005b5f, 0x00005bfa, 0x00005c08,
+	0x00005c17, 0x00005c6a, 0x00005c77, 0x00005caf,
+	0x00005d18, 0x00005d34, 0x00005d3e, 0x00005d47,
 	// Entry 1E0 - 1FF
-	0x00005c25, 0x00005c2f, 0x00005c37, 0x00005c3c,
-	0x00005c44, 0x00005c4d, 0x00005c56, 0x00005c63,
-	0x00005c68, 0x00005c70, 0x00005c77, 0x00005c7f,
-	0x00005c84, 0x00005c92, 0x00005c99, 0x00005ca0,
-	0x00005ca5, 0x00005cac, 0x00005cb6, 0x00005cbd,
-	0x00005cd0, 0x00005ce0, 0x00005cfb, 0x00005d1b,
-	0x00005d29, 0x00005d32, 0x00005d3b, 0x00005d44,
-	0x00005d48, 0x00005d4b, 0x00005d57, 0x00005d65,
+	0x00005d50, 0x00005d5a, 0x00005d61, 0x00005d6b,
+	0x00005d73, 0x00005d78, 0x00005d80, 0x00005d89,
+	0x00005d92, 0x00005d9f, 0x00005da4, 0x00005dac,
+	0x00005db3, 0x00005dbb, 0x00005dc0, 0x00005dce,
+	0x00005dd5, 0x00005ddc, 0x00005de1, 0x00005de8,
+	0x00005df2, 0x00005df9, 0x00005e0c, 0x00005e1c,
+	0x00005e37, 0x00005e57, 0x00005e65, 0x00005e6e,
+	0x00005e77, 0x00005e80, 0x00005e84, 0x00005e87,
 	// Entry 200 - 21F
-	0x00005d72, 0x00005d83, 0x00005d92, 0x00005da9,
-	0x00005dbc, 0x00005dcc, 0x00005ddb, 0x00005dea,
-	0x00005df2, 0x00005df9, 0x00005e01, 0x00005e09,
-	0x00005e17, 0x00005e25, 0x00005e3b, 0x00005e50,
-	0x00005e61, 0x00005e67, 0x00005e6e, 0x00005e77,
-	0x00005e93, 0x00005e9c, 0x00005ea6, 0x00005eaf,
-	0x00005eb8, 0x00005ec1, 0x00005ed8, 0x00005ee0,
-	0x00005eee, 0x00005f1a, 0x00005f26, 0x00005f34,
+	0x00005e93, 0x00005ea1, 0x00005eae, 0x00005ebf,
+	0x00005ece, 0x00005ee5, 0x00005ef8, 0x00005f08,
+	0x00005f17, 0x00005f26, 0x00005f2e, 0x00005f35,
+	0x00005f3d, 0x00005f45, 0x00005f53, 0x00005f61,
+	0x00005f77, 0x00005f8c, 0x00005f9d, 0x00005fa3,
+	0x00005faa, 0x00005fb3, 0x00005fcf, 0x00005fd8,
+	0x00005fe2, 0x00005feb, 0x00005ff4, 0x00005ffd,
+	0x00006014, 0x0000601c, 0x0000602a, 0x00006056,
 	// Entry 220 - 23F
-	0x00005f7a, 0x00005f86, 0x00005f8e, 0x00005fb9,
-	0x00006004, 0x000060c6, 0x000060ca, 0x000060f0,
-	0x00006118, 0x0000617b, 0x0000619a, 0x0000619f,
-	0x000061ba, 0x000061cb, 0x000061d7, 0x000061df,
-	0x00006211, 0x0000621a, 0x00006223, 0x0000623f,
-	0x000062a0, 0x000062ad, 0x000062e4, 0x00006313,
-	0x00006363, 0x0000639e, 0x000063ac, 0x000063d8,
-	0x000063fe, 0x0000641f, 0x0000642a, 0x00006458,
+	0x00006062, 0x00006070, 0x000060b6, 0x000060c2,
+	0x000060ca, 0x000060f5, 0x00006140, 0x00006202,
+	0x00006206, 0x0000622c, 0x00006254, 0x000062b7,
+	0x000062d6, 0x000062db, 0x000062f6, 0x00006307,
+	0x00006313, 0x0000631b, 0x0000634d, 0x00006356,
+	0x0000635f, 0x0000637b, 0x000063dc, 0x000063e9,
+	0x00006420, 0x0000644f, 0x0000649f, 0x000064da,
+	0x000064e8, 0x00006514, 0x0000653a, 0x0000655b,
 	// Entry 240 - 25F
-	0x00006475, 0x000064a4, 0x000064d6, 0x000064f4,
-	0x00006529, 0x00006545, 0x00006564, 0x000065bf,
-	0x000065ce, 0x000065db, 0x000065e9, 0x000065f6,
-	0x000065ff, 0x0000661a, 0x0000664a, 0x00006665,
-	0x0000666f, 0x000066c1, 0x00006781, 0x000067dd,
-	0x0000685b, 0x000068d1, 0x000069a4, 0x00006a67,
-	0x00006a9f, 0x00006aff, 0x00006b56, 0x00006b90,
-	0x00006c9d, 0x00006cbd, 0x00006ce3, 0x00006d0d,
+	0x00006566, 0x00006594, 0x000065b1, 0x000065e0,
+	0x00006612, 0x00006630, 0x00006665, 0x00006681,
+	0x000066a0, 0x000066fb, 0x0000670a, 0x00006717,
+	0x00006725, 0x00006732, 0x0000673b, 0x00006756,
+	0x00006786, 0x000067a1, 0x000067ab, 0x000067fd,
+	0x000068bd, 0x00006919, 0x00006997, 0x00006a0d,
+	0x00006ae0, 0x00006ba3, 0x00006bdb, 0x00006c3b,
+	0x00006c92, 0x00006ccc, 0x00006dd9, 0x00006df9,
 	// Entry 260 - 27F
-	0x00006d7e, 0x00006dbb, 0x00006ddf, 0x00006e83,
-	0x00006ea8, 0x00006ed7, 0x00006f37, 0x00006f90,
-	0x00006fea, 0x00007004, 0x00007022, 0x00007056,
-	0x00007096, 0x000070c0, 0x000070cf, 0x0000719a,
-	0x000071cb, 0x000071fa, 0x0000720d, 0x00007282,
-	0x00007295, 0x000072c9, 0x0000731a, 0x0000734e,
-	0x0000735e, 0x000073a5, 0x000073d2, 0x000073df,
-	0x000073ef, 0x0000741f, 0x00007459, 0x0000747c,
+	0x00006e1f, 0x00006e49, 0x00006eba, 0x00006ef7,
+	0x00006f1b, 0x00006fbf, 0x00006fe4, 0x00007013,
+	0x00007073, 0x000070cc, 0x00007126, 0x00007140,
+	0x0000715e, 0x00007192, 0x000071d2, 0x000071fc,
+	0x0000720b, 0x000072d6, 0x00007307, 0x00007336,
+	0x00007349, 0x000073be, 0x000073d1, 0x00007405,
+	0x00007456, 0x0000748a, 0x0000749a, 0x000074e1,
+	0x0000750e, 0x0000751b, 0x0000752b, 0x0000755b,
 	// Entry 280 - 29F
-	0x000074f3, 0x00007575, 0x000075fa, 0x00007609,
-	0x00007659, 0x000076b9, 0x00007725, 0x0000779c,
-	0x000077a4, 0x000077bc, 0x000077d9, 0x000077e7,
-	0x000077f8, 0x00007800, 0x0000780b, 0x0000784c,
-	0x00007884, 0x00007898, 0x000078ea, 0x00007914,
-	0x00007944, 0x0000797f, 0x0000798f, 0x000079ce,
-	0x000079df, 0x000079f1, 0x000079fd, 0x00007a0e,
-	0x00007a28, 0x00007a30, 0x00007a41, 0x00007a47,
+	0x00007595, 0x000075b8, 0x0000762f, 0x000076b1,
+	0x00007736, 0x00007745, 0x00007795, 0x000077f5,
+	0x00007861, 0x000078d8, 0x000078e0, 0x000078f8,
+	0x00007915, 0x00007923, 0x00007934, 0x0000793c,
+	0x00007947, 0x00007988, 0x000079c0, 0x000079d4,
+	0x00007a26, 0x00007a50, 0x00007a80, 0x00007abb,
+	0x00007acb, 0x00007b0a, 0x00007b1b, 0x00007b2d,
+	0x00007b39, 0x00007b4a, 0x00007b64, 0x00007b6c,
 	// Entry 2A0 - 2BF
-	0x00007a5b, 0x00007a73, 0x00007a98, 0x00007a9c,
-	0x00007ab8, 0x00007ac6, 0x00007ad9, 0x00007b17,
-	0x00007b54, 0x00007b80, 0x00007bd8, 0x00007be7,
-	0x00007bf8, 0x00007c00, 0x00007c0d, 0x00007c1d,
-	0x00007c34, 0x00007c3f, 0x00007c4e, 0x00007c54,
-	0x00007c62, 0x00007c6c, 0x00007c77, 0x00007c81,
-	0x00007c94, 0x00007cb9, 0x00007ce4, 0x00007d75,
-	0x00007db0, 0x00007dcf, 0x00007e0d, 0x00007e44,
+	0x00007b7d, 0x00007b83, 0x00007b97, 0x00007baf,
+	0x00007bd4, 0x00007bd8, 0x00007bf4, 0x00007c02,
+	0x00007c15, 0x00007c53, 0x00007c90, 0x00007cbc,
+	0x00007d14, 0x00007d23, 0x00007d34, 0x00007d3c,
+	0x00007d49, 0x00007d59, 0x00007d70, 0x00007d7b,
+	0x00007d8a, 0x00007d90, 0x00007d9e, 0x00007da8,
+	0x00007db3, 0x00007dbd, 0x00007dd0, 0x00007df5,
+	0x00007e20, 0x00007eb1, 0x00007eec, 0x00007f0b,
 	// Entry 2C0 - 2DF
-	0x00007e72, 0x00007e80, 0x00007f1f, 0x00007f3d,
-	0x00008094, 0x000080a2, 0x000080b6, 0x000080d7,
-	0x000080eb, 0x0000811b, 0x00008121, 0x00008135,
-	0x0000814d, 0x00008160, 0x0000819d, 0x00008210,
-	0x0000825d, 0x0000826e, 0x00008285, 0x000082a2,
-	0x000082b0, 0x000082ef, 0x000082fd, 0x00008308,
-	0x0000830e, 0x00008400, 0x00008406, 0x00008438,
-	0x0000843d, 0x0000844d, 0x00008458, 0x00008461,
+	0x00007f49, 0x00007f80, 0x00007fae, 0x00007fbc,
+	0x0000805b, 0x00008079, 0x000081d0, 0x000081de,
+	0x000081f2, 0x00008213, 0x00008227, 0x00008257,
+	0x0000825d, 0x00008271, 0x00008289, 0x0000829c,
+	0x000082d9, 0x0000834c, 0x00008399, 0x000083aa,
+	0x000083c1, 0x000083de, 0x000083ec, 0x0000842b,
+	0x00008439, 0x00008444, 0x0000844a, 0x0000853c,
+	0x00008542, 0x00008574, 0x00008579, 0x00008589,
 	// Entry 2E0 - 2FF
-	0x00008471, 0x0000847d, 0x000084b1, 0x000084e4,
-	0x000084fe, 0x00008505, 0x00008536, 0x00008556,
-	0x00008568, 0x0000857a, 0x0000861f, 0x00008635,
-	0x000086ba, 0x00008734, 0x00008743, 0x000087fd,
-	0x0000884e, 0x00008853, 0x00008861, 0x00008871,
-	0x0000887d, 0x0000888d, 0x0000889b, 0x000088ab,
-	0x000088b5, 0x000088d8, 0x000088f1, 0x00008904,
-	0x00008970, 0x00008996, 0x000089a5, 0x000089f7,
+	0x00008594, 0x0000859d, 0x000085ad, 0x000085b9,
+	0x000085ed, 0x00008620, 0x0000863a, 0x00008641,
+	0x00008672, 0x00008692, 0x000086a4, 0x000086b6,
+	0x0000875b, 0x00008771, 0x000087f6, 0x00008870,
+	0x0000887f, 0x00008939, 0x0000898a, 0x0000898f,
+	0x0000899d, 0x000089ad, 0x000089b9, 0x000089c9,
+	0x000089d7, 0x000089e7, 0x000089f1, 0x00008a14,
+	0x00008a2d, 0x00008a40, 0x00008aac, 0x00008ad2,
 	// Entry 300 - 31F
-	0x00008a05, 0x00008a21, 0x00008a6f, 0x00008a7e,
-	0x00008a94, 0x00008ae8, 0x00008b1a, 0x00008b72,
-	0x00008b88, 0x00008c56, 0x00008c6d, 0x00008ca4,
-	0x00008cb2, 0x00008cf6, 0x00008d1b, 0x00008d92,
-	0x00008da8, 0x00008dbf, 0x00008ded, 0x00008e00,
-	0x00008e28, 0x00008eac, 0x00008eb3, 0x00008f1b,
-	0x00008f45, 0x00008f75, 0x000090ca, 0x00009204,
-	0x000092a4, 0x0000937b, 0x00009454, 0x00009468,
+	0x00008ae1, 0x00008b33, 0x00008b41, 0x00008b5d,
+	0x00008bab, 0x00008bba, 0x00008bd0, 0x00008c24,
+	0x00008c56, 0x00008cae, 0x00008cc4, 0x00008d92,
+	0x00008da9, 0x00008de0, 0x00008dee, 0x00008e32,
+	0x00008e57, 0x00008ece, 0x00008ee4, 0x00008efb,
+	0x00008f29, 0x00008f3c, 0x00008f64, 0x00008fe8,
+	0x00008fef, 0x00009057, 0x00009081, 0x000090b1,
+	0x00009206, 0x00009340, 0x000093e0, 0x000094b7,
 	// Entry 320 - 33F
-	0x000094c3, 0x0000956e, 0x000095f0, 0x000095f8,
-	0x00009633, 0x00009639, 0x000096cb, 0x00009763,
-	0x0000978f, 0x000097ba, 0x00009808, 0x00009874,
-	0x0000991b, 0x00009936, 0x00009940, 0x00009945,
-	0x0000994f, 0x00009957, 0x0000995d, 0x00009965,
-	0x00009973, 0x0000997d, 0x0000998a, 0x0000999d,
-	0x000099c1, 0x00009a41, 0x00009a52, 0x00009a5a,
-	0x00009acf, 0x00009b23, 0x00009b6b, 0x00009b7a,
+	0x00009590, 0x000095a4, 0x000095ff, 0x000096aa,
+	0x0000972c, 0x00009734, 0x0000976f, 0x00009775,
+	0x00009807, 0x0000989f, 0x000098cb, 0x000098f6,
+	0x00009944, 0x000099b0, 0x00009a57, 0x00009a72,
+	0x00009a7c, 0x00009a81, 0x00009a8b, 0x00009a93,
+	0x00009a99, 0x00009aa1, 0x00009aaf, 0x00009ab9,
+	0x00009ac6, 0x00009ad9, 0x00009afd, 0x00009b7d,
+	0x00009b8e, 0x00009b96, 0x00009c0b, 0x00009c5f,
 	// Entry 340 - 35F
-	0x00009b8d, 0x00009b99, 0x00009bd5, 0x00009c0f,
-	0x00009c1d, 0x00009c2a, 0x00009c38, 0x00009c46,
-	0x00009c54, 0x00009c86, 0x00009cb6, 0x00009d12,
-	0x00009d1f, 0x00009d3f, 0x00009d4a, 0x00009d64,
-	0x00009d69, 0x00009d7a, 0x00009e00, 0x00009e25,
-	0x00009e2c, 0x00009e35, 0x00009e48, 0x00009e52,
-	0x00009e5c, 0x00009e66, 0x00009e7e, 0x00009e94,
-	0x00009ea0, 0x00009ec2, 0x00009ef0, 0x00009ef7,
+	0x00009ca7, 0x00009cb6, 0x00009cc9, 0x00009cd5,
+	0x00009d11, 0x00009d4b, 0x00009d59, 0x00009d66,
+	0x00009d74, 0x00009d82, 0x00009d90, 0x00009dc2,
+	0x00009df2, 0x00009e4e, 0x00009e5b, 0x00009e7b,
+	0x00009e86, 0x00009ea0, 0x00009ea5, 0x00009eb6,
+	0x00009f3c, 0x00009f61, 0x00009f68, 0x00009f71,
+	0x00009f84, 0x00009f8e, 0x00009f98, 0x00009fa2,
+	0x00009fba, 0x00009fd0, 0x00009fdc, 0x00009ffe,
 	// Entry 360 - 37F
-	0x00009f04, 0x00009f15, 0x00009f3c, 0x00009f4c,
-	0x00009f6b, 0x00009f8b, 0x0000a063, 0x0000a144,
-	0x0000a198, 0x0000a1e8, 0x0000a248, 0x0000a29b,
-	0x0000a2d3, 0x0000a30b, 0x0000a33c, 0x0000a38c,
-	0x0000a3c0, 0x0000a3de, 0x0000a3fd, 0x0000a41c,
-	0x0000a43c,
-} // Size: 3564 bytes
+	0x0000a02c, 0x0000a033, 0x0000a040, 0x0000a051,
+	0x0000a078, 0x0000a088, 0x0000a0a7, 0x0000a0c7,
+	0x0000a19f, 0x0000a280, 0x0000a2d4, 0x0000a324,
+	0x0000a384, 0x0000a3d7, 0x0000a40f, 0x0000a447,
+	0x0000a478, 0x0000a4c8, 0x0000a4fc, 0x0000a51a,
+	0x0000a539, 0x0000a558, 0x0000a578,
+} // Size: 3572 bytes
 
-const enData string = "" + // Size: 42044 bytes
+const enData string = "" + // Size: 42360 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1321,500 +1323,504 @@ const enData string = "" + // Size: 42044 bytes
 	" confirmed count is missing: start again from the list.\x02The count cha" +
 	"nged since it was taken (it was %[1]d): instances were settled, retried " +
 	"or acted on meanwhile. Nothing was done; check the new count and confirm" +
-	" again.\x02This bulk action was already applied (the form was sent again" +
-	"): its records are in the audit log. Nothing more was done.\x14\x02\x80" +
-	"\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s ap" +
-	"plied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02Retry brought forw" +
-	"ard for %[1]d instance: its workers take it now.\x00J\x02Retries brought" +
-	" forward for %[1]d instances: their workers take them now.\x14\x01\x81" +
-	"\x01\x00\x02c\x02%[1]d more no longer waited as counted: its retry came " +
-	"due, or it ended or was acted on meanwhile.\x00h\x02%[1]d more no longer" +
-	" waited as counted: their retry came due, or they ended or were acted on" +
-	" meanwhile.\x14\x01\x81\x01\x00\x02f\x02%[1]d skipped: it changed after " +
-	"the count (settled, acted on by someone else, or its retry came due)." +
-	"\x00j\x02%[1]d skipped: they changed after the count (settled, acted on " +
-	"by someone else, or their retry came due).\x14\x01\x81\x01\x00\x02R\x02%" +
-	"[1]d skipped: it changed after the count (settled, or acted on by someon" +
-	"e else).\x00T\x02%[1]d skipped: they changed after the count (settled, o" +
-	"r acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02W" +
-	"ho\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
-	"\x02Bulk action\x02retry now (attempts unchanged)\x02deleted\x02Audit lo" +
-	"g\x02Every retry, abandon and stop an operator applied, and every erasur" +
-	"e an administrator made, with its reason. Reveals of sensitive values ha" +
-	"ve their own log, which administrators read on the Reveals page (GET /ap" +
-	"i/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02exact; insta" +
-	"nces deleted since are not found\x02from\x02to\x02Apply filters\x02Clear" +
-	" filters\x02No operator action matches.\x02All actions\x02The process in" +
-	"stance must be a whole instance id (a UUID): the lists show the end of e" +
-	"ach id; open the instance, or copy its link, for the whole id.\x02The bu" +
-	"lk action must be its id (a UUID).\x02Operator actions, newest first\x02" +
-	"No bulk action has the id %[1]s: check the link, or open the action from" +
-	" the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance b" +
-	"ulk action %[2]s changed. While it runs, each reload shows how far it go" +
-	"t.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. While " +
-	"it runs, each reload shows how far it got.\x02retry now\x02Filter: %[1]s" +
-	".\x02given (not kept)\x02Created since\x02Created before\x02%[1]s: %[2]s" +
-	"\x02none (every instance)\x02Bulk %[1]s by %[2]s, started %[3]s: applied" +
-	" to %[4]d of the %[5]d instances counted, %[6]d skipped (they changed af" +
-	"ter the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, w" +
-	"as stopped by an error after %[4]d of the %[5]d instances counted (%[6]d" +
-	" skipped). What it applied stays; act on the filter again for the rest." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
-	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
-	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
-	"ped. What it applied stays; act on the filter again for the rest.\x02Err" +
-	"or: %[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Ma" +
-	"in navigation\x02Health\x02External tasks\x02Processes\x02Find an instan" +
-	"ce or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
-	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
-	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
-	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
-	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
-	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
-	"t allowed\x02Your role can read definitions and processes only: external" +
-	" tasks and process instances are for operators and administrators.\x02In" +
-	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
-	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
-	"\x02Back to sign-in\x02Back to definitions\x02Nothing exists at this add" +
-	"ress, or it is not visible to you.\x02Nothing exists at this address, or" +
-	" it is not visible to you. An ended instance is deleted, with its occurr" +
-	"ences and attempts, once the retention period (RELAIS_RETENTION) has pas" +
-	"sed, or at once when an administrator erases it; the audit log keeps the" +
-	" operator actions taken on it.\x02“%[1]s” is not a whole id (a UUID): th" +
-	"e lists show the end of each id; open the row, or copy its link, for the" +
-	" whole id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, f" +
-	"or this reason: “%[3]s”. Its inputs, occurrences and attempts were delet" +
-	"ed with it; the audit log keeps the operator actions taken on it.\x02For" +
-	"m refused\x02This form was not sent from this console session, or it has" +
-	" expired: nothing was done. Open the form again and send it anew.\x02Bac" +
-	"k to the form\x02Form too large\x02This form is larger than %[1]d KiB: n" +
-	"othing was done. Shorten what you typed and send it again.\x02Form not r" +
-	"eceived\x02This form did not arrive in time: nothing was done. Send it a" +
-	"gain.\x02This form could not be read: nothing was done. Send it again." +
-	"\x02Temporarily unavailable\x02The database cannot be reached right now." +
-	" Try again in a few seconds.\x02Something went wrong\x02The console coul" +
-	"d not show this page. Try again; if it persists, give your administrator" +
-	" the request id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The " +
-	"external services that take tasks, and the definitions each may take. Cr" +
-	"eate consumers, change their grants and rotate their tokens through the " +
-	"API (/api/v1/consumers); tokens are never shown.\x02Consumers, oldest fi" +
-	"rst\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active" +
-	"\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All its tas" +
-	"ks\x02%[1]s: every revision, present and future\x02%[1]s: revision %[2]s" +
-	"\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts appea" +
-	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
-	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Routing " +
-	"output\x02Last saved\x02Revisions\x02No revision yet: the Working copy h" +
-	"as never been snapshotted.\x02Releases\x02No release yet.\x02Release\x02" +
-	"Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every chang" +
-	"e from one revision to another, and whom it may break.\x02From revision" +
-	"\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Br" +
-	"eaks workers\x02These revisions have the same contracts.\x02Inputs\x02No" +
-	" inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outp" +
-	"uts of the working copy\x02Releases, oldest first\x02Changes between the" +
-	" two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of r" +
-	"evision %[1]d\x02Outputs of revision %[1]d\x02The Working copy has chang" +
-	"es not yet snapshotted: they are in no revision (workers and processes u" +
-	"se revision %[1]d at most) until a snapshot makes them revision %[2]d." +
-	"\x02Since revision %[1]d:\x02the contracts are the same (the name or a d" +
-	"escription changed).\x02Changes of the Working copy since revision %[1]d" +
-	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
-	"revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contract th" +
-	"ese fields’ values are less protected than under the older one.\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
-	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02not set\x02Pinned by\x02no process version" +
-	"\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their" +
-	" Working copy, immutable revisions and named releases.\x02Definitions by" +
-	" key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No de" +
-	"stination yet.\x02No more destinations.\x02The HTTP endpoints push nodes" +
-	" call. Values of the URL's query and of the headers, and signing secrets" +
-	", are sealed and never shown. Create and change destinations with relais" +
-	" apply (kind: Destination documents) or through the API (/api/v1/destina" +
-	"tions), which also deletes them.\x02Destinations by name\x02masked value" +
-	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
-	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
-	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
-	"ters. It is kept after the erasure, whatever the retention: write the re" +
-	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
-	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
-	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
-	"ess key and the workers’ messages go with it; this cannot be undone. The" +
-	" audit records naming it stay (who did what, and why), and so do backups" +
-	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
-	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
-	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
-	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
-	"thing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left counts under Waiting a retry u" +
-	"ntil its next attempt is due.\x02A held instance’s failed occurrence cou" +
-	"nts in both Held instances and Failed.\x02Completions and failures, last" +
-	" hour\x02Definitions, those needing attention first\x02Definition\x02Ope" +
-	"n\x02Held instances\x02Failed\x02Oldest claimable waits\x02Waiting a ret" +
-	"ry\x02Completed, last hour\x02Failed, last hour\x02No definition has occ" +
-	"urrences yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown" +
-	" anew at each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02Definition %[1]s has no occurrence yet.\x02All definitions\x02Comple" +
-	"tions and failures per 5 minutes, last hour: %[1]s\x02In the last hour: " +
-	"%[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02Com" +
-	"pleted\x02The chart’s numbers\x02Completions and failures per 5-minute s" +
-	"lot, oldest first\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended instances a" +
-	"re kept forever, another replica’s RELAIS_RETENTION.\x02Retention: ended" +
-	" instances are kept forever (RELAIS_RETENTION).\x02Retention: ended inst" +
-	"ances are deleted with their occurrences %[1]s after they end, another r" +
-	"eplica’s longer RELAIS_RETENTION.\x02Retention: ended instances are dele" +
-	"ted with their occurrences %[1]s after they end (RELAIS_RETENTION).\x02%" +
-	"[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %" +
-	"[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1" +
-	"]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
-	"ded. As an administrator you may erase it now rather than wait for reten" +
-	"tion (a data subject’s request): it is deleted with its occurrences and " +
-	"attempts.\x02This instance is held at a failed node: an incident. It can" +
-	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
-	"its inputs could not be built), so it would fail the same way. Abandon f" +
-	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
-	"the audit log.\x02This instance is held at a failed node: an incident. R" +
-	"etry offers the failed occurrence again; abandon fails the instance; sto" +
-	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Its " +
-	"occurrence at node %[1]s failed (%[2]s) and waits for its retry, due %[3" +
-	"]s (%[4]s): retry offers it now, its attempts left unchanged. Stopping c" +
-	"ancels the instance and its open occurrences. Neither completes anything" +
-	"; each asks for a reason, recorded in the audit log.\x02Stopping cancels" +
-	" the instance and its open occurrences. It does not complete anything." +
-	"\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02H" +
-	"eld at node\x02Failed occurrence\x02Held for\x02never: retention keeps e" +
-	"nded instances forever (RELAIS_RETENTION)\x02never: another replica’s RE" +
-	"LAIS_RETENTION keeps ended instances forever\x02Deleted by retention\x02" +
-	"ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are" +
-	" kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Ab" +
-	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
-	"\x02held, then abandoned by an operator\x02A retry waits on a running in" +
-	"stance only: choose the status running, or none.\x02The error code and “" +
-	"Held at a node of” filter held and failed instances, by the code they st" +
-	"opped with and where; a running instance has neither: leave them out. Th" +
-	"e code a retry waits after is shown on each row, and External tasks filt" +
-	"er waiting retries by it.\x02The version must be a whole number from 1." +
-	"\x02A version is a process’s: choose the process too.\x02Creation date" +
-	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02a" +
-	"ny\x02exact, case-sensitive\x02Act on every instance this filter matches" +
-	"\x02The next page counts them and asks for a reason before anything chan" +
-	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
-	"\x02No instance matches these filters.\x02A running instance has no erro" +
-	"r code yet: occurrences that failed with it and wait for their retry are" +
-	" listed under External tasks, filtered by that code.\x02All processes" +
-	"\x02Any definition\x02The occurrences of %[1]s waiting a retry, each wit" +
-	"h its error and its next attempt\x02All statuses\x02Unknown status “%[1]" +
-	"s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not" +
-	" of a task: the Instances page lists the instances with it.\x02Unknown s" +
-	"tatus “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02fail" +
-	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)" +
-	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
-	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
-	"anged\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No worker has reserved this" +
-	" occurrence yet.\x02in progress\x02Whole message\x02No worker ever reser" +
-	"ved this occurrence: it ended before any attempt.\x02Destination\x02Repl" +
-	"ica\x02Relais has not called the destination yet.\x02Relais never called" +
-	" the destination: the occurrence ended before any call.\x02Relais keeps " +
-	"the destination’s status code only when it refused the call (destination" +
-	"_http_NNN); a completed call answered 2xx. The duration runs from the cl" +
-	"aim of the call to its settlement.\x02Now\x02Retry or abandon it from it" +
-	"s instance\x02The latest %[1]d attempts, oldest first\x02The %[1]s earli" +
-	"er attempts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s list" +
-	"s them all.\x02after %[1]s’s retry at %[2]s\x02Mode\x02Reason given by t" +
-	"he worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a faile" +
-	"d call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 l" +
-	"owest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination’s max" +
-	"_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cu" +
-	"t to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RE" +
-	"LAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, " +
-	"up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each " +
-	"failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last op" +
-	"erator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1" +
-	"]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs," +
-	" labelled by revision %[1]d's contract\x02This contract has no inputs." +
-	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
-	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
-	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
-	"orded\x02Why (recorded with the reveal)\x02Every admin reads it, and it " +
-	"is kept whatever the retention: write no customer data in it.\x02Availab" +
-	"le from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02" +
-	"Last error (attempt %[1]d)\x02Error (the deadline passed after attempt %" +
-	"[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the worker marke" +
-	"d this failure as not retryable (attempts left unused: %[1]d)\x02The des" +
-	"tination’s answer could not be used: it must be one JSON object whose ou" +
-	"tputs member matches the revision’s outputs contract, and nothing after " +
-	"it. Its message says what was wrong.\x02The destination did not answer w" +
-	"ithin the call’s timeout: it may have acted all the same.\x02The destina" +
-	"tion did not answer within the call’s timeout (%[1]s): it may have acted" +
-	" all the same, so check before retrying.\x02The destination did not answ" +
-	"er within the call’s timeout: it may have acted all the same, so check b" +
-	"efore retrying.\x02The last attempt’s lock expired with no attempt left," +
-	" after Relais refused its worker’s report (%[1]s; see the failed occurre" +
-	"nce’s attempts): the worker answered, and its answer must change, not it" +
-	"s lock.\x02The last attempt’s lock expired with no attempt left, after R" +
-	"elais refused its worker’s report (%[1]s; see the attempts below): the w" +
-	"orker answered, and its answer must change, not its lock.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The last attempt’s worker " +
-	"stream ended (its worker left or was dropped) with no attempt left.\x02T" +
-	"he deadline passed before the occurrence was completed: no attempt succe" +
-	"eded in time.\x02The result did not match the revision's outputs contrac" +
-	"t.\x02The answer to the call was lost (the connection broke after the re" +
-	"quest was sent, or Relais stopped or could not reach its database before" +
-	" recording it): whether the destination acted is unknown, so Relais does" +
-	" not call it again by itself (an operator’s retry does).\x02The call cou" +
-	"ld not be prepared.\x02The destination could not be reached.\x02The dest" +
-	"ination’s answer was too large.\x02The last attempt ended without a resu" +
-	"lt (its lock expired, or its worker’s stream ended) with no attempt left" +
-	".\x02The inputs could not be built from the process’s bindings.\x02An op" +
-	"erator abandoned the instance.\x02A Camunda 7 worker reported a failure " +
-	"with no retries left (retries: 0, no retries sent, which Camunda reads a" +
-	"s 0, or a budget already spent): it is not run again.\x02The destination" +
-	" answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02An occurrence waiting a retry is available: choose the " +
-	"status available, or none.\x02Unknown value of the next attempt filter." +
-	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
-	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
-	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
-	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
-	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
-	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
-	"\x02Any\x02Waiting a retry (due later)\x02All consumers\x02instance held" +
-	" here\x02Totals of definition %[1]s, not narrowed by the other filters" +
-	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02as of %[1]s (%[2]s); counts are recounted every few seconds, shown a" +
-	"new at each reload.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02" +
-	"next attempt\x02claimable since\x02call in progress since\x02lock until" +
-	"\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First page" +
-	"\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01" +
-	".\x02%[1]s: the first day comes after the last.\x02This address holds a " +
-	"parameter that cannot be read (a percent sign not followed by two hexade" +
-	"cimal digits, or a semicolon): correct the address.\x02Unknown parameter" +
-	" “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The p" +
-	"arameter “%[1]s” is given %[2]d times: give it once.\x02The page cursor " +
-	"is invalid: go back to the first page.\x02These settings are kept in thi" +
-	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
-	"nnot read your computer’s time zone: choose a place, whose daylight savi" +
-	"ng time is followed, or a fixed offset from UTC.\x02Reload lists and det" +
-	"ail pages\x02A reload empties what you typed but did not apply (filters," +
-	" the search box) and moves the focus back to the top of the page: “Pause" +
-	" reloading”, on every page that reloads, stops it until you resume. Page" +
-	"s where you type a reason (confirmations, and occurrences with a value t" +
-	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
-	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
-	"ocal time in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)" +
-	"\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading" +
-	" resumed.\x02Reloading paused: this page stays as it is until you resume" +
-	".\x02Published process versions: their nodes, routes and pinned revision" +
-	"s, drawn, with where their occurrences are now.\x02Published process ver" +
-	"sions: their nodes, routes and pinned revisions, drawn.\x02Processes by " +
-	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
-	" %[1]d\x02older versions, from version %[1]d (each links the one before)" +
-	"\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the longest p" +
-	"ath from the start node. Solid arrows are successes (labelled with their" +
-	" route), dashed ones failures (labelled with their error codes). Each bo" +
-	"x says how many of this version’s occurrences are at that node now.\x02N" +
-	"odes\x02Nodes of this version, with their occurrences now\x02Kind\x02Pin" +
-	"ned revision\x02On success\x02On error\x02Occurrences now\x02Inputs from" +
-	"\x02No inputs: an instance starts with an empty object.\x02Inputs an ins" +
-	"tance of this version is started with\x02Instances of this version\x02La" +
-	"test\x02yes: a start that names no version runs this one\x02no: the late" +
-	"st is version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes).\x02Nodes of this version\x02This version has %[1]d nodes: too " +
-	"many to draw legibly (at most %[2]d). The table below lists every node w" +
-	"ith its routes and counts.\x02This version has %[1]d nodes: too many to " +
-	"draw legibly (at most %[2]d). The table below lists every node with its " +
-	"routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same " +
-	"nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table b" +
-	"elow lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (c" +
-	"ompletes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[" +
-	"2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code →" +
-	" %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, " +
-	"retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[" +
-	"2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline" +
-	" %[1]s\x02No retry can run: the deadline ends the occurrence before its " +
-	"retry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02T" +
-	"he call may last past the deadline, which cuts it short (deadline_exceed" +
-	"ed).\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%" +
-	"[2]s); recounted every few seconds, shown anew at each reload.\x02Only a" +
-	"dministrators may reveal a sensitive value.\x02Say why you reveal this v" +
-	"alue: the reason is recorded with the reveal in the audit log.\x02Cannot" +
-	" reveal it here\x02This replica lacks the data key the value was sealed " +
-	"with, so it cannot open it (nothing was recorded). Another replica may r" +
-	"eveal it; ask your administrator to start every replica with the same da" +
-	"ta keys.\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; record" +
-	"ed in the audit log.\x02Cannot reveal\x02Only a value this page shows as" +
-	" hidden (sensitive) can be revealed.\x02Secret values can never be revea" +
-	"led.\x02Every sensitive value an administrator revealed: who, when, whic" +
-	"h field and why. The values themselves are never kept.\x02Reveals, newes" +
-	"t first\x02No value was revealed.\x02none (revealed before reasons were " +
-	"asked for)\x02Method not allowed\x02This page does not accept that reque" +
-	"st.\x02This form was sent from another site: the console takes its forms" +
-	" from its own pages only. Open the console and send it from there.\x02Se" +
-	"arch\x02Type an instance or occurrence id (a whole UUID, as the title of" +
-	" its page shows it), or a business key.\x02Nothing to find: the search b" +
-	"ox is empty.\x02That is too long to be an id or a business key.\x02No in" +
-	"stance has “%[1]s” as its business key. A business key is found only who" +
-	"le and exactly as given, capitals and accents included: a list shows a l" +
-	"ong one shortened, so copy it from its instance’s page. An ended instanc" +
-	"e is deleted once the retention period (RELAIS_RETENTION) has passed, or" +
-	" at once when an administrator erases it.\x02No instance or occurrence h" +
-	"as the id “%[1]s”, and no instance has it as its business key. An ended " +
-	"instance is deleted, with its occurrences and attempts, once the retenti" +
-	"on period (RELAIS_RETENTION) has passed, or at once when an administrato" +
-	"r erases it; the audit log keeps the operator actions taken on it.\x02No" +
-	" instance has “%[1]s” as its business key, and it is not a whole id: the" +
-	" lists show the end of each id. Open the row, or copy its link, for the " +
-	"whole id.\x02A token in the address is not used: you are signed in alrea" +
-	"dy. The address has put it in your browser’s history, and perhaps in a p" +
-	"roxy’s logs: if others may read them, have the token revoked and use a n" +
-	"ew one.\x02A token in the address is not used: paste it in the field bel" +
-	"ow. The address has put it in your browser’s history, and perhaps in a p" +
-	"roxy’s logs: if others may read them, have the token revoked and use a n" +
-	"ew one.\x02You are signed out.\x02The token you signed in with is revoke" +
-	"d, and you are signed out: sign in with another one.\x02Your session had" +
-	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
-	"f the server), so your last action was not applied. Sign in again, then " +
-	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
-	"a token revoked or expired, or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity, and 12" +
-	" hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins fro" +
-	"m your address. Try again in %[1]d second.\x00H\x02Too many failed sign-" +
-	"ins from your address. Try again in %[1]d seconds.\x02Paste your token i" +
-	"n the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	" again.\x14\x01\x81\x01\x00\x02\x93\x01\x02%[1]d more waits a retry agai" +
+	"n since the count (its retry came due and failed again): go back to the " +
+	"list and count again to bring it forward too.\x00\x91\x01\x02%[1]d more " +
+	"wait a retry again since the count (theirs came due and failed again): g" +
+	"o back to the list and count again to bring them forward too.\x02This bu" +
+	"lk action was already applied (the form was sent again): its records are" +
+	" in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %" +
+	"[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d inst" +
+	"ances.\x14\x01\x81\x01\x00\x02C\x02Retry brought forward for %[1]d insta" +
+	"nce: its workers take it now.\x00J\x02Retries brought forward for %[1]d " +
+	"instances: their workers take them now.\x14\x01\x81\x01\x00\x02c\x02%[1]" +
+	"d more no longer waited as counted: its retry came due, or it ended or w" +
+	"as acted on meanwhile.\x00h\x02%[1]d more no longer waited as counted: t" +
+	"heir retry came due, or they ended or were acted on meanwhile.\x14\x01" +
+	"\x81\x01\x00\x02f\x02%[1]d skipped: it changed after the count (settled," +
+	" acted on by someone else, or its retry came due).\x00j\x02%[1]d skipped" +
+	": they changed after the count (settled, acted on by someone else, or th" +
+	"eir retry came due).\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chang" +
+	"ed after the count (settled, or acted on by someone else).\x00T\x02%[1]d" +
+	" skipped: they changed after the count (settled, or acted on by someone " +
+	"else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason" +
+	"\x02Process instance\x02Occurrence offered again\x02Bulk action\x02retry" +
+	" now (attempts unchanged)\x02deleted\x02Audit log\x02Every retry, abando" +
+	"n and stop an operator applied, and every erasure an administrator made," +
+	" with its reason. Reveals of sensitive values have their own log, which " +
+	"administrators read on the Reveals page (GET /api/v1/audit/reveals).\x02" +
+	"Filters\x02a token’s name, exact\x02exact; instances deleted since are n" +
+	"ot found\x02from\x02to\x02Apply filters\x02Clear filters\x02No operator " +
+	"action matches.\x02All actions\x02The process instance must be a whole i" +
+	"nstance id (a UUID): the lists show the end of each id; open the instanc" +
+	"e, or copy its link, for the whole id.\x02The bulk action must be its id" +
+	" (a UUID).\x02Operator actions, newest first\x02No bulk action has the i" +
+	"d %[1]s: check the link, or open the action from the audit log.\x14\x01" +
+	"\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s change" +
+	"d. While it runs, each reload shows how far it got.\x00h\x02Showing the " +
+	"%[1]d instances bulk action %[2]s changed. While it runs, each reload sh" +
+	"ows how far it got.\x02retry now\x02Filter: %[1]s.\x02given (not kept)" +
+	"\x02Created since\x02Created before\x02%[1]s: %[2]s\x02none (every insta" +
+	"nce)\x02%[1]s; %[2]s\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %" +
+	"[4]d of the %[5]d instances counted, %[6]d skipped (they changed after t" +
+	"he count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was st" +
+	"opped by an error after %[4]d of the %[5]d instances counted (%[6]d skip" +
+	"ped). What it applied stays; act on the filter again for the rest.\x02Bu" +
+	"lk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instanc" +
+	"es counted done so far (%[6]d skipped). Each reload shows how far it got" +
+	".\x02No progress since %[1]s: the replica running it may have stopped. W" +
+	"hat it applied stays; act on the filter again for the rest.\x02Error: %[" +
+	"1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Main nav" +
+	"igation\x02Health\x02External tasks\x02Processes\x02Find an instance or " +
+	"occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Co" +
+	"nsumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]" +
+	"s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
+	"\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every %" +
+	"[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
+	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
+	"owed\x02Your role can read definitions and processes only: external task" +
+	"s and process instances are for operators and administrators.\x02Invalid" +
+	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
+	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
+	"k to sign-in\x02Back to definitions\x02Nothing exists at this address, o" +
+	"r it is not visible to you.\x02Nothing exists at this address, or it is " +
+	"not visible to you. An ended instance is deleted, with its occurrences a" +
+	"nd attempts, once the retention period (RELAIS_RETENTION) has passed, or" +
+	" at once when an administrator erases it; the audit log keeps the operat" +
+	"or actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists" +
+	" show the end of each id; open the row, or copy its link, for the whole " +
+	"id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this" +
+	" reason: “%[3]s”. Its inputs, occurrences and attempts were deleted with" +
+	" it; the audit log keeps the operator actions taken on it.\x02Form refus" +
+	"ed\x02This form was not sent from this console session, or it has expire" +
+	"d: nothing was done. Open the form again and send it anew.\x02Back to th" +
+	"e form\x02Form too large\x02This form is larger than %[1]d KiB: nothing " +
+	"was done. Shorten what you typed and send it again.\x02Form not received" +
+	"\x02This form did not arrive in time: nothing was done. Send it again." +
+	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
+	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
+	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
+	"how this page. Try again; if it persists, give your administrator the re" +
+	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
+	"l services that take tasks, and the definitions each may take. Create co" +
+	"nsumers, change their grants and rotate their tokens through the API (/a" +
+	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
+	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
+	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
+	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
+	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
+	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
+	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
+	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
+	"]s\x02none\x02not set\x02Pinned by\x02no process version\x02%[1]s versio" +
+	"n %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their Working copy, i" +
+	"mmutable revisions and named releases.\x02Definitions by key\x02Key\x02L" +
+	"atest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers, and signing secrets, are sealed a" +
+	"nd never shown. Create and change destinations with relais apply (kind: " +
+	"Destination documents) or through the API (/api/v1/destinations), which " +
+	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
+	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
+	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
+	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
+	"t after the erasure, whatever the retention: write the request’s referen" +
+	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
+	" instance now? It is deleted with its occurrences and their attempts, as" +
+	" retention would delete it.\x02Its inputs, outputs, business key and the" +
+	" workers’ messages go with it; this cannot be undone. The audit records " +
+	"naming it stay (who did what, and why), and so do backups until they exp" +
+	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
+	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
+	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
+	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
+	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
+	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
+	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
+	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
+	"orkers finished in the last hour: occurrences that ended completed or fa" +
+	"iled. An occurrence retried since counts where it ends next; a failed at" +
+	"tempt with attempts left counts under Waiting a retry until its next att" +
+	"empt is due.\x02A held instance’s failed occurrence counts in both Held " +
+	"instances and Failed.\x02Completions and failures, last hour\x02Definiti" +
+	"ons, those needing attention first\x02Definition\x02Open\x02Held instanc" +
+	"es\x02Failed\x02Oldest claimable waits\x02Waiting a retry\x02Completed, " +
+	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
+	"As of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable since %" +
+	"[1]s\x02long wait\x02no worker\x02Show all definitions\x02Definition %[1" +
+	"]s has no occurrence yet.\x02All definitions\x02Completions and failures" +
+	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
+	"table after the chart gives each 5-minute slot.\x02Completed\x02The char" +
+	"t’s numbers\x02Completions and failures per 5-minute slot, oldest first" +
+	"\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
+	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
+	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
+	"d with their occurrences %[1]s after they end, another replica’s longer " +
+	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
+	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
+	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
+	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
+	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
+	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
+	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
+	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
+	"nd its open occurrences. Neither completes anything; each asks for a rea" +
+	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
+	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
+	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
+	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
+	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
+	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
+	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
+	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
+	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
+	"by an operator\x02A retry waits on a running instance only: choose the s" +
+	"tatus running, or none.\x02The error code and “Held at a node of” filter" +
+	" held and failed instances, by the code they stopped with and where; a r" +
+	"unning instance has neither: leave them out. The code a retry waits afte" +
+	"r is shown on each row, and External tasks filter waiting retries by it." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
+	"e\x02Act on every instance this filter matches\x02The next page counts t" +
+	"hem and asks for a reason before anything changes.\x02Process instances," +
+	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
+	"ese filters.\x02A running instance has no error code yet: occurrences th" +
+	"at failed with it and wait for their retry are listed under External tas" +
+	"ks, filtered by that code.\x02All processes\x02Any definition\x02The occ" +
+	"urrences of %[1]s waiting a retry, each with its error and its next atte" +
+	"mpt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
+	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
+	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
+	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
+	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
+	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
+	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
+	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
+	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
+	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
+	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
+	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
+	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
+	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
+	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
+	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
+	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
+	"used: it must be one JSON object whose outputs member matches the revisi" +
+	"on’s outputs contract, and nothing after it. Its message says what was w" +
+	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
+	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
+	"ock expired with no attempt left, after Relais refused its worker’s repo" +
+	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
+	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
+	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
+	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path, and is h" +
+	"eld at a later node.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02The instance was stopped while the task was deferred: a settlement b" +
+	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
+	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
+	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
+	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
+	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
+	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
+	"worker (its own words, protected values masked)\x02Message from Relais, " +
+	"quoting the destination’s answer\x02Message from Relais\x02An occurrence" +
+	" waiting a retry is available: choose the status available, or none.\x02" +
+	"Unknown value of the next attempt filter.\x02The revision must be a whol" +
+	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
+	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
+	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
+	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02Any\x02Waiting a retry (due " +
+	"later)\x02All consumers\x02instance held here\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"ecounted every few seconds, shown anew at each reload.\x02revision %[1]d" +
+	"\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since\x02ca" +
+	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
+	"s page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[" +
+	"1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes after t" +
+	"he last.\x02This address holds a parameter that cannot be read (a percen" +
+	"t sign not followed by two hexadecimal digits, or a semicolon): correct " +
+	"the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Un" +
+	"known parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: " +
+	"give it once.\x02The page cursor is invalid: go back to the first page." +
+	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
+	"e console runs no script, so it cannot read your computer’s time zone: c" +
+	"hoose a place, whose daylight saving time is followed, or a fixed offset" +
+	" from UTC.\x02Reload lists and detail pages\x02A reload empties what you" +
+	" typed but did not apply (filters, the search box) and moves the focus b" +
+	"ack to the top of the page: “Pause reloading”, on every page that reload" +
+	"s, stops it until you resume. Pages where you type a reason (confirmatio" +
+	"ns, and occurrences with a value to reveal) never reload on their own, n" +
+	"or does a revealed value.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed o" +
+	"ffset, no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Displ" +
+	"ay settings saved.\x02Reloading resumed.\x02Reloading paused: this page " +
+	"stays as it is until you resume.\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02older versions, from version %[" +
+	"1]d (each links the one before)\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
+	" an empty object.\x02Inputs an instance of this version is started with" +
+	"\x02Instances of this version\x02Latest\x02yes: a start that names no ve" +
+	"rsion runs this one\x02no: the latest is version %[1]d\x02← version %[1]" +
+	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
+	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
+	" failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
+	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
+	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
+	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
+	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every few second" +
+	"s, shown anew at each reload.\x02Only administrators may reveal a sensit" +
+	"ive value.\x02Say why you reveal this value: the reason is recorded with" +
+	" the reveal in the audit log.\x02Cannot reveal it here\x02This replica l" +
+	"acks the data key the value was sealed with, so it cannot open it (nothi" +
+	"ng was recorded). Another replica may reveal it; ask your administrator " +
+	"to start every replica with the same data keys.\x02Back to the occurrenc" +
+	"e\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page. An ended instance is deleted once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
+	"ce has it as its business key. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
+	"iness key, and it is not a whole id: the lists show the end of each id. " +
+	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
+	"ess is not used: you are signed in already. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02A token in the addres" +
+	"s is not used: paste it in the field below. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
+	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
+	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
+	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
+	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
+	"ers to it, with their consumers granted it (a worker naming no revision " +
+	"takes those its consumer is granted; a process version pins it).\x02Occu" +
+	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
+	"e workers to them, with their consumers granted them (a worker naming no" +
+	" revision takes those its consumer is granted; a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
+	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
+	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
+	"hey take every revision their consumer is granted.\x02It takes revision " +
+	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
+	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 885 elements
+var frIndex = []uint32{ // 887 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1850,224 +1856,224 @@ var frIndex = []uint32{ // 885 elements
 	0x00002e47, 0x00002e69, 0x00002e7f, 0x00002ea5,
 	0x00002ecb, 0x00002efa, 0x00002f29, 0x00002f5b,
 	0x00002fdc, 0x0000300f, 0x00003044, 0x0000311d,
-	0x000031c6, 0x0000323b, 0x00003303, 0x0000345c,
+	0x000032c6, 0x0000336f, 0x000033e4, 0x000034ac,
 	// Entry 80 - 9F
-	0x000035a7, 0x0000368a, 0x000036aa, 0x000036b0,
-	0x000036b4, 0x000036bb, 0x000036c1, 0x000036d7,
-	0x000036f7, 0x00003707, 0x00003733, 0x0000373e,
-	0x00003750, 0x00003866, 0x0000386e, 0x00003889,
-	0x000038cb, 0x000038ce, 0x000038d1, 0x000038e7,
-	0x00003902, 0x0000392e, 0x00003941, 0x00003a14,
-	0x00003a5d, 0x00003a93, 0x00003b0f, 0x00003c30,
-	0x00003c43, 0x00003c55, 0x00003c6e, 0x00003c7e,
+	0x00003605, 0x00003750, 0x00003833, 0x00003853,
+	0x00003859, 0x0000385d, 0x00003864, 0x0000386a,
+	0x00003880, 0x000038a0, 0x000038b0, 0x000038dc,
+	0x000038e7, 0x000038f9, 0x00003a0f, 0x00003a17,
+	0x00003a32, 0x00003a74, 0x00003a77, 0x00003a7a,
+	0x00003a90, 0x00003aab, 0x00003ad7, 0x00003aea,
+	0x00003bbd, 0x00003c06, 0x00003c3c, 0x00003cb8,
+	0x00003dd9, 0x00003dec, 0x00003dfe, 0x00003e17,
 	// Entry A0 - BF
-	0x00003c8d, 0x00003c9d, 0x00003cba, 0x00003d7e,
-	0x00003e79, 0x00003f3f, 0x00003ff6, 0x00004010,
-	0x0000401f, 0x00004026, 0x00004037, 0x0000404d,
-	0x00004053, 0x00004064, 0x0000406e, 0x00004095,
-	0x000040b1, 0x000040b9, 0x000040c6, 0x000040d2,
-	0x000040e0, 0x000040ed, 0x000040f4, 0x00004102,
-	0x00004126, 0x00004136, 0x0000414e, 0x0000416f,
-	0x000041a1, 0x000041dd, 0x00004217, 0x0000422d,
+	0x00003e27, 0x00003e36, 0x00003e46, 0x00003e63,
+	0x00003e73, 0x00003f37, 0x00004032, 0x000040f8,
+	0x000041af, 0x000041c9, 0x000041d8, 0x000041df,
+	0x000041f0, 0x00004206, 0x0000420c, 0x0000421d,
+	0x00004227, 0x0000424e, 0x0000426a, 0x00004272,
+	0x0000427f, 0x0000428b, 0x00004299, 0x000042a6,
+	0x000042ad, 0x000042bb, 0x000042df, 0x000042ef,
+	0x00004307, 0x00004328, 0x0000435a, 0x00004396,
 	// Entry C0 - DF
-	0x00004247, 0x00004279, 0x00004293, 0x000042a2,
-	0x00004356, 0x00004368, 0x000043e8, 0x00004404,
-	0x0000441b, 0x00004433, 0x00004476, 0x000045c4,
-	0x0000467d, 0x00004689, 0x00004774, 0x00004787,
-	0x0000482c, 0x00004841, 0x0000485c, 0x000048d8,
-	0x000048ed, 0x0000494a, 0x000049a0, 0x000049bc,
-	0x00004a13, 0x00004a2b, 0x00004ac3, 0x00004ae8,
-	0x00004b02, 0x00004bf3, 0x00004c21, 0x00004c24,
+	0x000043d0, 0x000043e6, 0x00004400, 0x00004432,
+	0x0000444c, 0x0000445b, 0x0000450f, 0x00004521,
+	0x000045a1, 0x000045bd, 0x000045d4, 0x000045ec,
+	0x0000462f, 0x0000477d, 0x00004836, 0x00004842,
+	0x0000492d, 0x00004940, 0x000049e5, 0x000049fa,
+	0x00004a15, 0x00004a91, 0x00004aa6, 0x00004b03,
+	0x00004b59, 0x00004b75, 0x00004bcc, 0x00004be4,
+	0x00004c7c, 0x00004ca1, 0x00004cbb, 0x00004dac,
 	// Entry E0 - FF
-	0x00004c28, 0x00004c2f, 0x00004c39, 0x00004c3f,
-	0x00004c47, 0x00004c4d, 0x00004c57, 0x00004c78,
-	0x00004c91, 0x00004ca4, 0x00004cdc, 0x00004cf6,
-	0x00004d11, 0x00004d77, 0x00004da9, 0x00004daf,
-	0x00004db4, 0x00004dc0, 0x00004dcf, 0x00004ddb,
-	0x00004de7, 0x00004df9, 0x00004e0a, 0x00004e8e,
-	0x00004ea0, 0x00004eb7, 0x00004ec2, 0x00004f17,
-	0x00004f24, 0x00004f49, 0x00004f55, 0x00004f5f,
+	0x00004dda, 0x00004ddd, 0x00004de1, 0x00004de8,
+	0x00004df2, 0x00004df8, 0x00004e00, 0x00004e06,
+	0x00004e10, 0x00004e31, 0x00004e4a, 0x00004e5d,
+	0x00004e95, 0x00004eaf, 0x00004eca, 0x00004f30,
+	0x00004f62, 0x00004f68, 0x00004f6d, 0x00004f79,
+	0x00004f88, 0x00004f94, 0x00004fa0, 0x00004fb2,
+	0x00004fc3, 0x00005047, 0x00005059, 0x00005070,
+	0x0000507b, 0x000050d0, 0x000050dd, 0x00005102,
 	// Entry 100 - 11F
-	0x00004f65, 0x00004f71, 0x00004f89, 0x00004fdb,
-	0x00004feb, 0x00004ffb, 0x00005004, 0x0000500f,
-	0x00005017, 0x00005037, 0x00005059, 0x00005081,
-	0x0000508a, 0x0000509a, 0x000050ba, 0x000050c2,
-	0x000050d1, 0x000050f0, 0x0000511b, 0x00005141,
-	0x00005151, 0x0000515b, 0x00005165, 0x00005184,
-	0x000051a2, 0x0000527a, 0x00005298, 0x000052dc,
-	0x00005319, 0x0000534c, 0x0000537c, 0x00005405,
+	0x0000510e, 0x00005118, 0x0000511e, 0x0000512a,
+	0x00005142, 0x00005194, 0x000051a4, 0x000051b4,
+	0x000051bd, 0x000051c8, 0x000051d0, 0x000051f0,
+	0x00005212, 0x0000523a, 0x00005243, 0x00005253,
+	0x00005273, 0x0000527b, 0x0000528a, 0x000052a9,
+	0x000052d4, 0x000052fa, 0x0000530a, 0x00005314,
+	0x0000531e, 0x0000533d, 0x0000535b, 0x00005433,
+	0x00005451, 0x00005495, 0x000054d2, 0x00005505,
 	// Entry 120 - 13F
-	0x00005431, 0x00005461, 0x00005483, 0x0000549e,
-	0x000054b9, 0x000054d5, 0x000054f1, 0x00005507,
-	0x00005521, 0x00005558, 0x0000558e, 0x000055ae,
-	0x000055cd, 0x000055d4, 0x000055db, 0x000055ea,
-	0x00005606, 0x0000561a, 0x0000562f, 0x00005699,
-	0x000056af, 0x000056b4, 0x000056c8, 0x000056e0,
-	0x00005705, 0x00005733, 0x00005758, 0x00005772,
-	0x000058bb, 0x000058d0, 0x000058e0, 0x000058e4,
+	0x00005535, 0x000055be, 0x000055ea, 0x0000561a,
+	0x0000563c, 0x00005657, 0x00005672, 0x0000568e,
+	0x000056aa, 0x000056c0, 0x000056da, 0x00005711,
+	0x00005747, 0x00005767, 0x00005786, 0x0000578d,
+	0x00005794, 0x000057a3, 0x000057bf, 0x000057d3,
+	0x000057e8, 0x00005852, 0x00005868, 0x0000586d,
+	0x00005881, 0x00005899, 0x000058be, 0x000058ec,
+	0x00005911, 0x0000592b, 0x00005a74, 0x00005a89,
 	// Entry 140 - 15F
-	0x000058f7, 0x00005906, 0x0000591d, 0x0000592c,
-	0x00005933, 0x0000593e, 0x00005960, 0x00005974,
-	0x00005a52, 0x00005a7a, 0x00005b03, 0x00005c09,
-	0x00005c1e, 0x00005c84, 0x00005d09, 0x00005d7e,
-	0x00005d90, 0x00005da3, 0x00005dbf, 0x00005dec,
-	0x00005e09, 0x00005e2c, 0x00005e37, 0x00005e42,
-	0x00005e59, 0x00005fe0, 0x00006051, 0x00006078,
-	0x000060b6, 0x000060c2, 0x000060cb, 0x000060df,
+	0x00005a99, 0x00005a9d, 0x00005ab0, 0x00005abf,
+	0x00005ad6, 0x00005ae5, 0x00005aec, 0x00005af7,
+	0x00005b19, 0x00005b2d, 0x00005c0b, 0x00005c33,
+	0x00005cbc, 0x00005dc2, 0x00005dd7, 0x00005e3d,
+	0x00005ec2, 0x00005f37, 0x00005f49, 0x00005f5c,
+	0x00005f78, 0x00005fa5, 0x00005fc2, 0x00005fe5,
+	0x00005ff0, 0x00005ffb, 0x00006012, 0x00006199,
+	0x0000620a, 0x00006231, 0x0000626f, 0x0000627b,
 	// Entry 160 - 17F
-	0x000060e9, 0x00006110, 0x00006136, 0x00006152,
-	0x0000616d, 0x0000619d, 0x0000620d, 0x0000622d,
-	0x00006247, 0x00006262, 0x00006271, 0x00006282,
-	0x000062a3, 0x000062d9, 0x000062f1, 0x00006338,
-	0x000063a3, 0x000063ae, 0x000063c8, 0x00006412,
-	0x0000641a, 0x00006428, 0x00006452, 0x0000647b,
-	0x000064f4, 0x0000654d, 0x000065eb, 0x00006665,
-	0x00006675, 0x00006694, 0x000066a0, 0x000066b9,
+	0x00006284, 0x00006298, 0x000062a2, 0x000062c9,
+	0x000062ef, 0x0000630b, 0x00006326, 0x00006356,
+	0x000063c6, 0x000063e6, 0x00006400, 0x0000641b,
+	0x0000642a, 0x0000643b, 0x0000645c, 0x00006492,
+	0x000064aa, 0x000064f1, 0x0000655c, 0x00006567,
+	0x00006581, 0x000065cb, 0x000065d3, 0x000065e1,
+	0x0000660b, 0x00006634, 0x000066ad, 0x00006706,
+	0x000067a4, 0x0000681e, 0x0000682e, 0x0000684d,
 	// Entry 180 - 19F
-	0x000066c4, 0x000066d1, 0x000066e0, 0x000066e8,
-	0x000066f2, 0x000066fa, 0x00006702, 0x00006708,
-	0x0000670f, 0x00006714, 0x00006719, 0x0000671d,
-	0x00006722, 0x00006728, 0x0000672e, 0x00006734,
-	0x00006739, 0x0000673e, 0x00006744, 0x0000674e,
-	0x0000676e, 0x00006790, 0x000067b4, 0x000067da,
-	0x000067e3, 0x000067ff, 0x00006808, 0x00006820,
-	0x00006829, 0x0000687d, 0x0000689d, 0x000068a3,
+	0x00006859, 0x00006872, 0x0000687d, 0x0000688a,
+	0x00006899, 0x000068a1, 0x000068ab, 0x000068b3,
+	0x000068bb, 0x000068c1, 0x000068c8, 0x000068cd,
+	0x000068d2, 0x000068d6, 0x000068db, 0x000068e1,
+	0x000068e7, 0x000068ed, 0x000068f2, 0x000068f7,
+	0x000068fd, 0x00006907, 0x00006927, 0x00006949,
+	0x0000696d, 0x00006993, 0x0000699c, 0x000069b8,
+	0x000069c1, 0x000069d9, 0x000069e2, 0x00006a36,
 	// Entry 1A0 - 1BF
-	0x000068ae, 0x000068b4, 0x000068c2, 0x000068cd,
-	0x000068db, 0x0000690e, 0x00006932, 0x00006961,
-	0x000069aa, 0x000069b1, 0x000069c7, 0x00006a3a,
-	0x00006a60, 0x00006a7a, 0x00006b62, 0x00006cf1,
-	0x00006df8, 0x00006f5c, 0x00006fac, 0x00006fdd,
-	0x00007010, 0x0000703f, 0x0000704a, 0x0000704e,
-	0x00007060, 0x00007075, 0x00007083, 0x000070dd,
-	0x00007142, 0x0000715f, 0x000071a2, 0x00007209,
+	0x00006a56, 0x00006a5c, 0x00006a67, 0x00006a6d,
+	0x00006a7b, 0x00006a86, 0x00006a94, 0x00006ac7,
+	0x00006aeb, 0x00006b1a, 0x00006b63, 0x00006b6a,
+	0x00006b80, 0x00006bf3, 0x00006c19, 0x00006c33,
+	0x00006d1b, 0x00006eaa, 0x00006fb1, 0x00007115,
+	0x00007165, 0x00007196, 0x000071c9, 0x000071f8,
+	0x00007203, 0x00007207, 0x00007219, 0x0000722e,
+	0x0000723c, 0x00007296, 0x000072fb, 0x00007318,
 	// Entry 1C0 - 1DF
-	0x00007216, 0x0000722b, 0x0000723e, 0x00007269,
-	0x00007296, 0x0000730d, 0x0000749f, 0x000074d6,
-	0x00007520, 0x00007532, 0x0000756a, 0x00007581,
-	0x0000758d, 0x000075a4, 0x000075d8, 0x00007622,
-	0x00007657, 0x00007660, 0x00007677, 0x000076a5,
-	0x00007770, 0x00007783, 0x00007795, 0x00007807,
-	0x00007818, 0x00007864, 0x000078de, 0x00007902,
-	0x0000790d, 0x00007918, 0x00007923, 0x0000792d,
+	0x0000735b, 0x000073c2, 0x000073cf, 0x000073e4,
+	0x000073f7, 0x00007422, 0x0000744f, 0x000074c6,
+	0x00007658, 0x0000768f, 0x000076d9, 0x000076eb,
+	0x00007723, 0x0000773a, 0x00007746, 0x0000775d,
+	0x00007791, 0x000077db, 0x00007810, 0x00007819,
+	0x00007830, 0x0000785e, 0x00007929, 0x0000793c,
+	0x0000794e, 0x000079c0, 0x000079d1, 0x00007a1d,
+	0x00007a97, 0x00007abb, 0x00007ac6, 0x00007ad1,
 	// Entry 1E0 - 1FF
-	0x00007937, 0x00007940, 0x00007949, 0x00007952,
-	0x0000795b, 0x00007964, 0x0000796b, 0x00007979,
-	0x0000797f, 0x00007986, 0x0000798d, 0x00007996,
-	0x0000799b, 0x000079a9, 0x000079af, 0x000079b5,
-	0x000079bb, 0x000079c3, 0x000079cc, 0x000079d5,
-	0x000079e8, 0x000079f9, 0x00007a1c, 0x00007a3d,
-	0x00007a4c, 0x00007a57, 0x00007a62, 0x00007a6f,
-	0x00007a73, 0x00007a77, 0x00007a85, 0x00007a93,
+	0x00007adc, 0x00007ae6, 0x00007af0, 0x00007af9,
+	0x00007b02, 0x00007b0b, 0x00007b14, 0x00007b1d,
+	0x00007b24, 0x00007b32, 0x00007b38, 0x00007b3f,
+	0x00007b46, 0x00007b4f, 0x00007b54, 0x00007b62,
+	0x00007b68, 0x00007b6e, 0x00007b74, 0x00007b7c,
+	0x00007b85, 0x00007b8e, 0x00007ba1, 0x00007bb2,
+	0x00007bd5, 0x00007bf6, 0x00007c05, 0x00007c10,
+	0x00007c1b, 0x00007c28, 0x00007c2c, 0x00007c30,
 	// Entry 200 - 21F
-	0x00007aa1, 0x00007ac1, 0x00007ad4, 0x00007aed,
-	0x00007b02, 0x00007b13, 0x00007b25, 0x00007b37,
-	0x00007b3d, 0x00007b44, 0x00007b4c, 0x00007b54,
-	0x00007b72, 0x00007b90, 0x00007ba7, 0x00007bbc,
-	0x00007bcd, 0x00007bd3, 0x00007bec, 0x00007bf7,
-	0x00007c2b, 0x00007c38, 0x00007c56, 0x00007c64,
-	0x00007c6d, 0x00007c74, 0x00007c8f, 0x00007c99,
-	0x00007cac, 0x00007ce6, 0x00007cef, 0x00007cfe,
+	0x00007c3e, 0x00007c4c, 0x00007c5a, 0x00007c7a,
+	0x00007c8d, 0x00007ca6, 0x00007cbb, 0x00007ccc,
+	0x00007cde, 0x00007cf0, 0x00007cf6, 0x00007cfd,
+	0x00007d05, 0x00007d0d, 0x00007d2b, 0x00007d49,
+	0x00007d60, 0x00007d75, 0x00007d86, 0x00007d8c,
+	0x00007da5, 0x00007db0, 0x00007de4, 0x00007df1,
+	0x00007e0f, 0x00007e1d, 0x00007e26, 0x00007e2d,
+	0x00007e48, 0x00007e52, 0x00007e65, 0x00007e9f,
 	// Entry 220 - 23F
-	0x00007d62, 0x00007d6e, 0x00007d78, 0x00007da8,
-	0x00007e03, 0x00007eea, 0x00007ef5, 0x00007f28,
-	0x00007f66, 0x00007fdf, 0x00008004, 0x00008009,
-	0x00008029, 0x00008046, 0x00008066, 0x0000807b,
-	0x000080bc, 0x000080c7, 0x000080d1, 0x000080fa,
-	0x0000816f, 0x00008180, 0x000081bd, 0x000081f1,
-	0x00008252, 0x0000829c, 0x000082aa, 0x000082e6,
-	0x00008310, 0x00008355, 0x0000837d, 0x000083bc,
+	0x00007ea8, 0x00007eb7, 0x00007f1b, 0x00007f27,
+	0x00007f31, 0x00007f61, 0x00007fbc, 0x000080a3,
+	0x000080ae, 0x000080e1, 0x0000811f, 0x00008198,
+	0x000081bd, 0x000081c2, 0x000081e2, 0x000081ff,
+	0x0000821f, 0x00008234, 0x00008275, 0x00008280,
+	0x0000828a, 0x000082b3, 0x00008328, 0x00008339,
+	0x00008376, 0x000083aa, 0x0000840b, 0x00008455,
+	0x00008463, 0x0000849f, 0x000084c9, 0x0000850e,
 	// Entry 240 - 25F
-	0x000083dd, 0x0000841b, 0x0000845b, 0x0000847b,
-	0x000084bc, 0x000084e6, 0x0000850d, 0x00008590,
-	0x000085a8, 0x000085bc, 0x000085d3, 0x000085e1,
-	0x000085ec, 0x0000860f, 0x0000864d, 0x0000866c,
-	0x00008688, 0x000086f6, 0x000087c8, 0x00008827,
-	0x000088ac, 0x00008929, 0x00008a3d, 0x00008b40,
-	0x00008b87, 0x00008c14, 0x00008c83, 0x00008cc9,
-	0x00008e16, 0x00008e3e, 0x00008e61, 0x00008e98,
+	0x00008536, 0x00008575, 0x00008596, 0x000085d4,
+	0x00008614, 0x00008634, 0x00008675, 0x0000869f,
+	0x000086c6, 0x00008749, 0x00008761, 0x00008775,
+	0x0000878c, 0x0000879a, 0x000087a5, 0x000087c8,
+	0x00008806, 0x00008825, 0x00008841, 0x000088af,
+	0x00008981, 0x000089e0, 0x00008a65, 0x00008ae2,
+	0x00008bf6, 0x00008cf9, 0x00008d40, 0x00008dcd,
+	0x00008e3c, 0x00008e82, 0x00008fcf, 0x00008ff7,
 	// Entry 260 - 27F
-	0x00008f29, 0x00008f7c, 0x00008fa5, 0x00009087,
-	0x000090ad, 0x000090f4, 0x00009178, 0x000091f3,
-	0x00009270, 0x00009298, 0x000092c0, 0x00009307,
-	0x00009351, 0x00009384, 0x00009397, 0x0000949f,
-	0x000094cd, 0x00009509, 0x0000951f, 0x000095b3,
-	0x000095c6, 0x00009603, 0x0000965c, 0x00009698,
-	0x000096ab, 0x000096ff, 0x00009734, 0x00009746,
-	0x0000975d, 0x0000979c, 0x000097ee, 0x0000981a,
+	0x0000901a, 0x00009051, 0x000090e2, 0x00009135,
+	0x0000915e, 0x00009240, 0x00009266, 0x000092ad,
+	0x00009331, 0x000093ac, 0x00009429, 0x00009451,
+	0x00009479, 0x000094c0, 0x0000950a, 0x0000953d,
+	0x00009550, 0x00009658, 0x00009686, 0x000096c2,
+	0x000096d8, 0x0000976c, 0x0000977f, 0x000097bc,
+	0x00009815, 0x00009851, 0x00009864, 0x000098b8,
+	0x000098ed, 0x000098ff, 0x00009916, 0x00009955,
 	// Entry 280 - 29F
-	0x000098b7, 0x0000995d, 0x00009a0a, 0x00009a1a,
-	0x00009a7a, 0x00009aeb, 0x00009b70, 0x00009c05,
-	0x00009c10, 0x00009c2d, 0x00009c4c, 0x00009c5d,
-	0x00009c77, 0x00009c80, 0x00009c8a, 0x00009cd8,
-	0x00009d1d, 0x00009d3c, 0x00009db9, 0x00009deb,
-	0x00009e20, 0x00009e71, 0x00009e82, 0x00009ecc,
-	0x00009ee2, 0x00009ef6, 0x00009f0f, 0x00009f25,
-	0x00009f4f, 0x00009f57, 0x00009f6a, 0x00009f71,
+	0x000099a7, 0x000099d3, 0x00009a70, 0x00009b16,
+	0x00009bc3, 0x00009bd3, 0x00009c33, 0x00009ca4,
+	0x00009d29, 0x00009dbe, 0x00009dc9, 0x00009de6,
+	0x00009e05, 0x00009e16, 0x00009e30, 0x00009e39,
+	0x00009e43, 0x00009e91, 0x00009ed6, 0x00009ef5,
+	0x00009f72, 0x00009fa4, 0x00009fd9, 0x0000a02a,
+	0x0000a03b, 0x0000a085, 0x0000a09b, 0x0000a0af,
+	0x0000a0c8, 0x0000a0de, 0x0000a108, 0x0000a110,
 	// Entry 2A0 - 2BF
-	0x00009f8c, 0x00009fac, 0x00009fdc, 0x00009fe8,
-	0x0000a022, 0x0000a039, 0x0000a04f, 0x0000a087,
-	0x0000a0c2, 0x0000a0ee, 0x0000a171, 0x0000a182,
-	0x0000a19c, 0x0000a1a7, 0x0000a1bb, 0x0000a1cd,
-	0x0000a1e3, 0x0000a1f5, 0x0000a207, 0x0000a20d,
-	0x0000a21f, 0x0000a22d, 0x0000a23c, 0x0000a248,
-	0x0000a25e, 0x0000a288, 0x0000a2bb, 0x0000a363,
-	0x0000a3b3, 0x0000a3db, 0x0000a42d, 0x0000a46f,
+	0x0000a123, 0x0000a12a, 0x0000a145, 0x0000a165,
+	0x0000a195, 0x0000a1a1, 0x0000a1db, 0x0000a1f2,
+	0x0000a208, 0x0000a240, 0x0000a27b, 0x0000a2a7,
+	0x0000a32a, 0x0000a33b, 0x0000a355, 0x0000a360,
+	0x0000a374, 0x0000a386, 0x0000a39c, 0x0000a3ae,
+	0x0000a3c0, 0x0000a3c6, 0x0000a3d8, 0x0000a3e6,
+	0x0000a3f5, 0x0000a401, 0x0000a417, 0x0000a441,
+	0x0000a474, 0x0000a51c, 0x0000a56c, 0x0000a594,
 	// Entry 2C0 - 2DF
-	0x0000a4ab, 0x0000a4c2, 0x0000a58c, 0x0000a5b9,
-	0x0000a773, 0x0000a78d, 0x0000a7a6, 0x0000a7c7,
-	0x0000a7de, 0x0000a80b, 0x0000a812, 0x0000a82c,
-	0x0000a852, 0x0000a867, 0x0000a8c1, 0x0000a956,
-	0x0000a9b9, 0x0000a9cc, 0x0000a9f3, 0x0000aa1b,
-	0x0000aa29, 0x0000aa7d, 0x0000aa8d, 0x0000aa9e,
-	0x0000aaa5, 0x0000abdb, 0x0000abe2, 0x0000ac1c,
-	0x0000ac21, 0x0000ac36, 0x0000ac4a, 0x0000ac5c,
+	0x0000a5e6, 0x0000a628, 0x0000a664, 0x0000a67b,
+	0x0000a745, 0x0000a772, 0x0000a92c, 0x0000a946,
+	0x0000a95f, 0x0000a980, 0x0000a997, 0x0000a9c4,
+	0x0000a9cb, 0x0000a9e5, 0x0000aa0b, 0x0000aa20,
+	0x0000aa7a, 0x0000ab0f, 0x0000ab72, 0x0000ab85,
+	0x0000abac, 0x0000abd4, 0x0000abe2, 0x0000ac36,
+	0x0000ac46, 0x0000ac57, 0x0000ac5e, 0x0000ad94,
+	0x0000ad9b, 0x0000add5, 0x0000adda, 0x0000adef,
 	// Entry 2E0 - 2FF
-	0x0000ac72, 0x0000ac82, 0x0000acbf, 0x0000acff,
-	0x0000ad1a, 0x0000ad2b, 0x0000ad6f, 0x0000ad90,
-	0x0000ada2, 0x0000adb4, 0x0000ae89, 0x0000aea1,
-	0x0000af42, 0x0000afd1, 0x0000afe1, 0x0000b0bb,
-	0x0000b17d, 0x0000b182, 0x0000b192, 0x0000b1a0,
-	0x0000b1b0, 0x0000b1c0, 0x0000b1ce, 0x0000b1de,
-	0x0000b1e8, 0x0000b211, 0x0000b22b, 0x0000b246,
-	0x0000b2d4, 0x0000b312, 0x0000b323, 0x0000b3ba,
+	0x0000ae03, 0x0000ae15, 0x0000ae2b, 0x0000ae3b,
+	0x0000ae78, 0x0000aeb8, 0x0000aed3, 0x0000aee4,
+	0x0000af28, 0x0000af49, 0x0000af5b, 0x0000af6d,
+	0x0000b042, 0x0000b05a, 0x0000b0fb, 0x0000b18a,
+	0x0000b19a, 0x0000b274, 0x0000b336, 0x0000b33b,
+	0x0000b34b, 0x0000b359, 0x0000b369, 0x0000b379,
+	0x0000b387, 0x0000b397, 0x0000b3a1, 0x0000b3ca,
+	0x0000b3e4, 0x0000b3ff, 0x0000b48d, 0x0000b4cb,
 	// Entry 300 - 31F
-	0x0000b3c7, 0x0000b3e2, 0x0000b43b, 0x0000b44f,
-	0x0000b46d, 0x0000b4e7, 0x0000b528, 0x0000b59e,
-	0x0000b5bd, 0x0000b6d3, 0x0000b6ec, 0x0000b732,
-	0x0000b74a, 0x0000b79d, 0x0000b7d8, 0x0000b870,
-	0x0000b89c, 0x0000b8c2, 0x0000b8f6, 0x0000b90e,
-	0x0000b939, 0x0000b9e2, 0x0000b9ec, 0x0000ba74,
-	0x0000baa9, 0x0000baea, 0x0000bc66, 0x0000bde5,
-	0x0000bebe, 0x0000bfd3, 0x0000c0ef, 0x0000c108,
+	0x0000b4dc, 0x0000b573, 0x0000b580, 0x0000b59b,
+	0x0000b5f4, 0x0000b608, 0x0000b626, 0x0000b6a0,
+	0x0000b6e1, 0x0000b757, 0x0000b776, 0x0000b88c,
+	0x0000b8a5, 0x0000b8eb, 0x0000b903, 0x0000b956,
+	0x0000b991, 0x0000ba29, 0x0000ba55, 0x0000ba7b,
+	0x0000baaf, 0x0000bac7, 0x0000baf2, 0x0000bb9b,
+	0x0000bba5, 0x0000bc2d, 0x0000bc62, 0x0000bca3,
+	0x0000be1f, 0x0000bf9e, 0x0000c077, 0x0000c18c,
 	// Entry 320 - 33F
-	0x0000c184, 0x0000c24d, 0x0000c2d6, 0x0000c2e3,
-	0x0000c335, 0x0000c33b, 0x0000c3ef, 0x0000c49f,
-	0x0000c4d1, 0x0000c4fd, 0x0000c566, 0x0000c60d,
-	0x0000c6cf, 0x0000c6ff, 0x0000c70c, 0x0000c712,
-	0x0000c728, 0x0000c733, 0x0000c73a, 0x0000c745,
-	0x0000c753, 0x0000c760, 0x0000c76e, 0x0000c787,
-	0x0000c7b4, 0x0000c85d, 0x0000c870, 0x0000c87a,
-	0x0000c909, 0x0000c96a, 0x0000c9c6, 0x0000c9d8,
+	0x0000c2a8, 0x0000c2c1, 0x0000c33d, 0x0000c406,
+	0x0000c48f, 0x0000c49c, 0x0000c4ee, 0x0000c4f4,
+	0x0000c5a8, 0x0000c658, 0x0000c68a, 0x0000c6b6,
+	0x0000c71f, 0x0000c7c6, 0x0000c888, 0x0000c8b8,
+	0x0000c8c5, 0x0000c8cb, 0x0000c8e1, 0x0000c8ec,
+	0x0000c8f3, 0x0000c8fe, 0x0000c90c, 0x0000c919,
+	0x0000c927, 0x0000c940, 0x0000c96d, 0x0000ca16,
+	0x0000ca29, 0x0000ca33, 0x0000cac2, 0x0000cb23,
 	// Entry 340 - 35F
-	0x0000c9f2, 0x0000ca05, 0x0000ca43, 0x0000ca7f,
-	0x0000ca9c, 0x0000caa9, 0x0000cab7, 0x0000cac5,
-	0x0000cad5, 0x0000cb11, 0x0000cb4b, 0x0000cbc8,
-	0x0000cbd3, 0x0000cbfd, 0x0000cc0a, 0x0000cc26,
-	0x0000cc2a, 0x0000cc3c, 0x0000ccfe, 0x0000cd31,
-	0x0000cd3c, 0x0000cd46, 0x0000cd5b, 0x0000cd64,
-	0x0000cd6e, 0x0000cd83, 0x0000cda7, 0x0000cdc1,
-	0x0000cdd6, 0x0000ce02, 0x0000ce41, 0x0000ce46,
+	0x0000cb7f, 0x0000cb91, 0x0000cbab, 0x0000cbbe,
+	0x0000cbfc, 0x0000cc38, 0x0000cc55, 0x0000cc62,
+	0x0000cc70, 0x0000cc7e, 0x0000cc8e, 0x0000ccca,
+	0x0000cd04, 0x0000cd81, 0x0000cd8c, 0x0000cdb6,
+	0x0000cdc3, 0x0000cddf, 0x0000cde3, 0x0000cdf5,
+	0x0000ceb7, 0x0000ceea, 0x0000cef5, 0x0000ceff,
+	0x0000cf14, 0x0000cf1d, 0x0000cf27, 0x0000cf3c,
+	0x0000cf60, 0x0000cf7a, 0x0000cf8f, 0x0000cfbb,
 	// Entry 360 - 37F
-	0x0000ce5b, 0x0000ce6d, 0x0000cea2, 0x0000ceb3,
-	0x0000cee0, 0x0000cf0f, 0x0000d031, 0x0000d153,
-	0x0000d1c9, 0x0000d254, 0x0000d2e3, 0x0000d34a,
-	0x0000d38c, 0x0000d3de, 0x0000d426, 0x0000d499,
-	0x0000d4e1, 0x0000d50f, 0x0000d53d, 0x0000d570,
-	0x0000d5a3,
-} // Size: 3564 bytes
+	0x0000cffa, 0x0000cfff, 0x0000d014, 0x0000d026,
+	0x0000d05b, 0x0000d06c, 0x0000d099, 0x0000d0c8,
+	0x0000d1ea, 0x0000d30c, 0x0000d382, 0x0000d40d,
+	0x0000d49c, 0x0000d503, 0x0000d545, 0x0000d597,
+	0x0000d5df, 0x0000d652, 0x0000d69a, 0x0000d6c8,
+	0x0000d6f6, 0x0000d729, 0x0000d75c,
+} // Size: 3572 bytes
 
-const frData string = "" + // Size: 54691 bytes
+const frData string = "" + // Size: 55132 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2246,617 +2252,624 @@ const frData string = "" + // Size: 54691 bytes
 	" la liste.\x02Le nombre a changé depuis le décompte (il était de %[1]d)" +
 	"\u202f: entre-temps, des instances ont été clôturées, reprises ou traité" +
 	"es. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de " +
-	"nouveau.\x02Cette action groupée a déjà été appliquée (le formulaire a é" +
-	"té envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Ri" +
-	"en de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) " +
-	"appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %" +
-	"[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouvelle tentative avancée " +
-	"pour %[1]d instance\u202f: ses exécutants la prennent maintenant.\x00c" +
-	"\x02Nouvelles tentatives avancées pour %[1]d instances\u202f: leurs exéc" +
-	"utants les prennent maintenant.\x14\x01\x81\x01\x00\x02\xa2\x01\x02%[1]d" +
-	" autre n’attendait plus comme au comptage\u202f: sa nouvelle tentative e" +
-	"st arrivée à échéance, ou elle s’est terminée ou a été traitée entre-tem" +
-	"ps.\x00\xac\x01\x02%[1]d autres n’attendaient plus comme au comptage" +
-	"\u202f: leur nouvelle tentative est arrivée à échéance, ou elles se sont" +
-	" terminées ou ont été traitées entre-temps.\x14\x01\x81\x01\x00\x02\x9c" +
-	"\x01\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée, " +
-	"traitée par quelqu’un d’autre, ou sa nouvelle tentative est arrivée à éc" +
-	"héance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles ont changé après le " +
-	"comptage (clôturées, traitées par quelqu’un d’autre, ou leur nouvelle te" +
-	"ntative est arrivée à échéance).\x14\x01\x81\x01\x00\x02j\x02%[1]d ignor" +
-	"ée\u202f: elle a changé après le comptage (clôturée, ou traitée par que" +
-	"lqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le" +
-	" comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeto" +
-	"n n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance d" +
-	"e processus\x02Occurrence proposée de nouveau\x02Action groupée\x02repri" +
-	"se immédiate (tentatives inchangées)\x02supprimée\x02Journal d’audit\x02" +
-	"Chaque reprise, abandon et arrêt appliqué par un opérateur, et chaque ef" +
-	"facement fait par un administrateur, avec son motif. Les révélations de " +
-	"valeurs sensibles ont leur propre journal, que les administrateurs lisen" +
-	"t sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le " +
-	"nom d’un jeton, exact\x02exacte\u202f; les instances supprimées depuis n" +
-	"e sont pas trouvées\x02du\x02au\x02Appliquer les filtres\x02Réinitialise" +
-	"r les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes les " +
-	"actions\x02L’instance de processus doit être un identifiant d’instance c" +
-	"omplet (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
-	"\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant comple" +
-	"t.\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
-	"\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune action gro" +
-	"upée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action" +
-	" depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’i" +
-	"nstance que l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, c" +
-	"haque rechargement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d" +
-	" instances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécut" +
-	"e, chaque rechargement montre où elle en est.\x02reprise immédiate\x02Fi" +
-	"ltre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées depuis\x02Créées " +
-	"avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les instances)\x02Action gr" +
-	"oupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: " +
-	"%[5]d, traitées\u202f: %[4]d, ignorées car changées après le compte" +
-	"\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) p" +
-	"ar %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comptée" +
-	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle" +
-	" a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour " +
-	"le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en co" +
-	"urs — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, " +
-	"ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Auc" +
-	"un progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être " +
-	"arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau s" +
-	"ur le filtre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Re" +
-	"lais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02T" +
-	"âches externes\x02Processus\x02Trouver une instance ou une occurrence" +
-	"\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
-	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
-	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[" +
-	"1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargemen" +
-	"t toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement " +
-	"automatique\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cet" +
-	"te page se recharge toutes les %[1]d secondes.\x02Suspendre le rechargem" +
-	"ent\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions " +
-	"et les processus\u202f: les tâches externes et les instances de processu" +
-	"s sont réservées aux opérateurs et aux administrateurs.\x02Requête inval" +
-	"ide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des oct" +
-	"ets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02R" +
-	"etour aux tâches externes\x02Retour à la connexion\x02Retour aux définit" +
-	"ions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir." +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un i" +
-	"dentifiant complet (un UUID)\u202f: les listes montrent la fin de chaque" +
-	" identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifi" +
-	"ant complet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le" +
-	" %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrenc" +
-	"es et tentatives ont été supprimées avec elle\u202f; le journal d’audit " +
-	"garde les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02C" +
-	"e formulaire n’a pas été envoyé depuis cette session de la console, ou i" +
-	"l a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le" +
-	" de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce" +
-	" formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourciss" +
-	"ez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non re" +
-	"çu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. " +
-	"Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n" +
-	"’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02" +
-	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
-	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
-	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
-	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
-	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
-	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
-	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
-	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
-	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
-	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
-	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
-	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]" +
-	"s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
-	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
-	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
-	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
-	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
-	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
-	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
-	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
-	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
-	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
-	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
-	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
-	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
-	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
-	" nom ou une description a changé).\x02Changements de la copie de travail" +
-	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
-	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
-	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
-	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
-	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
-	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
-	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
-	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
-	"\x02champ facultatif de type %[1]s\x02aucune\x02néant\x02Épinglée par" +
-	"\x02aucune version de processus\x02%[1]s version %[2]s\x02%[1]s versions" +
-	" %[2]s\x02Contrats de tâches\u202f: leur copie de travail, leurs révisio" +
-	"ns immuables et leurs publications nommées.\x02Définitions par clé\x02Cl" +
-	"é\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition po" +
-	"ur l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13" +
-	"\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucune a" +
-	"utre destination.\x02Les points d’accès HTTP qu’appellent les nœuds push" +
-	". Les valeurs des paramètres de l’URL et des en-têtes, et les secrets de" +
-	" signature, sont scellés et jamais affichés. Créez et modifiez les desti" +
-	"nations avec relais apply (documents de type Destination) ou par l’API (" +
-	"/api/v1/destinations), qui les supprime aussi.\x02Destinations par nom" +
-	"\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derniè" +
-	"re modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signé" +
-	"s (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui li" +
-	"ra le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé" +
-	" après l’effacement, quelle que soit la rétention\u202f: écrivez la réfé" +
-	"rence de la demande, pas le nom de la personne.\x02Effacer l’instance de" +
-	" processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est su" +
-	"pprimée avec ses occurrences et leurs tentatives, comme la rétention la " +
-	"supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messages" +
-	" des exécutants partent avec elle\u202f; c’est irréversible. Les enregis" +
-	"trements d’audit qui la nomment restent (qui a fait quoi, et pourquoi), " +
-	"de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instan" +
-	"ce\x02Cette instance est %[1]s\u202f: seule une instance terminée peut ê" +
-	"tre effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s e" +
-	"st supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consig" +
-	"né dans le journal d’audit.\x02Cette instance avait déjà été effacée, pa" +
-	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en " +
-	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
-	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
-	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
-	"%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaqu" +
-	"e définition maintenant, et ce que ses exécutants ont terminé dans la de" +
-	"rnière heure\u202f: les occurrences achevées, avec succès ou en échec. U" +
-	"ne occurrence reprise depuis compte là où elle se termine ensuite\u202f;" +
-	" un échec qui laisse des tentatives compte sous En attente d’une nouvell" +
-	"e tentative jusqu’à ce que la suivante soit due.\x02L’occurrence en éche" +
-	"c d’une instance bloquée compte à la fois dans Instances bloquées et dan" +
-	"s En échec.\x02Réussites et échecs, dernière heure\x02Définitions, celle" +
-	"s qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Inst" +
-	"ances bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02" +
-	"En attente d’une nouvelle tentative\x02Terminées, dernière heure\x02En é" +
-	"chec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au" +
-	" %[1]s (%[2]s)\u202f; recompté à quelques secondes d’intervalle, affiché" +
-	" à nouveau à chaque rechargement.\x02la plus proche prévue le %[1]s\x02p" +
-	"rochaine tentative %[1]s\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02La définition " +
-	"%[1]s n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussite" +
-	"s et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
-	"raphique\x02Réussites et échecs par tranche de 5\u00a0min, les plus anci" +
-	"ennes d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
-	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instanc" +
-	"es terminées sont conservées sans limite, selon le RELAIS_RETENTION d’un" +
-	"e autre réplique.\x02Rétention\u202f: les instances terminées sont conse" +
-	"rvées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances " +
-	"terminées sont supprimées avec leurs occurrences %[1]s après leur fin, l" +
-	"e RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: l" +
-	"es instances terminées sont supprimées avec leurs occurrences %[1]s aprè" +
-	"s leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
-	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
-	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
-	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
-	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
-	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
-	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
-	" %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds attein" +
-	"ts par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœud" +
-	"s atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune " +
-	"tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur" +
-	" cette instance.\x02Actions d’opérateurs sur cette instance, les plus ré" +
-	"centes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquel" +
-	"les l’instance a démarré, nommées d’après le contrat de la version %[1]d" +
-	" du processus\x02Ce processus ne prend aucune entrée.\x02Effacer cette i" +
-	"nstance…\x02Cette instance est terminée. En tant qu’administrateur, vous" +
-	" pouvez l’effacer maintenant plutôt qu’attendre la rétention (demande d’" +
-	"une personne concernée)\u202f: elle est supprimée avec ses occurrences e" +
-	"t ses tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f" +
-	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
-	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
-	"être construites), une reprise échouerait donc de la même façon. L’aban" +
-	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
-	"otif, consigné dans le journal d’audit.\x02Cette instance est bloquée à " +
-	"un nœud en échec\u202f: c’est un incident. La reprise propose de nouveau" +
-	" l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f; l" +
-	"’arrêt l’annule. Chacune demande un motif, consigné dans le journal d’" +
-	"audit.\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nou" +
-	"velle tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propos" +
-	"e dès maintenant, ses tentatives restantes inchangées. L’arrêt annule l’" +
-	"instance et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rie" +
-	"n\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02" +
-	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
-	"n.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par" +
-	" %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
-	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
-	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
-	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
-	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
-	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
-	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
-	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
-	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
-	"e statut «\u202fen cours\u202f», ou aucun.\x02Le code d’erreur et «" +
-	"\u202fBloquée à un nœud de\u202f» filtrent les instances bloquées ou en " +
-	"échec, selon le code qui les a arrêtées et l’endroit\u202f; une instanc" +
-	"e en cours n’a ni l’un ni l’autre\u202f: laissez-les vides. Le code aprè" +
-	"s lequel une nouvelle tentative attend figure sur chaque ligne, et la pa" +
-	"ge «\u202fTâches externes\u202f» filtre par ce code les nouvelles tentat" +
-	"ives en attente.\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
-	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Une ins" +
-	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
-	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
-	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
-	"Toute définition\x02Les occurrences de %[1]s en attente d’une nouvelle t" +
-	"entative, chacune avec son erreur et sa prochaine tentative\x02Tous les " +
-	"statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire " +
-	"«\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une" +
-	" instance, pas d’une tâche\u202f: la page Instances liste les instances " +
-	"qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible" +
-	"\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
-	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
-	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
-	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
-	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
-	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"Une occurrence en attente d’une nouvelle tentative est disponible\u202f:" +
-	" choisissez le statut «\u202fdisponible\u202f», ou aucun.\x02Valeur inco" +
-	"nnue du filtre de prochaine tentative.\x02La révision doit être un nombr" +
-	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
-	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
-	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
-	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
-	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
-	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Peu" +
-	" importe\x02En attente d’une nouvelle tentative (prévue plus tard)\x02To" +
-	"us les consommateurs\x02instance bloquée ici\x02Totaux de la définition " +
-	"%[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans" +
-	" les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
-	"refaits à quelques secondes d’intervalle, affichés à nouveau à chaque re" +
-	"chargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clô" +
-	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
-	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
-	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
-	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
-	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
-	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
-	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
-	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
-	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
-	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
-	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
-	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
-	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
-	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
-	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
-	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
-	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
-	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
-	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
-	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
-	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
-	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
-	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
-	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
-	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
-	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
-	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
-	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
-	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
-	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
-	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
-	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
-	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
-	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
-	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
-	"s au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’intervalle, affi" +
-	"chés à nouveau à chaque rechargement.\x02Seuls les administrateurs peuve" +
-	"nt révéler une valeur sensible.\x02Dites pourquoi vous révélez cette val" +
-	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
-	"dit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de" +
-	" données qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a é" +
-	"té enregistré). Une autre réplique peut la révéler\u202f; demandez à vot" +
-	"re administrateur de démarrer toutes les répliques avec les mêmes clés d" +
-	"e données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; " +
-	"consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une " +
-	"valeur que cette page affiche masquée (sensible) peut être révélée.\x02L" +
-	"es valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur se" +
-	"nsible qu’un administrateur a révélée\u202f: qui, quand, quel champ et p" +
-	"ourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélatio" +
-	"ns, les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun" +
-	" (révélée avant que le motif soit demandé)\x02Méthode non autorisée\x02C" +
-	"ette page n’accepte pas cette requête.\x02Ce formulaire a été envoyé dep" +
-	"uis un autre site\u202f: la console n’accepte que les formulaires de ses" +
-	" propres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Rech" +
-	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID co" +
-	"mplet, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien" +
-	" à chercher\u202f: le champ de recherche est vide.\x02C’est trop long po" +
-	"ur être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f" +
-	"%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et" +
-	" telle quelle, majuscules et accents compris\u202f: une liste abrège les" +
-	" longues, copiez-la depuis la page de son instance. Une instance terminé" +
-	"e est supprimée une fois la durée de conservation (RELAIS_RETENTION) éco" +
-	"ulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni o" +
-	"ccurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l" +
-	"’a pour clé métier. Une instance terminée est supprimée, avec ses occu" +
-	"rrences et ses tentatives, une fois la durée de conservation (RELAIS_RET" +
-	"ENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jou" +
-	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
-	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
-	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
-	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jet" +
-	"on dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’ad" +
-	"resse l’a mis dans l’historique de votre navigateur, et peut-être dans l" +
-	"es journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoq" +
-	"uer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est" +
-	" pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mi" +
-	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
-	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
-	" et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec le" +
-	"quel vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f" +
-	": connectez-vous avec un autre.\x02Votre session avait pris fin (inactiv" +
-	"ité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
-	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
-	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
-	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
-	"ion le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au" +
-	" plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis vo" +
-	"tre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez vo" +
-	"tre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, rév" +
-	"oqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
-	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
-	"tions, le journal des révélations et les effacements sont de leur ressor" +
-	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
-	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
-	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
-	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
-	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
-	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"nouveau.\x14\x01\x81\x01\x00\x02\xce\x01\x02%[1]d autre attend de nouvea" +
+	"u une nouvelle tentative depuis le comptage (la sienne est arrivée à éch" +
+	"éance et a échoué de nouveau)\u202f: revenez à la liste et comptez de n" +
+	"ouveau pour l’avancer aussi.\x00\xd0\x01\x02%[1]d autres attendent de no" +
+	"uveau une nouvelle tentative depuis le comptage (la leur est arrivée à é" +
+	"chéance et a échoué de nouveau)\u202f: revenez à la liste et comptez de " +
+	"nouveau pour les avancer aussi.\x02Cette action groupée a déjà été appli" +
+	"quée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont dans" +
+	" le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupé" +
+	"e (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouv" +
+	"elle tentative avancée pour %[1]d instance\u202f: ses exécutants la pren" +
+	"nent maintenant.\x00c\x02Nouvelles tentatives avancées pour %[1]d instan" +
+	"ces\u202f: leurs exécutants les prennent maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\xa2\x01\x02%[1]d autre n’attendait plus comme au comptage\u202f: sa" +
+	" nouvelle tentative est arrivée à échéance, ou elle s’est terminée ou a " +
+	"été traitée entre-temps.\x00\xac\x01\x02%[1]d autres n’attendaient plus" +
+	" comme au comptage\u202f: leur nouvelle tentative est arrivée à échéance" +
+	", ou elles se sont terminées ou ont été traitées entre-temps.\x14\x01" +
+	"\x81\x01\x00\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a changé après le " +
+	"comptage (clôturée, traitée par quelqu’un d’autre, ou sa nouvelle tentat" +
+	"ive est arrivée à échéance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles " +
+	"ont changé après le comptage (clôturées, traitées par quelqu’un d’autre," +
+	" ou leur nouvelle tentative est arrivée à échéance).\x14\x01\x81\x01\x00" +
+	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
+	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
+	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
+	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
+	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
+	"on groupée\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02" +
+	"Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opér" +
+	"ateur, et chaque effacement fait par un administrateur, avec son motif. " +
+	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
+	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
+	".\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances " +
+	"supprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filt" +
+	"res\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corresp" +
+	"ond.\x02Toutes les actions\x02L’instance de processus doit être un ident" +
+	"ifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de" +
+	" chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l" +
+	"’identifiant complet.\x02L’action groupée doit être désignée par son i" +
+	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
+	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
+	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
+	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
+	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
+	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
+	"reprise immédiate\x02Filtre\u202f: %[1]s.\x02donnée (non conservée)\x02C" +
+	"réées depuis\x02Créées avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les " +
+	"instances)\x02%[1]s\u202f; %[2]s\x02Action groupée (%[1]s) par %[2]s, co" +
+	"mmencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]" +
+	"d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est termin" +
+	"ée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, a" +
+	"rrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f:" +
+	" %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
+	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
+	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
+	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
+	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
+	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
+	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
+	"ste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller" +
+	" au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proce" +
+	"ssus\x02Trouver une instance ou une occurrence\x02identifiant ou clé mét" +
+	"ier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinat" +
+	"ions\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
+	"e déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’aff" +
+	"ichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02" +
+	"Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau " +
+	"horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargement sus" +
+	"pendu\x02Reprendre le rechargement\x02Cette page se recharge toutes les " +
+	"%[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rô" +
+	"le ne permet de lire que les définitions et les processus\u202f: les tâc" +
+	"hes externes et les instances de processus sont réservées aux opérateurs" +
+	" et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
+	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
+	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
+	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
+	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
+	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
+	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
+	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
+	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
+	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
+	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
+	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
+	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
+	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
+	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
+	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
+	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
+	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
+	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
+	"eur copie de travail, leurs révisions immuables et leurs publications no" +
+	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
+	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
+	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
+	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
+	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
+	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
+	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
+	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
+	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
+	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
+	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
+	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
+	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
+	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
+	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
+	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
+	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
+	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
+	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
+	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
+	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
+	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
+	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
+	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
+	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
+	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
+	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
+	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
+	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
+	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
+	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
+	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
+	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
+	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
+	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
+	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
+	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
+	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
+	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
+	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
+	"%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1" +
+	"]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[" +
+	"1]d en échec\x02Rétention\u202f: les instances terminées sont conservées" +
+	" sans limite, selon le RELAIS_RETENTION d’une autre réplique.\x02Rétenti" +
+	"on\u202f: les instances terminées sont conservées sans limite (RELAIS_RE" +
+	"TENTION).\x02Rétention\u202f: les instances terminées sont supprimées av" +
+	"ec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTION plus long" +
+	" d’une autre réplique.\x02Rétention\u202f: les instances terminées sont " +
+	"supprimées avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION" +
+	").\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’insta" +
+	"nt\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02ma" +
+	"rs\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02d" +
+	"éc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%" +
+	"[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d h" +
+	"eures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minut" +
+	"es\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d seconde" +
+	"s\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opér" +
+	"ateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordr" +
+	"e, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
+	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
+	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
+	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
+	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
+	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
+	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
+	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
+	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
+	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
+	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
+	"un motif, consigné dans le journal d’audit.\x02Son occurrence au nœud %[" +
+	"1]s a échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]" +
+	"s, %[4]s)\u202f: la reprise la propose dès maintenant, ses tentatives re" +
+	"stantes inchangées. L’arrêt annule l’instance et ses occurrences ouverte" +
+	"s. Ni l’une ni l’autre ne termine rien\u202f; chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
+	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
+	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
+	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
+	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
+	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
+	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02Une nouvelle tentative n’attend que sur" +
+	" une instance en cours\u202f: choisissez le statut «\u202fen cours\u202f" +
+	"», ou aucun.\x02Le code d’erreur et «\u202fBloquée à un nœud de\u202f» " +
+	"filtrent les instances bloquées ou en échec, selon le code qui les a arr" +
+	"êtées et l’endroit\u202f; une instance en cours n’a ni l’un ni l’autre" +
+	"\u202f: laissez-les vides. Le code après lequel une nouvelle tentative a" +
+	"ttend figure sur chaque ligne, et la page «\u202fTâches externes\u202f» " +
+	"filtre par ce code les nouvelles tentatives en attente.\x02La version do" +
+	"it être un nombre entier à partir de 1.\x02Une version est celle d’un pr" +
+	"ocessus\u202f: choisissez aussi le processus.\x02Date de création\x02La " +
+	"taille de page doit être comprise entre 1 et %[1]d.\x02Instances de proc" +
+	"essus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les in" +
+	"stances que ce filtre retient\x02La page suivante les compte et demande " +
+	"un motif avant que rien ne change.\x02Instances de processus, les plus r" +
+	"écentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance" +
+	" ne correspond à ces filtres.\x02Une instance en cours n’a pas encore de" +
+	" code d’erreur\u202f: les occurrences en échec avec ce code qui attenden" +
+	"t leur nouvelle tentative sont listées dans les tâches externes, filtrée" +
+	"s par ce code.\x02Tous les processus\x02Toute définition\x02Les occurren" +
+	"ces de %[1]s en attente d’une nouvelle tentative, chacune avec son erreu" +
+	"r et sa prochaine tentative\x02Tous les statuts\x02Statut inconnu\u202f:" +
+	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
+	"«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f" +
+	": la page Instances liste les instances qui l’ont.\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02te" +
+	"rminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejet" +
+	"ée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02" +
+	"date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
+	"\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutan" +
+	"t la récupère)\x02push (Relais appelle le service)\x02administrateur\x02" +
+	"opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté" +
+	"\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02val" +
+	"eurs modifiées\x02classification modifiée\x02contrainte modifiée\x02rout" +
+	"age modifié\x02longueur minimale\x02longueur maximale\x02motif\x02format" +
+	"\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’" +
+	"éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence" +
+	" %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les ten" +
+	"tatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’" +
+	"exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destinati" +
+	"on\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé" +
+	" cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a " +
+	"jamais réservé cette occurrence\u202f: elle a pris fin avant toute tenta" +
+	"tive.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la dest" +
+	"ination.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence " +
+	"a pris fin avant tout appel.\x02Relais ne conserve le code de statut de " +
+	"la destination que lorsqu’elle a refusé l’appel (destination_http_NNN)" +
+	"\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la prise" +
+	" en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou " +
+	"l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, les " +
+	"plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) n" +
+	"e sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste tout" +
+	"es.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’" +
+	"exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentat" +
+	"ive\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
+	"hemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse" +
+	", 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_" +
+	"timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Déla" +
+	"i d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destination" +
+	"\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai mu" +
+	"ltiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relai" +
+	"s)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
+	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
+	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
+	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
+	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
+	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
+	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
+	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
+	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
+	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
+	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
+	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
+	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
+	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
+	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
+	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La réponse de la destination est inutilisable\u202f: elle doit" +
+	" être un seul objet JSON, rien après, dont le membre outputs respecte le" +
+	" contrat de sorties de la révision. Son message dit ce qui n’allait pas." +
+	"\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle " +
+	"a pu agir malgré tout.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
+	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02Le v" +
+	"errou de la dernière tentative a expiré sans tentative restante, après q" +
+	"ue Relais a refusé le rapport de son exécutant (%[1]s\u202f; voir les te" +
+	"ntatives de l’occurrence en échec)\u202f: l’exécutant a répondu, et c’es" +
+	"t sa réponse qui doit changer, pas son verrou.\x02Le verrou de la derniè" +
+	"re tentative a expiré sans tentative restante, après que Relais a refusé" +
+	" le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dessou" +
+	"s)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, p" +
+	"as son verrou.\x02Le verrou de la dernière tentative a expiré sans tenta" +
+	"tive restante.\x02Le flux de l’exécutant de la dernière tentative s’est " +
+	"terminé (l’exécutant est parti ou a été écarté) sans tentative restante." +
+	"\x02L’échéance est passée avant que l’occurrence soit terminée\u202f: au" +
+	"cune tentative n’a abouti à temps.\x02Le résultat ne respectait pas le c" +
+	"ontrat de sorties de la révision.\x02La réponse à l’appel a été perdue (" +
+	"la connexion s’est rompue après l’envoi de la requête, ou Relais s’est a" +
+	"rrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
+	"\u202f: on ignore si la destination a agi, donc Relais ne l’appelle pas " +
+	"de nouveau de lui-même (la reprise par un opérateur le fait).\x02L’appel" +
+	" n’a pas pu être préparé.\x02La destination était injoignable.\x02La rép" +
+	"onse de la destination était trop volumineuse.\x02La dernière tentative " +
+	"a pris fin sans résultat (son verrou a expiré, ou le flux de son exécuta" +
+	"nt s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu " +
+	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
+	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
+	"nouvelle tentative restante (retries\u202f: 0, aucun retries envoyé, que" +
+	" Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’es" +
+	"t pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Au" +
+	"cun exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Au" +
+	"cun exécutant actif ne prend la révision %[1]d\u202f: les exécutants act" +
+	"ifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne" +
+	" prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les r" +
+	"évisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée" +
+	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
+	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
+	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
+	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
+	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
+	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
+	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
+	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
+	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
+	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
+	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
+	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
+	"stance a suivi le chemin d’erreur du nœud, et est bloquée à un nœud suiv" +
+	"ant.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éc" +
+	"hec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]" +
+	"s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1" +
+	"]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; " +
+	"clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (diffé" +
+	"rée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l" +
+	"’exécutant détenait la tâche\u202f: son compte rendu est refusé, mais " +
+	"il a peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant" +
+	" l’appel, qui a été interrompu\u202f: la destination a peut-être déjà do" +
+	"nné suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrê" +
+	"tée pendant que la tâche était différée\u202f: sa clôture par identifian" +
+	"t est refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1" +
+	"]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%" +
+	"[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de" +
+	" cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un aut" +
+	"re.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)" +
+	"\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02Rel" +
+	"ais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]" +
+	"s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02e" +
+	"n attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le déla" +
+	"i\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué" +
+	"]\x02Message de l’exécutant (ses propres termes, valeurs protégées masqu" +
+	"ées)\x02Message de Relais (en anglais), citant la réponse de la destina" +
+	"tion\x02Message de Relais (en anglais)\x02Une occurrence en attente d’un" +
+	"e nouvelle tentative est disponible\u202f: choisissez le statut «\u202fd" +
+	"isponible\u202f», ou aucun.\x02Valeur inconnue du filtre de prochaine te" +
+	"ntative.\x02La révision doit être un nombre entier, 1 ou plus.\x02Une ré" +
+	"vision est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Peu importe\x02En attente d’une nouve" +
+	"lle tentative (prévue plus tard)\x02Tous les consommateurs\x02instance b" +
+	"loquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
+	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
+	"%[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’in" +
+	"tervalle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1" +
+	"]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02" +
+	"disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée" +
+	" depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page" +
+	"\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit" +
+	" 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02" +
+	"Cette adresse contient un paramètre illisible (un signe pour cent qui n’" +
+	"est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f:" +
+	" corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vo" +
+	"uliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f:" +
+	" «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]" +
+	"d fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invali" +
+	"de\u202f: revenez à la première page.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un" +
+	" décalage fixe par rapport à UTC.\x02Recharger les listes et les pages d" +
+	"e détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer" +
+	" (filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
+	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
+	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
+	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
+	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
+	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
+	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
+	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
+	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
+	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
+	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
+	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
+	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance. Une instance terminée est supprimée une fois la d" +
+	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
+	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
+	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 103863 bytes (101KiB); checksum: 2727FCB3
+	// Total table size 104636 bytes (102KiB); checksum: 2E845EC8

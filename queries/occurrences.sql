@@ -333,8 +333,9 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   and (sqlc.narg('consumer_id')::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
   and (sqlc.narg('destination')::text is null or o.destination = sqlc.narg('destination'))
-  -- Waiting out a retry delay (with status available: its index range).
-  and (not @waiting_retry::boolean or (o.status = 'available' and o.attempts > 0
+  -- Waiting out a retry delay, or (false) not (true: with status
+  -- available, its index range).
+  and (sqlc.narg('waiting_retry')::boolean is null or sqlc.narg('waiting_retry')::boolean = (o.status = 'available' and o.attempts > 0
        and o.available_at > coalesce(sqlc.narg('now')::timestamptz, now())))
   and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
 order by o.id desc
@@ -374,8 +375,9 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   and (sqlc.narg('consumer_id')::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
   and (sqlc.narg('destination')::text is null or o.destination = sqlc.narg('destination'))
-  -- Waiting out a retry delay (with status available: its index range).
-  and (not @waiting_retry::boolean or (o.status = 'available' and o.attempts > 0
+  -- Waiting out a retry delay, or (false) not (true: with status
+  -- available, its index range).
+  and (sqlc.narg('waiting_retry')::boolean is null or sqlc.narg('waiting_retry')::boolean = (o.status = 'available' and o.attempts > 0
        and o.available_at > coalesce(sqlc.narg('now')::timestamptz, now())))
   and o.id > @after::uuid
 order by o.id

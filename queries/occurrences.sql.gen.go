@@ -1489,8 +1489,9 @@ where ($2::text is null or o.definition_key = $2)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
   and ($16::text is null or o.destination = $16)
-  -- Waiting out a retry delay (with status available: its index range).
-  and (not $17::boolean or (o.status = 'available' and o.attempts > 0
+  -- Waiting out a retry delay, or (false) not (true: with status
+  -- available, its index range).
+  and ($17::boolean is null or $17::boolean = (o.status = 'available' and o.attempts > 0
        and o.available_at > coalesce($1::timestamptz, now())))
   and ($18::uuid is null or o.id < $18)
 order by o.id desc
@@ -1514,7 +1515,7 @@ type OccurrenceListParams struct {
 	SettledBefore *time.Time
 	ConsumerID    *int64
 	Destination   *string
-	WaitingRetry  bool
+	WaitingRetry  *bool
 	Before        *uuid.UUID
 	Max           int32
 }
@@ -1637,8 +1638,9 @@ where ($2::text is null or o.definition_key = $2)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
   and ($16::text is null or o.destination = $16)
-  -- Waiting out a retry delay (with status available: its index range).
-  and (not $17::boolean or (o.status = 'available' and o.attempts > 0
+  -- Waiting out a retry delay, or (false) not (true: with status
+  -- available, its index range).
+  and ($17::boolean is null or $17::boolean = (o.status = 'available' and o.attempts > 0
        and o.available_at > coalesce($1::timestamptz, now())))
   and o.id > $18::uuid
 order by o.id
@@ -1662,7 +1664,7 @@ type OccurrenceListAfterParams struct {
 	SettledBefore *time.Time
 	ConsumerID    *int64
 	Destination   *string
-	WaitingRetry  bool
+	WaitingRetry  *bool
 	After         uuid.UUID
 	Max           int32
 }
