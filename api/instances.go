@@ -844,6 +844,9 @@ func unknownKeyErrors(u engine.UnknownKeys, prefix string, k filterKeys) []fault
 		}
 		errs = append(errs, fault.FieldError{Path: prefix + "retrying_at", Message: fmt.Sprintf("no definition has the key %q%s", k.RetryingAt, hint)})
 	}
+	if u.RetryingAtPushed {
+		errs = append(errs, fault.FieldError{Path: prefix + "retrying_at", Message: fmt.Sprintf("definition %q is only called by push nodes, which are never retried: none of its retries waits", k.RetryingAt)})
+	}
 	switch {
 	case u.Revision:
 		errs = append(errs, fault.FieldError{Path: prefix + "revision", Message: fmt.Sprintf("definition %q has no revision %d", k.Definition, k.Revision)})

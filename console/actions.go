@@ -955,6 +955,9 @@ func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process strin
 	if u.RetryingAt {
 		errs.add(meant(noDefinition(retryingAt), "retrying_at"), "retrying_at")
 	}
+	if u.RetryingAtPushed {
+		errs.add(T(ctx, "Definition %s is only called by push nodes, which are never retried: none of its retries waits.", retryingAt), "retrying_at")
+	}
 	switch {
 	case u.Revision:
 		errs.add(T(ctx, "Definition %s has no revision %d.", definition, revision), "revision")

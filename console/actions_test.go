@@ -1747,6 +1747,12 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if _, bad := refused.doc.Find(`#i-held-at`).Attr("aria-invalid"); bad {
 		t.Error("an empty Held at field marked invalid")
 	}
+	// A definition only push nodes call is never retried: refused, not
+	// counted 0 (verifier QA).
+	if r := b.get("/console/instances/bulk?action=retry&retrying_at=charge_card"); r.status != http.StatusBadRequest ||
+		!strings.Contains(r.body, "only called by push nodes") {
+		t.Errorf("bulk retry over a push-only definition: %d, want 400 saying it is never retried", r.status)
+	}
 	if count(confirm, "bulk-left-out") != 0 {
 		t.Error("a retry of running instances says held ones are left out")
 	}

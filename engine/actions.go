@@ -448,6 +448,9 @@ const maxBulk = 1_000_000
 // API and the console refuse such a bulk filter, each in its own words.
 type UnknownKeys struct {
 	Process, Version, HeldAt, RetryingAt bool
+	// RetryingAtPushed: RetryingAt names a definition only push nodes use,
+	// which are never retried: no retry of it ever waits.
+	RetryingAtPushed bool
 	// Definition, Revision, Consumer and Destination are an occurrence
 	// filter's (see UnknownOccurrenceKeys).
 	Definition, Revision, Consumer, Destination bool
@@ -508,6 +511,14 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 		case err != nil:
 			return u, err
 		}
+	}
+	if f.RetryingAt != "" && !u.RetryingAt {
+		// Counting 0 for good would read as an outage's end.
+		use, err := e.DefinitionUse(ctx, f.RetryingAt)
+		if err != nil {
+			return u, err
+		}
+		u.RetryingAtPushed = use.Pushed && !use.Pulled
 	}
 	return u, nil
 }

@@ -39,90 +39,90 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              383,
-	"%[1]s %[2]s, %[3]s %[4]s":                 384,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          382,
-	"%[1]s; %[2]s":                             381,
-	"%d (0 lowest, 9 highest)":                 564,
-	"%d attempts":                              573,
-	"%d attempts, retry after %s, priority %d": 765,
-	"%d breaking":                              290,
-	"%d changes":                               289,
-	"%d completed":                             375,
-	"%d d":                                     391,
-	"%d days":                                  405,
-	"%d failed":                                376,
-	"%d h":                                     390,
+	"%[1]s %[2]s":                              384,
+	"%[1]s %[2]s, %[3]s %[4]s":                 385,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          383,
+	"%[1]s; %[2]s":                             382,
+	"%d (0 lowest, 9 highest)":                 565,
+	"%d attempts":                              574,
+	"%d attempts, retry after %s, priority %d": 766,
+	"%d breaking":                              291,
+	"%d changes":                               290,
+	"%d completed":                             376,
+	"%d d":                                     392,
+	"%d days":                                  406,
+	"%d failed":                                377,
+	"%d h":                                     391,
 	"%d held instances match now.":             79,
-	"%d hours":                                 406,
-	"%d items":                                 846,
-	"%d left":                                  575,
-	"%d min":                                   389,
-	"%d minutes":                               407,
+	"%d hours":                                 407,
+	"%d items":                                 847,
+	"%d left":                                  576,
+	"%d min":                                   390,
+	"%d minutes":                               408,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
-	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               127,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              844,
-	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      123,
-	"%d ms": 409,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         753,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 752,
-	"%d occurrences": 682,
+	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               128,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              845,
+	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      124,
+	"%d ms": 410,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         754,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 753,
+	"%d occurrences": 683,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
-	"%d releases": 314,
+	"%d releases": 315,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       388,
-	"%d seconds": 408,
-	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 128,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       129,
-	"%s (a fixed offset, no daylight saving time)":                                                           714,
-	"%s (deferred; settled by %s)":                                                                           640,
-	"%s (deferred; settled with its settle token)":                                                           638,
-	"%s (deferred; settled with its settle token, as %s)":                                                    639,
-	"%s (token #%d, %s)": 130,
-	"%s = %s":            759,
-	"%s ago":             386,
-	"%s at %s":           644,
-	"%s so far":          636,
-	"%s version %s":      306,
-	"%s versions %s":     307,
-	"%s ← %s":            758,
-	"%s → %s":            760,
-	"%s, %s: %s":         345,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             568,
-	"%s, cut to %s by the destination’s max_timeout":                       567,
-	"%s, multiplied by %s after each failure, up to %s":                    570,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 569,
-	"%s, revision %s":                         527,
-	"%s, version %s":                          528,
-	"%s: %s":                                  161,
-	"%s: %s → %s":                             297,
-	"%s: a date is written 2026-12-01.":       698,
-	"%s: every revision, present and future":  235,
-	"%s: revision %s":                         236,
-	"%s: revisions %s":                        237,
-	"%s: the first day comes after the last.": 699,
-	"%s; %s": 163,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 565,
-	"%s–%s":                         374,
-	"(%d characters in all)":        848,
-	"(%d handed back, not counted)": 574,
-	"(each item)":                   834,
-	"(in %s)":                       847,
-	"(worker %s)":                   623,
-	"0 seconds":                     404,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            811,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 612,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       347,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 709,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        454,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             662,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           469,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 799,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   798,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    457,
+	"%d s":       389,
+	"%d seconds": 409,
+	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 129,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       130,
+	"%s (a fixed offset, no daylight saving time)":                                                           715,
+	"%s (deferred; settled by %s)":                                                                           641,
+	"%s (deferred; settled with its settle token)":                                                           639,
+	"%s (deferred; settled with its settle token, as %s)":                                                    640,
+	"%s (token #%d, %s)": 131,
+	"%s = %s":            760,
+	"%s ago":             387,
+	"%s at %s":           645,
+	"%s so far":          637,
+	"%s version %s":      307,
+	"%s versions %s":     308,
+	"%s ← %s":            759,
+	"%s → %s":            761,
+	"%s, %s: %s":         346,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             569,
+	"%s, cut to %s by the destination’s max_timeout":                       568,
+	"%s, multiplied by %s after each failure, up to %s":                    571,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 570,
+	"%s, revision %s":                         528,
+	"%s, version %s":                          529,
+	"%s: %s":                                  162,
+	"%s: %s → %s":                             298,
+	"%s: a date is written 2026-12-01.":       699,
+	"%s: every revision, present and future":  236,
+	"%s: revision %s":                         237,
+	"%s: revisions %s":                        238,
+	"%s: the first day comes after the last.": 700,
+	"%s; %s": 164,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 566,
+	"%s–%s":                         375,
+	"(%d characters in all)":        849,
+	"(%d handed back, not counted)": 575,
+	"(each item)":                   835,
+	"(in %s)":                       848,
+	"(worker %s)":                   624,
+	"0 seconds":                     405,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            812,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 613,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       348,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 710,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        455,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             663,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           470,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 800,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   799,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    458,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -130,457 +130,458 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              450,
-	"Abandoned by %s at %s — “%s”":                                   437,
+	"Abandoned at node":                                              451,
+	"Abandoned by %s at %s — “%s”":                                   438,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 463,
-	"Action":          133,
-	"All actions":     150,
-	"All consumers":   678,
-	"All definitions": 367,
-	"All its tasks":   234,
-	"All processes":   470,
-	"All statuses":    473,
-	"All workers":     861,
+	"Act on every instance this filter matches": 464,
+	"Action":          134,
+	"All actions":     151,
+	"All consumers":   679,
+	"All definitions": 368,
+	"All its tasks":   235,
+	"All processes":   471,
+	"All statuses":    474,
+	"All workers":     862,
 	"An error code is matched exactly, capitals included.":                              92,
-	"An occurrence waiting a retry is available: choose the status available, or none.": 659,
-	"An operator abandoned the instance.":                                               611,
-	"Any":                                                                               676,
-	"Any definition":                                                                    471,
-	"Apply filters":                                                                     147,
-	"Apr":                                                                               395,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 359,
-	"Attempts":                         532,
-	"Audit log":                        140,
-	"Aug":                              399,
-	"Available from":                   585,
-	"Back to definitions":              202,
-	"Back to external tasks":           200,
-	"Back to sign-in":                  201,
-	"Back to the form":                 210,
+	"An occurrence waiting a retry is available: choose the status available, or none.": 660,
+	"An operator abandoned the instance.":                                               612,
+	"Any":                                                                               677,
+	"Any definition":                                                                    472,
+	"Apply filters":                                                                     148,
+	"Apr":                                                                               396,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 360,
+	"Attempts":                         533,
+	"Audit log":                        141,
+	"Aug":                              400,
+	"Available from":                   586,
+	"Back to definitions":              203,
+	"Back to external tasks":           201,
+	"Back to sign-in":                  202,
+	"Back to the form":                 211,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           779,
-	"Back without saving":              711,
-	"Breaks processes":                 266,
-	"Breaks workers":                   267,
-	"Bulk %s applied to %d instances.": 125,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  166,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 165,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      164,
-	"Bulk action":                     137,
+	"Back to the occurrence":           780,
+	"Back without saving":              712,
+	"Breaks processes":                 267,
+	"Breaks workers":                   268,
+	"Bulk %s applied to %d instances.": 126,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  167,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 166,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      165,
+	"Bulk action":                     138,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    566,
-	"Calls":                           325,
-	"Calls signed (Relais-Signature)": 327,
-	"Camunda 7 facade":                866,
-	"Cancelled: the instance was stopped (%s).":               635,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 634,
+	"Call timeout":                    567,
+	"Calls":                           326,
+	"Calls signed (Relais-Signature)": 328,
+	"Camunda 7 facade":                867,
+	"Cancelled: the instance was stopped (%s).":               636,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 635,
 	"Cannot act on this filter":                               112,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           781,
-	"Cannot reveal it here":                                   777,
-	"Change":                                                  264,
-	"Changes between the two revisions":                       276,
-	"Changes of the Working copy since revision %d":           285,
-	"Choose two existing revisions to compare.":               286,
-	"Classification":                                          243,
-	"Clear filters":                                           148,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            747,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 730,
-	"Compare":              263,
-	"Compare revisions":    259,
-	"Completed":            370,
-	"Completed (%s).":      629,
-	"Completed, last hour": 356,
-	"Completions and failures per 5 minutes, last hour: %s":    368,
-	"Completions and failures per 5-minute slot, oldest first": 372,
-	"Completions and failures, last hour":                      348,
-	"Connected":                                                857,
-	"Constraints":                                              244,
-	"Consumer":                                                 534,
-	"Consumer and worker":                                      673,
-	"Consumers":                                                181,
-	"Consumers, oldest first":                                  223,
-	"Counting the occurrences; the counts appear when you reload the page.":         238,
-	"Counts are unavailable right now.":                                             239,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 774,
-	"Counts by status": 668,
-	"Created":          420,
-	"Created before":   160,
+	"Cannot reveal":                                           782,
+	"Cannot reveal it here":                                   778,
+	"Change":                                                  265,
+	"Changes between the two revisions":                       277,
+	"Changes of the Working copy since revision %d":           286,
+	"Choose two existing revisions to compare.":               287,
+	"Classification":                                          244,
+	"Clear filters":                                           149,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            748,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 731,
+	"Compare":              264,
+	"Compare revisions":    260,
+	"Completed":            371,
+	"Completed (%s).":      630,
+	"Completed, last hour": 357,
+	"Completions and failures per 5 minutes, last hour: %s":    369,
+	"Completions and failures per 5-minute slot, oldest first": 373,
+	"Completions and failures, last hour":                      349,
+	"Connected":                                                858,
+	"Constraints":                                              245,
+	"Consumer":                                                 535,
+	"Consumer and worker":                                      674,
+	"Consumers":                                                182,
+	"Consumers, oldest first":                                  224,
+	"Counting the occurrences; the counts appear when you reload the page.":         239,
+	"Counts are unavailable right now.":                                             240,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 775,
+	"Counts by status": 669,
+	"Created":          421,
+	"Created before":   161,
 	"Created from":     102,
-	"Created on":       227,
-	"Created since":    159,
+	"Created on":       228,
+	"Created since":    160,
 	"Created to":       103,
-	"Creation date":    458,
-	"Dates":            530,
-	"Deadline":         562,
-	"Dec":              403,
-	"Deferred":         589,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 628,
-	"Definition":                                 350,
-	"Definition %s":                              246,
-	"Definition %s has no occurrence yet.":       366,
-	"Definition %s has no revision %d.":          120,
-	"Definitions":                                179,
-	"Definitions by key":                         309,
-	"Definitions served":                         855,
-	"Definitions, those needing attention first": 349,
-	"Deleted by retention":                       446,
-	"Description":                                245,
-	"Destination":                                546,
-	"Destinations":                               182,
-	"Destinations by name":                       318,
-	"Destination’s answer":                       539,
-	"Detail":                                     265,
+	"Creation date":    459,
+	"Dates":            531,
+	"Deadline":         563,
+	"Dec":              404,
+	"Deferred":         590,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 629,
+	"Definition":                           351,
+	"Definition %s":                        247,
+	"Definition %s has no occurrence yet.": 367,
+	"Definition %s has no revision %d.":    121,
+	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 120,
+	"Definitions":        180,
+	"Definitions by key": 310,
+	"Definitions served": 856,
+	"Definitions, those needing attention first": 350,
+	"Deleted by retention":                       447,
+	"Description":                                246,
+	"Destination":                                547,
+	"Destinations":                               183,
+	"Destinations by name":                       319,
+	"Destination’s answer":                       540,
+	"Detail":                                     266,
 	"Did you mean “%s”?":                         115,
-	"Digest":                                     279,
-	"Display settings":                           187,
-	"Display settings saved.":                    717,
-	"Display settings: ":                         188,
-	"Duration":                                   538,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 346,
+	"Digest":                                     280,
+	"Display settings":                           188,
+	"Display settings saved.":                    718,
+	"Display settings: ":                         189,
+	"Duration":                                   539,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 347,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          685,
-	"End node":                  449,
-	"End node or error":         467,
-	"Ended":                     440,
-	"Erase process instance %s": 330,
-	"Erase the instance":        333,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 331,
-	"Erase this instance…": 430,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 335,
-	"Error":                      672,
-	"Error (before any attempt)": 592,
-	"Error (the deadline passed after attempt %d)": 591,
+	"Earlier attempt:":          686,
+	"End node":                  450,
+	"End node or error":         468,
+	"Ended":                     441,
+	"Erase process instance %s": 331,
+	"Erase the instance":        334,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 332,
+	"Erase this instance…": 431,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 336,
+	"Error":                      673,
+	"Error (before any attempt)": 593,
+	"Error (the deadline passed after attempt %d)": 592,
 	"Error code":       99,
-	"Error message":    541,
-	"Error: %s · %s":   168,
-	"Every %d seconds": 716,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 584,
-	"Every attempt, oldest first": 533,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 141,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  784,
-	"Expired token":                        821,
-	"Expires":                              818,
-	"External tasks":                       174,
-	"Failed":                               353,
-	"Failed (%s).":                         633,
-	"Failed at node":                       451,
-	"Failed occurrence":                    442,
-	"Failed, last hour":                    357,
-	"Feb":                                  393,
-	"Field":                                240,
+	"Error message":    542,
+	"Error: %s · %s":   169,
+	"Every %d seconds": 717,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 585,
+	"Every attempt, oldest first": 534,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 142,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  785,
+	"Expired token":                        822,
+	"Expires":                              819,
+	"External tasks":                       175,
+	"Failed":                               354,
+	"Failed (%s).":                         634,
+	"Failed at node":                       452,
+	"Failed occurrence":                    443,
+	"Failed, last hour":                    358,
+	"Feb":                                  394,
+	"Field":                                241,
 	"Filter":                               68,
-	"Filter: %s.":                          157,
-	"Filters":                              142,
-	"Find":                                 178,
-	"Find an instance or occurrence":       176,
-	"Finished":                             537,
-	"First page":                           695,
+	"Filter: %s.":                          158,
+	"Filters":                              143,
+	"Find":                                 179,
+	"Find an instance or occurrence":       177,
+	"Finished":                             538,
+	"First page":                           696,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    213,
-	"Form refused":                         208,
-	"Form too large":                       211,
-	"From revision":                        261,
-	"From revision %d to revision %d:":     287,
+	"Form not received":                    214,
+	"Form refused":                         209,
+	"Form too large":                       212,
+	"From revision":                        262,
+	"From revision %d to revision %d:":     288,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  226,
-	"Graph":                   729,
-	"Graph of %s":             751,
-	"HTTP 2xx, unusable body": 650,
-	"Headers sent":            321,
-	"Health":                  173,
+	"Grants":                  227,
+	"Graph":                   730,
+	"Graph of %s":             752,
+	"HTTP 2xx, unusable body": 651,
+	"Headers sent":            322,
+	"Health":                  174,
 	"Held at a node of":       100,
-	"Held at node":            441,
-	"Held for":                443,
-	"Held instances":          352,
-	"ID":                      224,
-	"In flight":               856,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 369,
-	"Inputs": 269,
-	"Inputs an instance of this version is started with": 740,
-	"Inputs from":                738,
-	"Inputs of revision %d":      280,
-	"Inputs of the working copy": 271,
-	"Inputs the instance was started with, labelled by process version %d's contract": 428,
-	"Inputs, labelled by revision %d's contract":                                      576,
-	"Instance":                  466,
+	"Held at node":            442,
+	"Held for":                444,
+	"Held instances":          353,
+	"ID":                      225,
+	"In flight":               857,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 370,
+	"Inputs": 270,
+	"Inputs an instance of this version is started with": 741,
+	"Inputs from":                739,
+	"Inputs of revision %d":      281,
+	"Inputs of the working copy": 272,
+	"Inputs the instance was started with, labelled by process version %d's contract": 429,
+	"Inputs, labelled by revision %d's contract":                                      577,
+	"Instance":                  467,
 	"Instances":                 107,
-	"Instances of this version": 741,
-	"Invalid request":           198,
-	"It takes every revision its consumer is granted.":     879,
-	"It takes every revision its consumer is granted: %s.": 878,
-	"It takes revision %d only.":                           882,
-	"It takes revisions %s only.":                          884,
-	"Its calls":                                            326,
+	"Instances of this version": 742,
+	"Invalid request":           199,
+	"It takes every revision its consumer is granted.":     880,
+	"It takes every revision its consumer is granted: %s.": 879,
+	"It takes revision %d only.":                           883,
+	"It takes revisions %s only.":                          885,
+	"Its calls":                                            327,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 332,
-	"Its instance is held here, waiting for an operator.":                            630,
-	"Its instance went on along the node’s error path, and is held at a later node.": 631,
-	"Its instance went on along the node’s error path.":                              632,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 333,
+	"Its instance is held here, waiting for an operator.":                            631,
+	"Its instance went on along the node’s error path, and is held at a later node.": 632,
+	"Its instance went on along the node’s error path.":                              633,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      826,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 434,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      827,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 435,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     392,
-	"Jul":                     398,
-	"Jun":                     397,
-	"Keep it":                 828,
+	"Jan":                     393,
+	"Jul":                     399,
+	"Jun":                     398,
+	"Keep it":                 829,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       328,
-	"Key":                     310,
-	"Kind":                    733,
-	"Language":                170,
-	"Last changed":            323,
-	"Last error (attempt %d)": 590,
-	"Last reserved":           587,
-	"Last saved":              250,
-	"Last seen":               858,
-	"Last used":               817,
-	"Latest":                  742,
-	"Latest revision":         311,
-	"Lists every change from one revision to another, and whom it may break.": 260,
-	"Local time in %s": 713,
-	"Lock expired %s — waiting to be offered again.": 620,
-	"Lock expires":    588,
-	"Longest timeout": 322,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 288,
-	"Main navigation":     172,
-	"Mar":                 394,
-	"Maximum attempts":    558,
-	"May":                 396,
-	"Message":             670,
-	"Message from Relais": 658,
-	"Message from Relais, quoting the destination’s answer":            657,
-	"Message from the worker (its own words, protected values masked)": 656,
-	"Method not allowed": 788,
-	"Mode":               556,
-	"More filters: instance, revision, consumer, destination, dates": 664,
-	"Name":                    225,
-	"Never":                   715,
-	"Next attempt":            586,
-	"Next attempt or settled": 674,
-	"Next node":               419,
-	"Next page":               694,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 154,
-	"No consumer yet.":                                    220,
-	"No definition has occurrences yet.":                  358,
+	"Keep the instance":       329,
+	"Key":                     311,
+	"Kind":                    734,
+	"Language":                171,
+	"Last changed":            324,
+	"Last error (attempt %d)": 591,
+	"Last reserved":           588,
+	"Last saved":              251,
+	"Last seen":               859,
+	"Last used":               818,
+	"Latest":                  743,
+	"Latest revision":         312,
+	"Lists every change from one revision to another, and whom it may break.": 261,
+	"Local time in %s": 714,
+	"Lock expired %s — waiting to be offered again.": 621,
+	"Lock expires":    589,
+	"Longest timeout": 323,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 289,
+	"Main navigation":     173,
+	"Mar":                 395,
+	"Maximum attempts":    559,
+	"May":                 397,
+	"Message":             671,
+	"Message from Relais": 659,
+	"Message from Relais, quoting the destination’s answer":            658,
+	"Message from the worker (its own words, protected values masked)": 657,
+	"Method not allowed": 789,
+	"Mode":               557,
+	"More filters: instance, revision, consumer, destination, dates": 665,
+	"Name":                    226,
+	"Never":                   716,
+	"Next attempt":            587,
+	"Next attempt or settled": 675,
+	"Next node":               420,
+	"Next page":               695,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 155,
+	"No consumer yet.":                                    221,
+	"No definition has occurrences yet.":                  359,
 	"No definition has the key “%s”.":                     118,
-	"No definition yet.":                                  313,
-	"No destination yet.":                                 315,
-	"No inputs.":                                          270,
-	"No inputs: an instance starts with an empty object.": 739,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    797,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 795,
-	"No instance matches these filters.": 468,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 796,
-	"No live worker takes %s now (Workers page).":                                               614,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 615,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           616,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          617,
-	"No more consumers.":                                   221,
-	"No more destinations.":                                316,
-	"No occurrence matches these filters.":                 675,
-	"No operator action matches.":                          149,
-	"No operator has acted on this instance.":              424,
-	"No outputs yet: the occurrence has not completed.":    579,
-	"No outputs.":                                          273,
-	"No outputs: the occurrence ended without completing.": 581,
+	"No definition yet.":                                  314,
+	"No destination yet.":                                 316,
+	"No inputs.":                                          271,
+	"No inputs: an instance starts with an empty object.": 740,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    798,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 796,
+	"No instance matches these filters.": 469,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 797,
+	"No live worker takes %s now (Workers page).":                                               615,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 616,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           617,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          618,
+	"No more consumers.":                                   222,
+	"No more destinations.":                                317,
+	"No occurrence matches these filters.":                 676,
+	"No operator action matches.":                          150,
+	"No operator has acted on this instance.":              425,
+	"No outputs yet: the occurrence has not completed.":    580,
+	"No outputs.":                                          274,
+	"No outputs: the occurrence ended without completing.": 582,
 	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         724,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             875,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             874,
+	"No process is published yet.":                         725,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             876,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             875,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 167,
-	"No release yet.": 254,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 768,
-	"No revision yet: the Working copy has never been snapshotted.":                     252,
-	"No token.":              815,
-	"No value was revealed.": 786,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              545,
-	"No worker has reserved this occurrence yet.":                                        542,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 876,
-	"No worker is connected.":           859,
-	"No worker serves this definition.": 862,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 873,
-	"Node":                  416,
-	"Nodes":                 731,
-	"Nodes of this version": 748,
-	"Nodes of this version, with their occurrences now": 732,
-	"Nodes reached, in order":                           415,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 168,
+	"No release yet.": 255,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 769,
+	"No revision yet: the Working copy has never been snapshotted.":                     253,
+	"No token.":              816,
+	"No value was revealed.": 787,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              546,
+	"No worker has reserved this occurrence yet.":                                        543,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 877,
+	"No worker is connected.":           860,
+	"No worker serves this definition.": 863,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 874,
+	"Node":                  417,
+	"Nodes":                 732,
+	"Nodes of this version": 749,
+	"Nodes of this version, with their occurrences now": 733,
+	"Nodes reached, in order":                           416,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 196,
-	"Not found":   206,
-	"Notes":       257,
-	"Nothing exists at this address, or it is not visible to you.": 203,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 204,
+	"Not allowed": 197,
+	"Not found":   207,
+	"Notes":       258,
+	"Nothing exists at this address, or it is not visible to you.": 204,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 205,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             793,
+	"Nothing to find: the search box is empty.":                             794,
 	"Nothing was done.":        35,
-	"Nov":                      402,
-	"Now":                      551,
-	"Occurrence":               417,
-	"Occurrence %s":            529,
-	"Occurrence offered again": 136,
-	"Occurrences now":          737,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          871,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 872,
-	"Occurrences, newest first": 669,
-	"Oct":                       401,
-	"Offered from %s — %s.":     619,
-	"Oldest claimable waits":    354,
-	"On error":                  736,
-	"On success":                735,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         782,
-	"Only administrators may reveal a sensitive value.":                                                           775,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 812,
-	"Open":             351,
-	"Operator actions": 412,
-	"Operator actions on this instance, newest first": 425,
-	"Operator actions, newest first":                  153,
+	"Nov":                      403,
+	"Now":                      552,
+	"Occurrence":               418,
+	"Occurrence %s":            530,
+	"Occurrence offered again": 137,
+	"Occurrences now":          738,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          872,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 873,
+	"Occurrences, newest first": 670,
+	"Oct":                       402,
+	"Offered from %s — %s.":     620,
+	"Oldest claimable waits":    355,
+	"On error":                  737,
+	"On success":                736,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         783,
+	"Only administrators may reveal a sensitive value.":                                                           776,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 813,
+	"Open":             352,
+	"Operator actions": 413,
+	"Operator actions on this instance, newest first": 426,
+	"Operator actions, newest first":                  154,
 	"Other criteria":                                  104,
-	"Outcome":                                         540,
-	"Outputs":                                         272,
-	"Outputs of revision %d":                          281,
-	"Outputs of the working copy":                     274,
-	"Outputs, labelled by revision %d's contract":     578,
-	"Pages": 692,
-	"Paste your token in the field: it is empty.": 809,
-	"Path":                            413,
-	"Pause reloading":                 195,
-	"Pinned by":                       304,
-	"Pinned revision":                 734,
-	"Policy":                          531,
-	"Previous page":                   693,
-	"Priority":                        563,
+	"Outcome":                                         541,
+	"Outputs":                                         273,
+	"Outputs of revision %d":                          282,
+	"Outputs of the working copy":                     275,
+	"Outputs, labelled by revision %d's contract":     579,
+	"Pages": 693,
+	"Paste your token in the field: it is empty.": 810,
+	"Path":                            414,
+	"Pause reloading":                 196,
+	"Pinned by":                       305,
+	"Pinned revision":                 735,
+	"Policy":                          532,
+	"Previous page":                   694,
+	"Priority":                        564,
 	"Process":                         95,
-	"Process %s":                      727,
+	"Process %s":                      728,
 	"Process %s has no version %d.":   116,
-	"Process and node":                671,
-	"Process inputs":                  427,
-	"Process instance":                135,
-	"Process instance %s":             410,
-	"Process instances":               460,
-	"Process instances, newest first": 465,
-	"Processes":                       175,
-	"Processes by key":                722,
-	"Protocol":                        854,
-	"Published":                       258,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 720,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       721,
-	"Push destination": 665,
-	"Reason":           134,
+	"Process and node":                672,
+	"Process inputs":                  428,
+	"Process instance":                136,
+	"Process instance %s":             411,
+	"Process instances":               461,
+	"Process instances, newest first": 466,
+	"Processes":                       176,
+	"Processes by key":                723,
+	"Protocol":                        855,
+	"Published":                       259,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 721,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       722,
+	"Push destination": 666,
+	"Reason":           135,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            557,
-	"Recorded operator actions":                             423,
-	"Relais console":                                        169,
-	"Relais has not called the destination yet.":            548,
-	"Relais is calling the destination (since %s).":         625,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 550,
-	"Relais never called the destination: the occurrence ended before any call.":                                    549,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        646,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 648,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     645,
+	"Reason given by the worker":                            558,
+	"Recorded operator actions":                             424,
+	"Relais console":                                        170,
+	"Relais has not called the destination yet.":            549,
+	"Relais is calling the destination (since %s).":         626,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 551,
+	"Relais never called the destination: the occurrence ended before any call.":                                    550,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        647,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 649,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     646,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           647,
-	"Release":                       255,
-	"Releases":                      253,
-	"Releases, oldest first":        275,
-	"Reload lists and detail pages": 708,
-	"Reloading paused":              192,
-	"Reloading paused: this page stays as it is until you resume.": 719,
-	"Reloading resumed.":                  718,
-	"Replica":                             547,
-	"Required":                            242,
-	"Reserved":                            536,
-	"Reserved by %s.":                     627,
-	"Reserved by %s; lock until %s — %s.": 626,
-	"Reserved now":                        233,
-	"Resume":                              193,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         380,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 379,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             378,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            377,
-	"Retried by %s at %s — “%s”": 438,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           648,
+	"Release":                       256,
+	"Releases":                      254,
+	"Releases, oldest first":        276,
+	"Reload lists and detail pages": 709,
+	"Reloading paused":              193,
+	"Reloading paused: this page stays as it is until you resume.": 720,
+	"Reloading resumed.":                  719,
+	"Replica":                             548,
+	"Required":                            243,
+	"Reserved":                            537,
+	"Reserved by %s.":                     628,
+	"Reserved by %s; lock until %s — %s.": 627,
+	"Reserved now":                        234,
+	"Resume":                              194,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         381,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 380,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             379,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            378,
+	"Retried by %s at %s — “%s”": 439,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 560,
-	"Retries brought forward for %d instances: their workers take them now.": 126,
+	"Retries": 561,
+	"Retries brought forward for %d instances: their workers take them now.": 127,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             618,
-	"Retry delay":                                   559,
+	"Retry at %s — %s.":                             619,
+	"Retry delay":                                   560,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             552,
+	"Retry or abandon it from its instance":                                                                             553,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 593,
+	"Retryable": 594,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 582,
-	"Revealed by %s at %s; recorded in the audit log.": 780,
-	"Reveals":               184,
-	"Reveals, newest first": 785,
-	"Revision":              256,
-	"Revision %d":           277,
-	"Revisions":             251,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 880,
-	"Revoke the %s token “%s”?": 825,
-	"Revoke the token":          827,
-	"Revoke token %d":           824,
-	"Revoke…":                   822,
-	"Role":                      816,
-	"Route":                     418,
-	"Routing output":            249,
-	"Row %s":                    696,
-	"Rows %s–%s":                697,
-	"Save settings":             710,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      776,
+	"Reveal — this is recorded": 583,
+	"Revealed by %s at %s; recorded in the audit log.": 781,
+	"Reveals":               185,
+	"Reveals, newest first": 786,
+	"Revision":              257,
+	"Revision %d":           278,
+	"Revisions":             252,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 881,
+	"Revoke the %s token “%s”?": 826,
+	"Revoke the token":          828,
+	"Revoke token %d":           825,
+	"Revoke…":                   823,
+	"Role":                      817,
+	"Route":                     419,
+	"Routing output":            250,
+	"Row %s":                    697,
+	"Rows %s–%s":                698,
+	"Save settings":             711,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      777,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 329,
-	"Search":                               791,
-	"Secret values can never be revealed.": 783,
-	"Sep":                                  400,
-	"Served by %d workers":                 877,
-	"Settled":                              421,
-	"Settlement date":                      663,
-	"Show all definitions":                 365,
-	"Show times in":                        706,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 155,
-	"Sign in": 804,
-	"Sign in with an operator, designer or administrator token.": 805,
-	"Sign out":             186,
-	"Signed in as %s (%s)": 185,
-	"Since revision %d:":   283,
-	"Skip to content":      171,
-	"Slot":                 373,
-	"Snapshotted":          278,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 330,
+	"Search":                               792,
+	"Secret values can never be revealed.": 784,
+	"Sep":                                  401,
+	"Served by %d workers":                 878,
+	"Settled":                              422,
+	"Settlement date":                      664,
+	"Show all definitions":                 366,
+	"Show times in":                        707,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 156,
+	"Sign in": 805,
+	"Sign in with an operator, designer or administrator token.": 806,
+	"Sign out":             187,
+	"Signed in as %s (%s)": 186,
+	"Since revision %d:":   284,
+	"Skip to content":      172,
+	"Slot":                 374,
+	"Snapshotted":          279,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 218,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 813,
-	"Staff tokens, oldest first": 814,
-	"Start node":                 728,
-	"Started":                    439,
-	"State":                      228,
+	"Something went wrong": 219,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 814,
+	"Staff tokens, oldest first": 815,
+	"Start node":                 729,
+	"Started":                    440,
+	"State":                      229,
 	"Status":                     97,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -593,341 +594,341 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              436,
+	"Stopped by %s at %s — “%s”":                              437,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   435,
-	"Summary": 411,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 308,
-	"Tasks":                   229,
-	"Temporarily unavailable": 216,
-	"That is too long to be an id or a business key.":                                           794,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   436,
+	"Summary": 412,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 309,
+	"Tasks":                   230,
+	"Temporarily unavailable": 217,
+	"That is too long to be an id or a business key.":                                           795,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 554,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 317,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    282,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            605,
-	"The bulk action must be its id (a UUID).":                                      152,
-	"The call could not be prepared.":                                               606,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 771,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 624,
-	"The chart’s numbers": 371,
-	"The confirmed count is missing: start again from the list.":                                                                                                        121,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       219,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      707,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 122,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             217,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            603,
-	"The destination answered HTTP %s.":     613,
-	"The destination could not be reached.": 607,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    597,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         598,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   596,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 595,
-	"The destination’s answer was too large.": 608,
-	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 455,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  222,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      199,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                610,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         642,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      643,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    641,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            609,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               600,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 599,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     601,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             602,
-	"The latest %d attempts, oldest first":                                                                                                                 553,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             464,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 414,
-	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      472,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         248,
-	"The page cursor is invalid: go back to the first page.":                                                                                               704,
-	"The page size must be between 1 and %d.":                                                                                                              459,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  703,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 151,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 555,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 318,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    283,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            606,
+	"The bulk action must be its id (a UUID).":                                      153,
+	"The call could not be prepared.":                                               607,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 772,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 625,
+	"The chart’s numbers": 372,
+	"The confirmed count is missing: start again from the list.":                                                                                                        122,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       220,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      708,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 123,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             218,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            604,
+	"The destination answered HTTP %s.":     614,
+	"The destination could not be reached.": 608,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    598,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         599,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   597,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 596,
+	"The destination’s answer was too large.": 609,
+	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 456,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  223,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      200,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                611,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         643,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      644,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    642,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            610,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               601,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 600,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     602,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             603,
+	"The latest %d attempts, oldest first":                                                                                                                 554,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             465,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 415,
+	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      473,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         249,
+	"The page cursor is invalid: go back to the first page.":                                                                                               705,
+	"The page size must be between 1 and %d.":                                                                                                              460,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  704,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 152,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            604,
-	"The revision must be a whole number, 1 or more.":                                                                                                      661,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    807,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           801,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        831,
-	"The version must be a whole number from 1.":                                                                                                           456,
-	"These revisions have the same contracts.":                                                                                                             268,
-	"These settings are kept in this browser only.":                                                                                                        705,
-	"They take every revision their consumer is granted.":                                                                                                  881,
-	"They take revision %d only.":                                                                                                                          883,
-	"They take revisions %s only.":                                                                                                                         885,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     700,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             124,
-	"This contract has no inputs.":                                                                                                                         577,
-	"This contract has no outputs.":                                                                                                                        580,
+	"The result did not match the revision's outputs contract.":                                                                                            605,
+	"The revision must be a whole number, 1 or more.":                                                                                                      662,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    808,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           802,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        832,
+	"The version must be a whole number from 1.":                                                                                                           457,
+	"These revisions have the same contracts.":                                                                                                             269,
+	"These settings are kept in this browser only.":                                                                                                        706,
+	"They take every revision their consumer is granted.":                                                                                                  882,
+	"They take revision %d only.":                                                                                                                          884,
+	"They take revisions %s only.":                                                                                                                         886,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     701,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             125,
+	"This contract has no inputs.":                                                                                                                         578,
+	"This contract has no outputs.":                                                                                                                        581,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
-	"This form could not be read: nothing was done. Send it again.":                                                                                        215,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   214,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         212,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         209,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  790,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        216,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   215,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         213,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         210,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  791,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 336,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 337,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 431,
-	"This instance has not reached a task yet.":                   422,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 432,
+	"This instance has not reached a task yet.":                   423,
 	"This instance is %s, not held: there is nothing to abandon.": 44,
 	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 334,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 335,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 432,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 433,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 433,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 434,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  207,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            830,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           829,
-	"This page does not accept that request.": 789,
-	"This page reloads every %d seconds.":     194,
-	"This process takes no inputs.":           429,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 778,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  208,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            831,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           830,
+	"This page does not accept that request.": 790,
+	"This page reloads every %d seconds.":     195,
+	"This process takes no inputs.":           430,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 779,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 810,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 749,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            750,
-	"Times in %s · no auto-reload":    191,
-	"Times in %s · reload every %d s": 190,
-	"Times in %s · reloading paused":  189,
-	"To revision":                     262,
-	"Token":                           806,
-	"Tokens":                          183,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 808,
-	"Totals of all definitions, not narrowed by the other filters":         681,
-	"Totals of definition %s, not narrowed by the other filters":           680,
-	"Type": 241,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 792,
-	"URL":                              320,
-	"UTC (coordinated universal time)": 712,
+	"This token is unknown, revoked or expired.": 811,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 750,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            751,
+	"Times in %s · no auto-reload":    192,
+	"Times in %s · reload every %d s": 191,
+	"Times in %s · reloading paused":  190,
+	"To revision":                     263,
+	"Token":                           807,
+	"Tokens":                          184,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 809,
+	"Totals of all definitions, not narrowed by the other filters":         682,
+	"Totals of definition %s, not narrowed by the other filters":           681,
+	"Type": 242,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 793,
+	"URL":                              321,
+	"UTC (coordinated universal time)": 713,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                113,
 	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 701,
-	"Unknown parameter “%s”.":                      702,
-	"Unknown status “%s” (did you mean “%s”?).":    474,
-	"Unknown status “%s”.":                         476,
-	"Unknown value of the next attempt filter.":    660,
-	"Value":                        426,
+	"Unknown parameter “%s” (did you mean “%s”?).": 702,
+	"Unknown parameter “%s”.":                      703,
+	"Unknown status “%s” (did you mean “%s”?).":    475,
+	"Unknown status “%s”.":                         477,
+	"Unknown value of the next attempt filter.":    661,
+	"Value":                        427,
 	"Version":                      96,
-	"Versions, newest first":       723,
-	"Waiting a retry":              355,
-	"Waiting a retry (due later)":  677,
+	"Versions, newest first":       724,
+	"Waiting a retry":              356,
+	"Waiting a retry (due later)":  678,
 	"Waiting a retry at a node of": 101,
-	"Waiting for Relais to call the destination since %s (%s).": 621,
-	"Waiting for a worker since %s (%s).":                       622,
-	"When":                                                      131,
-	"Who":                                                       132,
-	"Whole message":                                             544,
-	"Why (recorded with the reveal)":                            583,
-	"Worker":                                                    853,
-	"Worker id":                                                 535,
-	"Workers":                                                   180,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        851,
+	"Waiting for Relais to call the destination since %s (%s).": 622,
+	"Waiting for a worker since %s (%s).":                       623,
+	"When":                                                      132,
+	"Who":                                                       133,
+	"Whole message":                                             545,
+	"Why (recorded with the reveal)":                            584,
+	"Worker":                                                    854,
+	"Worker id":                                                 536,
+	"Workers":                                                   181,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        852,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 852,
-	"Workers serving %s":                   860,
+	"Workers seen within three heartbeats": 853,
+	"Workers serving %s":                   861,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        247,
-	"You are signed out.": 800,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              197,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 802,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          803,
-	"[redacted]":                          655,
-	"a token’s name, exact":               143,
+	"Working copy":        248,
+	"You are signed out.": 801,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              198,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 803,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          804,
+	"[redacted]":                          656,
+	"a token’s name, exact":               144,
 	"abandon":                             4,
-	"active":                              230,
-	"administrator":                       505,
-	"after %s’s retry at %s":              555,
-	"an incident: retry, abandon or stop": 340,
-	"answer too large":                    653,
-	"any":                                 461,
-	"any other code → %s":                 763,
-	"any other error":                     338,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 683,
-	"at least %d characters":                   835,
-	"at least %d items":                        842,
-	"at most %d":                               571,
-	"at most %d characters":                    836,
-	"at most %d items":                         843,
-	"at most %d since the last operator retry": 572,
-	"available":                                477,
-	"boolean":                                  492,
-	"call in progress since":                   689,
-	"cancelled":                                482,
-	"choice":                                   495,
-	"claimable since":                          688,
-	"claimable since %s":                       362,
-	"classification changed":                   516,
-	"completed":                                480,
-	"constraint changed":                       517,
-	"consumer":                                 508,
-	"consumer #%s":                             637,
-	"date":                                     493,
-	"date and time":                            494,
-	"deadline %s":                              767,
-	"deferred":                                 479,
-	"deferred since":                           691,
-	"deleted":                                  139,
-	"designer":                                 507,
-	"disconnected":                             488,
-	"each item of %s":                          833,
-	"end (completes)":                          756,
-	"end (fails)":                              757,
-	"end: completes the instance":              341,
-	"end: fails the instance":                  342,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         447,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 448,
+	"active":                              231,
+	"administrator":                       506,
+	"after %s’s retry at %s":              556,
+	"an incident: retry, abandon or stop": 341,
+	"answer too large":                    654,
+	"any":                                 462,
+	"any other code → %s":                 764,
+	"any other error":                     339,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 684,
+	"at least %d characters":                   836,
+	"at least %d items":                        843,
+	"at most %d":                               572,
+	"at most %d characters":                    837,
+	"at most %d items":                         844,
+	"at most %d since the last operator retry": 573,
+	"available":                                478,
+	"boolean":                                  493,
+	"call in progress since":                   690,
+	"cancelled":                                483,
+	"choice":                                   496,
+	"claimable since":                          689,
+	"claimable since %s":                       363,
+	"classification changed":                   517,
+	"completed":                                481,
+	"constraint changed":                       518,
+	"consumer":                                 509,
+	"consumer #%s":                             638,
+	"date":                                     494,
+	"date and time":                            495,
+	"deadline %s":                              768,
+	"deferred":                                 480,
+	"deferred since":                           692,
+	"deleted":                                  140,
+	"designer":                                 508,
+	"disconnected":                             489,
+	"each item of %s":                          834,
+	"end (completes)":                          757,
+	"end (fails)":                              758,
+	"end: completes the instance":              342,
+	"end: fails the instance":                  343,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         448,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 449,
 	"erase":                                  6,
-	"every revision its consumer is granted": 867,
-	"every revision its consumer is granted: %s":   863,
-	"exact, case-sensitive":                        462,
-	"exact; instances deleted since are not found": 144,
-	"expired":                             485,
-	"failed":                              481,
-	"fails the instance":                  764,
-	"field added":                         511,
-	"field removed":                       512,
-	"format":                              522,
-	"format %s":                           838,
-	"from":                                145,
-	"given (not kept)":                    158,
-	"held":                                484,
-	"held for an operator":                339,
-	"held, then abandoned by an operator": 453,
-	"held, then stopped by an operator":   452,
-	"hidden (secret)":                     502,
-	"hidden (sensitive)":                  501,
-	"hold (an incident for an operator)":  762,
-	"id or business key":                  177,
-	"in %s":                               385,
-	"in progress":                         543,
-	"instance held here":                  679,
-	"instance id":                         667,
-	"instances held":                      772,
-	"instances held: %s":                  773,
-	"integer":                             490,
-	"its name, exactly":                   666,
-	"just now":                            387,
-	"list":                                497,
-	"lock until":                          690,
-	"long polling":                        865,
-	"long wait":                           363,
-	"masked value":                        319,
-	"maximum":                             524,
-	"maximum %s":                          840,
-	"maximum items":                       526,
-	"maximum length":                      520,
-	"minimum":                             523,
-	"minimum %s":                          839,
-	"minimum items":                       525,
-	"minimum length":                      519,
-	"never":                               819,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 445,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       444,
-	"next attempt":                 687,
-	"next attempt %s":              361,
-	"no":                           510,
-	"no answer within the timeout": 651,
-	"no connection":                652,
-	"no grant: it takes nothing":   232,
-	"no header":                    324,
-	"no process version":           305,
-	"no worker":                    364,
-	"no worker takes revision %d":  869,
-	"no worker takes revisions %s": 870,
-	"no: the latest is version %d": 744,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 594,
-	"none":                  302,
-	"none (every instance)": 162,
-	"none (revealed before reasons were asked for)": 787,
+	"every revision its consumer is granted": 868,
+	"every revision its consumer is granted: %s":   864,
+	"exact, case-sensitive":                        463,
+	"exact; instances deleted since are not found": 145,
+	"expired":                             486,
+	"failed":                              482,
+	"fails the instance":                  765,
+	"field added":                         512,
+	"field removed":                       513,
+	"format":                              523,
+	"format %s":                           839,
+	"from":                                146,
+	"given (not kept)":                    159,
+	"held":                                485,
+	"held for an operator":                340,
+	"held, then abandoned by an operator": 454,
+	"held, then stopped by an operator":   453,
+	"hidden (secret)":                     503,
+	"hidden (sensitive)":                  502,
+	"hold (an incident for an operator)":  763,
+	"id or business key":                  178,
+	"in %s":                               386,
+	"in progress":                         544,
+	"instance held here":                  680,
+	"instance id":                         668,
+	"instances held":                      773,
+	"instances held: %s":                  774,
+	"integer":                             491,
+	"its name, exactly":                   667,
+	"just now":                            388,
+	"list":                                498,
+	"lock until":                          691,
+	"long polling":                        866,
+	"long wait":                           364,
+	"masked value":                        320,
+	"maximum":                             525,
+	"maximum %s":                          841,
+	"maximum items":                       527,
+	"maximum length":                      521,
+	"minimum":                             524,
+	"minimum %s":                          840,
+	"minimum items":                       526,
+	"minimum length":                      520,
+	"never":                               820,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 446,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       445,
+	"next attempt":                 688,
+	"next attempt %s":              362,
+	"no":                           511,
+	"no answer within the timeout": 652,
+	"no connection":                653,
+	"no grant: it takes nothing":   233,
+	"no header":                    325,
+	"no process version":           306,
+	"no worker":                    365,
+	"no worker takes revision %d":  870,
+	"no worker takes revisions %s": 871,
+	"no: the latest is version %d": 745,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 595,
+	"none":                  303,
+	"none (every instance)": 163,
+	"none (revealed before reasons were asked for)": 788,
 	"none given": 105,
-	"none yet":   312,
-	"none: a failed call takes the node’s error path": 561,
-	"normal":       498,
-	"not provided": 845,
-	"not set":      303,
-	"not yet":      820,
-	"null":         849,
-	"number":       491,
-	"object":       496,
-	"older versions, from version %d (each links the one before)": 726,
-	"on error":                           337,
-	"one attempt, no retry, priority %d": 766,
-	"one of: %s":                         841,
-	"operator":                           506,
-	"optional %s field of type %s":       299,
-	"optional field of type %s":          301,
-	"optional → required":                292,
-	"pattern":                            521,
-	"pattern %s":                         837,
-	"pull":                               754,
-	"pull %s":                            344,
-	"pull (a worker fetches it)":         503,
-	"push %s":                            343,
-	"push (Relais calls the service)":    504,
-	"push to %s":                         755,
-	"rejected":                           486,
-	"released":                           487,
-	"required %s field of type %s":       298,
-	"required changed":                   514,
-	"required field of type %s":          300,
-	"required → optional":                293,
-	"reserved":                           478,
+	"none yet":   313,
+	"none: a failed call takes the node’s error path": 562,
+	"normal":       499,
+	"not provided": 846,
+	"not set":      304,
+	"not yet":      821,
+	"null":         850,
+	"number":       492,
+	"object":       497,
+	"older versions, from version %d (each links the one before)": 727,
+	"on error":                           338,
+	"one attempt, no retry, priority %d": 767,
+	"one of: %s":                         842,
+	"operator":                           507,
+	"optional %s field of type %s":       300,
+	"optional field of type %s":          302,
+	"optional → required":                293,
+	"pattern":                            522,
+	"pattern %s":                         838,
+	"pull":                               755,
+	"pull %s":                            345,
+	"pull (a worker fetches it)":         504,
+	"push %s":                            344,
+	"push (Relais calls the service)":    505,
+	"push to %s":                         756,
+	"rejected":                           487,
+	"released":                           488,
+	"required %s field of type %s":       299,
+	"required changed":                   515,
+	"required field of type %s":          301,
+	"required → optional":                294,
+	"reserved":                           479,
 	"retry":                              3,
-	"retry now":                          156,
-	"retry now (attempts unchanged)":     138,
-	"revision %d":                        684,
-	"revisions %s":                       868,
-	"revoked":                            231,
-	"routing changed":                    518,
-	"routing output":                     832,
-	"routing output %s → %s":             291,
-	"running":                            483,
-	"secret":                             500,
-	"sensitive":                          499,
-	"settled":                            686,
+	"retry now":                          157,
+	"retry now (attempts unchanged)":     139,
+	"revision %d":                        685,
+	"revisions %s":                       869,
+	"revoked":                            232,
+	"routing changed":                    519,
+	"routing output":                     833,
+	"routing output %s → %s":             292,
+	"running":                            484,
+	"secret":                             501,
+	"sensitive":                          500,
+	"settled":                            687,
 	"stop":                               5,
-	"stream":                             864,
-	"text":                               489,
-	"the contracts are the same (the name or a description changed).": 284,
-	"the soonest due %s":       360,
-	"this session":             823,
-	"timeout %s":               769,
-	"timeout %s (the default)": 770,
-	"to":                       146,
-	"type changed":             513,
-	"unexpected value":         850,
-	"unknown":                  654,
-	"values added: %s":         294,
-	"values changed":           515,
-	"values removed: %s":       295,
-	"values reordered":         296,
-	"version %d":               725,
-	"version %d →":             746,
-	"waiting":                  649,
-	"yes":                      509,
-	"yes: a start that names no version runs this one":                                                                      743,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 205,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     475,
-	"← version %d": 745,
-	"→ %s":         761,
+	"stream":                             865,
+	"text":                               490,
+	"the contracts are the same (the name or a description changed).": 285,
+	"the soonest due %s":       361,
+	"this session":             824,
+	"timeout %s":               770,
+	"timeout %s (the default)": 771,
+	"to":                       147,
+	"type changed":             514,
+	"unexpected value":         851,
+	"unknown":                  655,
+	"values added: %s":         295,
+	"values changed":           516,
+	"values removed: %s":       296,
+	"values reordered":         297,
+	"version %d":               726,
+	"version %d →":             747,
+	"waiting":                  650,
+	"yes":                      510,
+	"yes: a start that names no version runs this one":                                                                      744,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 206,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     476,
+	"← version %d": 746,
+	"→ %s":         762,
 }
 
-var enIndex = []uint32{ // 887 elements
+var enIndex = []uint32{ // 888 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -962,225 +963,225 @@ var enIndex = []uint32{ // 887 elements
 	0x00001d75, 0x00001da8, 0x00001ef2, 0x000021e8,
 	0x00002317, 0x00002331, 0x00002343, 0x00002364,
 	0x0000237e, 0x000023a2, 0x000023c6, 0x000023ed,
-	0x0000245d, 0x00002485, 0x000024c0, 0x00002565,
-	0x00002694, 0x0000270d, 0x00002762, 0x000027f8,
+	0x0000245d, 0x000024c0, 0x000024e8, 0x00002523,
+	0x000025c8, 0x000026f7, 0x00002770, 0x000027c5,
 	// Entry 80 - 9F
-	0x000028cc, 0x000029a5, 0x00002a54, 0x00002a70,
-	0x00002a75, 0x00002a79, 0x00002a80, 0x00002a87,
-	0x00002a98, 0x00002ab1, 0x00002abd, 0x00002adc,
-	0x00002ae4, 0x00002aee, 0x00002bd6, 0x00002bde,
-	0x00002bf6, 0x00002c23, 0x00002c28, 0x00002c2b,
-	0x00002c39, 0x00002c47, 0x00002c63, 0x00002c6f,
-	0x00002d04, 0x00002d2d, 0x00002d4c, 0x00002da4,
-	0x00002e7c, 0x00002e86, 0x00002e95, 0x00002ea6,
+	0x0000285b, 0x0000292f, 0x00002a08, 0x00002ab7,
+	0x00002ad3, 0x00002ad8, 0x00002adc, 0x00002ae3,
+	0x00002aea, 0x00002afb, 0x00002b14, 0x00002b20,
+	0x00002b3f, 0x00002b47, 0x00002b51, 0x00002c39,
+	0x00002c41, 0x00002c59, 0x00002c86, 0x00002c8b,
+	0x00002c8e, 0x00002c9c, 0x00002caa, 0x00002cc6,
+	0x00002cd2, 0x00002d67, 0x00002d90, 0x00002daf,
+	0x00002e07, 0x00002edf, 0x00002ee9, 0x00002ef8,
 	// Entry A0 - BF
-	0x00002eb4, 0x00002ec3, 0x00002ed0, 0x00002ee6,
-	0x00002ef3, 0x00002f86, 0x0000303b, 0x000030cf,
-	0x0000314e, 0x00003164, 0x00003173, 0x0000317c,
-	0x0000318c, 0x0000319c, 0x000031a3, 0x000031b2,
-	0x000031bc, 0x000031db, 0x000031ee, 0x000031f3,
-	0x000031ff, 0x00003207, 0x00003211, 0x0000321e,
-	0x00003225, 0x0000322d, 0x00003248, 0x00003251,
-	0x00003262, 0x00003279, 0x0000329c, 0x000032c3,
+	0x00002f09, 0x00002f17, 0x00002f26, 0x00002f33,
+	0x00002f49, 0x00002f56, 0x00002fe9, 0x0000309e,
+	0x00003132, 0x000031b1, 0x000031c7, 0x000031d6,
+	0x000031df, 0x000031ef, 0x000031ff, 0x00003206,
+	0x00003215, 0x0000321f, 0x0000323e, 0x00003251,
+	0x00003256, 0x00003262, 0x0000326a, 0x00003274,
+	0x00003281, 0x00003288, 0x00003290, 0x000032ab,
+	0x000032b4, 0x000032c5, 0x000032dc, 0x000032ff,
 	// Entry C0 - DF
-	0x000032e4, 0x000032f5, 0x000032fc, 0x00003323,
-	0x00003333, 0x0000333f, 0x000033bd, 0x000033cd,
-	0x00003435, 0x0000344c, 0x0000345c, 0x00003470,
-	0x000034ad, 0x000035c6, 0x00003643, 0x0000364d,
-	0x00003708, 0x00003715, 0x00003792, 0x000037a3,
-	0x000037b2, 0x00003812, 0x00003824, 0x00003867,
-	0x000038a5, 0x000038bd, 0x00003903, 0x00003918,
-	0x00003987, 0x00003998, 0x000039ab, 0x00003a70,
+	0x00003326, 0x00003347, 0x00003358, 0x0000335f,
+	0x00003386, 0x00003396, 0x000033a2, 0x00003420,
+	0x00003430, 0x00003498, 0x000034af, 0x000034bf,
+	0x000034d3, 0x00003510, 0x00003629, 0x000036a6,
+	0x000036b0, 0x0000376b, 0x00003778, 0x000037f5,
+	0x00003806, 0x00003815, 0x00003875, 0x00003887,
+	0x000038ca, 0x00003908, 0x00003920, 0x00003966,
+	0x0000397b, 0x000039ea, 0x000039fb, 0x00003a0e,
 	// Entry E0 - FF
-	0x00003a88, 0x00003a8b, 0x00003a90, 0x00003a97,
-	0x00003aa2, 0x00003aa8, 0x00003aae, 0x00003ab5,
-	0x00003abd, 0x00003ad8, 0x00003ae5, 0x00003af3,
-	0x00003b1d, 0x00003b33, 0x00003b4a, 0x00003b90,
-	0x00003bb2, 0x00003bb8, 0x00003bbd, 0x00003bc6,
-	0x00003bd5, 0x00003be1, 0x00003bed, 0x00003bfe,
-	0x00003c0b, 0x00003c68, 0x00003c77, 0x00003c82,
-	0x00003c8c, 0x00003cca, 0x00003cd3, 0x00003ce3,
+	0x00003ad3, 0x00003aeb, 0x00003aee, 0x00003af3,
+	0x00003afa, 0x00003b05, 0x00003b0b, 0x00003b11,
+	0x00003b18, 0x00003b20, 0x00003b3b, 0x00003b48,
+	0x00003b56, 0x00003b80, 0x00003b96, 0x00003bad,
+	0x00003bf3, 0x00003c15, 0x00003c1b, 0x00003c20,
+	0x00003c29, 0x00003c38, 0x00003c44, 0x00003c50,
+	0x00003c61, 0x00003c6e, 0x00003ccb, 0x00003cda,
+	0x00003ce5, 0x00003cef, 0x00003d2d, 0x00003d36,
 	// Entry 100 - 11F
-	0x00003ceb, 0x00003cf4, 0x00003cfa, 0x00003d04,
-	0x00003d16, 0x00003d5e, 0x00003d6c, 0x00003d78,
-	0x00003d80, 0x00003d87, 0x00003d8e, 0x00003d9f,
-	0x00003dae, 0x00003dd7, 0x00003dde, 0x00003de9,
-	0x00003e04, 0x00003e0c, 0x00003e18, 0x00003e34,
-	0x00003e4b, 0x00003e6d, 0x00003e7c, 0x00003e88,
-	0x00003e8f, 0x00003ea8, 0x00003ec2, 0x00003f6b,
-	0x00003f81, 0x00003fc1, 0x00003ff2, 0x0000401c,
+	0x00003d46, 0x00003d4e, 0x00003d57, 0x00003d5d,
+	0x00003d67, 0x00003d79, 0x00003dc1, 0x00003dcf,
+	0x00003ddb, 0x00003de3, 0x00003dea, 0x00003df1,
+	0x00003e02, 0x00003e11, 0x00003e3a, 0x00003e41,
+	0x00003e4c, 0x00003e67, 0x00003e6f, 0x00003e7b,
+	0x00003e97, 0x00003eae, 0x00003ed0, 0x00003edf,
+	0x00003eeb, 0x00003ef2, 0x00003f0b, 0x00003f25,
+	0x00003fce, 0x00003fe4, 0x00004024, 0x00004055,
 	// Entry 120 - 13F
-	0x00004043, 0x000040ba, 0x000040de, 0x00004105,
-	0x00004124, 0x0000413a, 0x00004150, 0x00004164,
-	0x0000417a, 0x0000418b, 0x000041a2, 0x000041c5,
-	0x000041e8, 0x00004205, 0x00004222, 0x00004227,
-	0x0000422f, 0x00004239, 0x0000424c, 0x00004260,
-	0x00004275, 0x000042c1, 0x000042d4, 0x000042d8,
-	0x000042e8, 0x000042f1, 0x00004304, 0x0000432a,
-	0x0000433e, 0x00004354, 0x0000446a, 0x0000447f,
+	0x0000407f, 0x000040a6, 0x0000411d, 0x00004141,
+	0x00004168, 0x00004187, 0x0000419d, 0x000041b3,
+	0x000041c7, 0x000041dd, 0x000041ee, 0x00004205,
+	0x00004228, 0x0000424b, 0x00004268, 0x00004285,
+	0x0000428a, 0x00004292, 0x0000429c, 0x000042af,
+	0x000042c3, 0x000042d8, 0x00004324, 0x00004337,
+	0x0000433b, 0x0000434b, 0x00004354, 0x00004367,
+	0x0000438d, 0x000043a1, 0x000043b7, 0x000044cd,
 	// Entry 140 - 15F
-	0x0000448c, 0x00004490, 0x0000449d, 0x000044ad,
-	0x000044ba, 0x000044c4, 0x000044ca, 0x000044d4,
-	0x000044f4, 0x00004506, 0x000045ba, 0x000045d7,
-	0x00004645, 0x00004705, 0x00004718, 0x00004765,
-	0x000047c9, 0x0000482d, 0x00004836, 0x00004846,
-	0x0000485b, 0x0000487f, 0x0000489b, 0x000048b3,
-	0x000048be, 0x000048c9, 0x000048dd, 0x000049fd,
-	0x00004a4d, 0x00004a71, 0x00004a9c, 0x00004aa7,
+	0x000044e2, 0x000044ef, 0x000044f3, 0x00004500,
+	0x00004510, 0x0000451d, 0x00004527, 0x0000452d,
+	0x00004537, 0x00004557, 0x00004569, 0x0000461d,
+	0x0000463a, 0x000046a8, 0x00004768, 0x0000477b,
+	0x000047c8, 0x0000482c, 0x00004890, 0x00004899,
+	0x000048a9, 0x000048be, 0x000048e2, 0x000048fe,
+	0x00004916, 0x00004921, 0x0000492c, 0x00004940,
+	0x00004a60, 0x00004ab0, 0x00004ad4, 0x00004aff,
 	// Entry 160 - 17F
-	0x00004aac, 0x00004abb, 0x00004ac2, 0x00004ad9,
-	0x00004ae9, 0x00004afe, 0x00004b10, 0x00004b33,
-	0x00004b80, 0x00004b96, 0x00004ba9, 0x00004bbf,
-	0x00004bc9, 0x00004bd3, 0x00004be8, 0x00004c10,
-	0x00004c20, 0x00004c59, 0x00004cad, 0x00004cb7,
-	0x00004ccd, 0x00004d06, 0x00004d0b, 0x00004d19,
-	0x00004d42, 0x00004d65, 0x00004db8, 0x00004df8,
-	0x00004e79, 0x00004ee0, 0x00004eed, 0x00004f0d,
+	0x00004b0a, 0x00004b0f, 0x00004b1e, 0x00004b25,
+	0x00004b3c, 0x00004b4c, 0x00004b61, 0x00004b73,
+	0x00004b96, 0x00004be3, 0x00004bf9, 0x00004c0c,
+	0x00004c22, 0x00004c2c, 0x00004c36, 0x00004c4b,
+	0x00004c73, 0x00004c83, 0x00004cbc, 0x00004d10,
+	0x00004d1a, 0x00004d30, 0x00004d69, 0x00004d6e,
+	0x00004d7c, 0x00004da5, 0x00004dc8, 0x00004e1b,
+	0x00004e5b, 0x00004edc, 0x00004f43, 0x00004f50,
 	// Entry 180 - 19F
-	0x00004f19, 0x00004f32, 0x00004f3b, 0x00004f45,
-	0x00004f4e, 0x00004f56, 0x00004f60, 0x00004f68,
-	0x00004f70, 0x00004f74, 0x00004f78, 0x00004f7c,
-	0x00004f80, 0x00004f84, 0x00004f88, 0x00004f8c,
-	0x00004f90, 0x00004f94, 0x00004f98, 0x00004f9c,
-	0x00004fa0, 0x00004faa, 0x00004fc8, 0x00004fe8,
-	0x0000500c, 0x00005030, 0x00005039, 0x00005050,
-	0x00005058, 0x00005069, 0x0000506e, 0x000050b3,
+	0x00004f70, 0x00004f7c, 0x00004f95, 0x00004f9e,
+	0x00004fa8, 0x00004fb1, 0x00004fb9, 0x00004fc3,
+	0x00004fcb, 0x00004fd3, 0x00004fd7, 0x00004fdb,
+	0x00004fdf, 0x00004fe3, 0x00004fe7, 0x00004feb,
+	0x00004fef, 0x00004ff3, 0x00004ff7, 0x00004ffb,
+	0x00004fff, 0x00005003, 0x0000500d, 0x0000502b,
+	0x0000504b, 0x0000506f, 0x00005093, 0x0000509c,
+	0x000050b3, 0x000050bb, 0x000050cc, 0x000050d1,
 	// Entry 1A0 - 1BF
-	0x000050cb, 0x000050d0, 0x000050db, 0x000050e1,
-	0x000050eb, 0x000050f3, 0x000050fb, 0x00005125,
-	0x0000513f, 0x00005167, 0x00005197, 0x0000519d,
-	0x000051ac, 0x000051ff, 0x0000521d, 0x00005234,
-	0x000052e4, 0x00005406, 0x000054c5, 0x000055d6,
-	0x0000562d, 0x00005657, 0x00005683, 0x000056ad,
-	0x000056b5, 0x000056bb, 0x000056c8, 0x000056da,
-	0x000056e3, 0x00005725, 0x0000576f, 0x00005784,
+	0x00005116, 0x0000512e, 0x00005133, 0x0000513e,
+	0x00005144, 0x0000514e, 0x00005156, 0x0000515e,
+	0x00005188, 0x000051a2, 0x000051ca, 0x000051fa,
+	0x00005200, 0x0000520f, 0x00005262, 0x00005280,
+	0x00005297, 0x00005347, 0x00005469, 0x00005528,
+	0x00005639, 0x00005690, 0x000056ba, 0x000056e6,
+	0x00005710, 0x00005718, 0x0000571e, 0x0000572b,
+	0x0000573d, 0x00005746, 0x00005788, 0x000057d2,
 	// Entry 1C0 - 1DF
-	0x000057b6, 0x00005802, 0x0000580b, 0x0000581d,
-	0x0000582c, 0x0000584e, 0x00005872, 0x000058c0,
-	0x000059ca, 0x000059f5, 0x00005a29, 0x00005a37,
-	0x00005a62, 0x00005a74, 0x00005a78, 0x00005a8e,
-	0x00005ab8, 0x00005b01, 0x00005b21, 0x00005b2a,
-	0x00005b3c, 0x00005b5f, 0x00005bfa, 0x00005c08,
-	0x00005c17, 0x00005c6a, 0x00005c77, 0x00005caf,
-	0x00005d18, 0x00005d34, 0x00005d3e, 0x00005d47,
+	0x000057e7, 0x00005819, 0x00005865, 0x0000586e,
+	0x00005880, 0x0000588f, 0x000058b1, 0x000058d5,
+	0x00005923, 0x00005a2d, 0x00005a58, 0x00005a8c,
+	0x00005a9a, 0x00005ac5, 0x00005ad7, 0x00005adb,
+	0x00005af1, 0x00005b1b, 0x00005b64, 0x00005b84,
+	0x00005b8d, 0x00005b9f, 0x00005bc2, 0x00005c5d,
+	0x00005c6b, 0x00005c7a, 0x00005ccd, 0x00005cda,
+	0x00005d12, 0x00005d7b, 0x00005d97, 0x00005da1,
 	// Entry 1E0 - 1FF
-	0x00005d50, 0x00005d5a, 0x00005d61, 0x00005d6b,
-	0x00005d73, 0x00005d78, 0x00005d80, 0x00005d89,
-	0x00005d92, 0x00005d9f, 0x00005da4, 0x00005dac,
-	0x00005db3, 0x00005dbb, 0x00005dc0, 0x00005dce,
-	0x00005dd5, 0x00005ddc, 0x00005de1, 0x00005de8,
-	0x00005df2, 0x00005df9, 0x00005e0c, 0x00005e1c,
-	0x00005e37, 0x00005e57, 0x00005e65, 0x00005e6e,
-	0x00005e77, 0x00005e80, 0x00005e84, 0x00005e87,
+	0x00005daa, 0x00005db3, 0x00005dbd, 0x00005dc4,
+	0x00005dce, 0x00005dd6, 0x00005ddb, 0x00005de3,
+	0x00005dec, 0x00005df5, 0x00005e02, 0x00005e07,
+	0x00005e0f, 0x00005e16, 0x00005e1e, 0x00005e23,
+	0x00005e31, 0x00005e38, 0x00005e3f, 0x00005e44,
+	0x00005e4b, 0x00005e55, 0x00005e5c, 0x00005e6f,
+	0x00005e7f, 0x00005e9a, 0x00005eba, 0x00005ec8,
+	0x00005ed1, 0x00005eda, 0x00005ee3, 0x00005ee7,
 	// Entry 200 - 21F
-	0x00005e93, 0x00005ea1, 0x00005eae, 0x00005ebf,
-	0x00005ece, 0x00005ee5, 0x00005ef8, 0x00005f08,
-	0x00005f17, 0x00005f26, 0x00005f2e, 0x00005f35,
-	0x00005f3d, 0x00005f45, 0x00005f53, 0x00005f61,
-	0x00005f77, 0x00005f8c, 0x00005f9d, 0x00005fa3,
-	0x00005faa, 0x00005fb3, 0x00005fcf, 0x00005fd8,
-	0x00005fe2, 0x00005feb, 0x00005ff4, 0x00005ffd,
-	0x00006014, 0x0000601c, 0x0000602a, 0x00006056,
+	0x00005eea, 0x00005ef6, 0x00005f04, 0x00005f11,
+	0x00005f22, 0x00005f31, 0x00005f48, 0x00005f5b,
+	0x00005f6b, 0x00005f7a, 0x00005f89, 0x00005f91,
+	0x00005f98, 0x00005fa0, 0x00005fa8, 0x00005fb6,
+	0x00005fc4, 0x00005fda, 0x00005fef, 0x00006000,
+	0x00006006, 0x0000600d, 0x00006016, 0x00006032,
+	0x0000603b, 0x00006045, 0x0000604e, 0x00006057,
+	0x00006060, 0x00006077, 0x0000607f, 0x0000608d,
 	// Entry 220 - 23F
-	0x00006062, 0x00006070, 0x000060b6, 0x000060c2,
-	0x000060ca, 0x000060f5, 0x00006140, 0x00006202,
-	0x00006206, 0x0000622c, 0x00006254, 0x000062b7,
-	0x000062d6, 0x000062db, 0x000062f6, 0x00006307,
-	0x00006313, 0x0000631b, 0x0000634d, 0x00006356,
-	0x0000635f, 0x0000637b, 0x000063dc, 0x000063e9,
-	0x00006420, 0x0000644f, 0x0000649f, 0x000064da,
-	0x000064e8, 0x00006514, 0x0000653a, 0x0000655b,
+	0x000060b9, 0x000060c5, 0x000060d3, 0x00006119,
+	0x00006125, 0x0000612d, 0x00006158, 0x000061a3,
+	0x00006265, 0x00006269, 0x0000628f, 0x000062b7,
+	0x0000631a, 0x00006339, 0x0000633e, 0x00006359,
+	0x0000636a, 0x00006376, 0x0000637e, 0x000063b0,
+	0x000063b9, 0x000063c2, 0x000063de, 0x0000643f,
+	0x0000644c, 0x00006483, 0x000064b2, 0x00006502,
+	0x0000653d, 0x0000654b, 0x00006577, 0x0000659d,
 	// Entry 240 - 25F
-	0x00006566, 0x00006594, 0x000065b1, 0x000065e0,
-	0x00006612, 0x00006630, 0x00006665, 0x00006681,
-	0x000066a0, 0x000066fb, 0x0000670a, 0x00006717,
-	0x00006725, 0x00006732, 0x0000673b, 0x00006756,
-	0x00006786, 0x000067a1, 0x000067ab, 0x000067fd,
-	0x000068bd, 0x00006919, 0x00006997, 0x00006a0d,
-	0x00006ae0, 0x00006ba3, 0x00006bdb, 0x00006c3b,
-	0x00006c92, 0x00006ccc, 0x00006dd9, 0x00006df9,
+	0x000065be, 0x000065c9, 0x000065f7, 0x00006614,
+	0x00006643, 0x00006675, 0x00006693, 0x000066c8,
+	0x000066e4, 0x00006703, 0x0000675e, 0x0000676d,
+	0x0000677a, 0x00006788, 0x00006795, 0x0000679e,
+	0x000067b9, 0x000067e9, 0x00006804, 0x0000680e,
+	0x00006860, 0x00006920, 0x0000697c, 0x000069fa,
+	0x00006a70, 0x00006b43, 0x00006c06, 0x00006c3e,
+	0x00006c9e, 0x00006cf5, 0x00006d2f, 0x00006e3c,
 	// Entry 260 - 27F
-	0x00006e1f, 0x00006e49, 0x00006eba, 0x00006ef7,
-	0x00006f1b, 0x00006fbf, 0x00006fe4, 0x00007013,
-	0x00007073, 0x000070cc, 0x00007126, 0x00007140,
-	0x0000715e, 0x00007192, 0x000071d2, 0x000071fc,
-	0x0000720b, 0x000072d6, 0x00007307, 0x00007336,
-	0x00007349, 0x000073be, 0x000073d1, 0x00007405,
-	0x00007456, 0x0000748a, 0x0000749a, 0x000074e1,
-	0x0000750e, 0x0000751b, 0x0000752b, 0x0000755b,
+	0x00006e5c, 0x00006e82, 0x00006eac, 0x00006f1d,
+	0x00006f5a, 0x00006f7e, 0x00007022, 0x00007047,
+	0x00007076, 0x000070d6, 0x0000712f, 0x00007189,
+	0x000071a3, 0x000071c1, 0x000071f5, 0x00007235,
+	0x0000725f, 0x0000726e, 0x00007339, 0x0000736a,
+	0x00007399, 0x000073ac, 0x00007421, 0x00007434,
+	0x00007468, 0x000074b9, 0x000074ed, 0x000074fd,
+	0x00007544, 0x00007571, 0x0000757e, 0x0000758e,
 	// Entry 280 - 29F
-	0x00007595, 0x000075b8, 0x0000762f, 0x000076b1,
-	0x00007736, 0x00007745, 0x00007795, 0x000077f5,
-	0x00007861, 0x000078d8, 0x000078e0, 0x000078f8,
-	0x00007915, 0x00007923, 0x00007934, 0x0000793c,
-	0x00007947, 0x00007988, 0x000079c0, 0x000079d4,
-	0x00007a26, 0x00007a50, 0x00007a80, 0x00007abb,
-	0x00007acb, 0x00007b0a, 0x00007b1b, 0x00007b2d,
-	0x00007b39, 0x00007b4a, 0x00007b64, 0x00007b6c,
+	0x000075be, 0x000075f8, 0x0000761b, 0x00007692,
+	0x00007714, 0x00007799, 0x000077a8, 0x000077f8,
+	0x00007858, 0x000078c4, 0x0000793b, 0x00007943,
+	0x0000795b, 0x00007978, 0x00007986, 0x00007997,
+	0x0000799f, 0x000079aa, 0x000079eb, 0x00007a23,
+	0x00007a37, 0x00007a89, 0x00007ab3, 0x00007ae3,
+	0x00007b1e, 0x00007b2e, 0x00007b6d, 0x00007b7e,
+	0x00007b90, 0x00007b9c, 0x00007bad, 0x00007bc7,
 	// Entry 2A0 - 2BF
-	0x00007b7d, 0x00007b83, 0x00007b97, 0x00007baf,
-	0x00007bd4, 0x00007bd8, 0x00007bf4, 0x00007c02,
-	0x00007c15, 0x00007c53, 0x00007c90, 0x00007cbc,
-	0x00007d14, 0x00007d23, 0x00007d34, 0x00007d3c,
-	0x00007d49, 0x00007d59, 0x00007d70, 0x00007d7b,
-	0x00007d8a, 0x00007d90, 0x00007d9e, 0x00007da8,
-	0x00007db3, 0x00007dbd, 0x00007dd0, 0x00007df5,
-	0x00007e20, 0x00007eb1, 0x00007eec, 0x00007f0b,
+	0x00007bcf, 0x00007be0, 0x00007be6, 0x00007bfa,
+	0x00007c12, 0x00007c37, 0x00007c3b, 0x00007c57,
+	0x00007c65, 0x00007c78, 0x00007cb6, 0x00007cf3,
+	0x00007d1f, 0x00007d77, 0x00007d86, 0x00007d97,
+	0x00007d9f, 0x00007dac, 0x00007dbc, 0x00007dd3,
+	0x00007dde, 0x00007ded, 0x00007df3, 0x00007e01,
+	0x00007e0b, 0x00007e16, 0x00007e20, 0x00007e33,
+	0x00007e58, 0x00007e83, 0x00007f14, 0x00007f4f,
 	// Entry 2C0 - 2DF
-	0x00007f49, 0x00007f80, 0x00007fae, 0x00007fbc,
-	0x0000805b, 0x00008079, 0x000081d0, 0x000081de,
-	0x000081f2, 0x00008213, 0x00008227, 0x00008257,
-	0x0000825d, 0x00008271, 0x00008289, 0x0000829c,
-	0x000082d9, 0x0000834c, 0x00008399, 0x000083aa,
-	0x000083c1, 0x000083de, 0x000083ec, 0x0000842b,
-	0x00008439, 0x00008444, 0x0000844a, 0x0000853c,
-	0x00008542, 0x00008574, 0x00008579, 0x00008589,
+	0x00007f6e, 0x00007fac, 0x00007fe3, 0x00008011,
+	0x0000801f, 0x000080be, 0x000080dc, 0x00008233,
+	0x00008241, 0x00008255, 0x00008276, 0x0000828a,
+	0x000082ba, 0x000082c0, 0x000082d4, 0x000082ec,
+	0x000082ff, 0x0000833c, 0x000083af, 0x000083fc,
+	0x0000840d, 0x00008424, 0x00008441, 0x0000844f,
+	0x0000848e, 0x0000849c, 0x000084a7, 0x000084ad,
+	0x0000859f, 0x000085a5, 0x000085d7, 0x000085dc,
 	// Entry 2E0 - 2FF
-	0x00008594, 0x0000859d, 0x000085ad, 0x000085b9,
-	0x000085ed, 0x00008620, 0x0000863a, 0x00008641,
-	0x00008672, 0x00008692, 0x000086a4, 0x000086b6,
-	0x0000875b, 0x00008771, 0x000087f6, 0x00008870,
-	0x0000887f, 0x00008939, 0x0000898a, 0x0000898f,
-	0x0000899d, 0x000089ad, 0x000089b9, 0x000089c9,
-	0x000089d7, 0x000089e7, 0x000089f1, 0x00008a14,
-	0x00008a2d, 0x00008a40, 0x00008aac, 0x00008ad2,
+	0x000085ec, 0x000085f7, 0x00008600, 0x00008610,
+	0x0000861c, 0x00008650, 0x00008683, 0x0000869d,
+	0x000086a4, 0x000086d5, 0x000086f5, 0x00008707,
+	0x00008719, 0x000087be, 0x000087d4, 0x00008859,
+	0x000088d3, 0x000088e2, 0x0000899c, 0x000089ed,
+	0x000089f2, 0x00008a00, 0x00008a10, 0x00008a1c,
+	0x00008a2c, 0x00008a3a, 0x00008a4a, 0x00008a54,
+	0x00008a77, 0x00008a90, 0x00008aa3, 0x00008b0f,
 	// Entry 300 - 31F
-	0x00008ae1, 0x00008b33, 0x00008b41, 0x00008b5d,
-	0x00008bab, 0x00008bba, 0x00008bd0, 0x00008c24,
-	0x00008c56, 0x00008cae, 0x00008cc4, 0x00008d92,
-	0x00008da9, 0x00008de0, 0x00008dee, 0x00008e32,
-	0x00008e57, 0x00008ece, 0x00008ee4, 0x00008efb,
-	0x00008f29, 0x00008f3c, 0x00008f64, 0x00008fe8,
-	0x00008fef, 0x00009057, 0x00009081, 0x000090b1,
-	0x00009206, 0x00009340, 0x000093e0, 0x000094b7,
+	0x00008b35, 0x00008b44, 0x00008b96, 0x00008ba4,
+	0x00008bc0, 0x00008c0e, 0x00008c1d, 0x00008c33,
+	0x00008c87, 0x00008cb9, 0x00008d11, 0x00008d27,
+	0x00008df5, 0x00008e0c, 0x00008e43, 0x00008e51,
+	0x00008e95, 0x00008eba, 0x00008f31, 0x00008f47,
+	0x00008f5e, 0x00008f8c, 0x00008f9f, 0x00008fc7,
+	0x0000904b, 0x00009052, 0x000090ba, 0x000090e4,
+	0x00009114, 0x00009269, 0x000093a3, 0x00009443,
 	// Entry 320 - 33F
-	0x00009590, 0x000095a4, 0x000095ff, 0x000096aa,
-	0x0000972c, 0x00009734, 0x0000976f, 0x00009775,
-	0x00009807, 0x0000989f, 0x000098cb, 0x000098f6,
-	0x00009944, 0x000099b0, 0x00009a57, 0x00009a72,
-	0x00009a7c, 0x00009a81, 0x00009a8b, 0x00009a93,
-	0x00009a99, 0x00009aa1, 0x00009aaf, 0x00009ab9,
-	0x00009ac6, 0x00009ad9, 0x00009afd, 0x00009b7d,
-	0x00009b8e, 0x00009b96, 0x00009c0b, 0x00009c5f,
+	0x0000951a, 0x000095f3, 0x00009607, 0x00009662,
+	0x0000970d, 0x0000978f, 0x00009797, 0x000097d2,
+	0x000097d8, 0x0000986a, 0x00009902, 0x0000992e,
+	0x00009959, 0x000099a7, 0x00009a13, 0x00009aba,
+	0x00009ad5, 0x00009adf, 0x00009ae4, 0x00009aee,
+	0x00009af6, 0x00009afc, 0x00009b04, 0x00009b12,
+	0x00009b1c, 0x00009b29, 0x00009b3c, 0x00009b60,
+	0x00009be0, 0x00009bf1, 0x00009bf9, 0x00009c6e,
 	// Entry 340 - 35F
-	0x00009ca7, 0x00009cb6, 0x00009cc9, 0x00009cd5,
-	0x00009d11, 0x00009d4b, 0x00009d59, 0x00009d66,
-	0x00009d74, 0x00009d82, 0x00009d90, 0x00009dc2,
-	0x00009df2, 0x00009e4e, 0x00009e5b, 0x00009e7b,
-	0x00009e86, 0x00009ea0, 0x00009ea5, 0x00009eb6,
-	0x00009f3c, 0x00009f61, 0x00009f68, 0x00009f71,
-	0x00009f84, 0x00009f8e, 0x00009f98, 0x00009fa2,
-	0x00009fba, 0x00009fd0, 0x00009fdc, 0x00009ffe,
+	0x00009cc2, 0x00009d0a, 0x00009d19, 0x00009d2c,
+	0x00009d38, 0x00009d74, 0x00009dae, 0x00009dbc,
+	0x00009dc9, 0x00009dd7, 0x00009de5, 0x00009df3,
+	0x00009e25, 0x00009e55, 0x00009eb1, 0x00009ebe,
+	0x00009ede, 0x00009ee9, 0x00009f03, 0x00009f08,
+	0x00009f19, 0x00009f9f, 0x00009fc4, 0x00009fcb,
+	0x00009fd4, 0x00009fe7, 0x00009ff1, 0x00009ffb,
+	0x0000a005, 0x0000a01d, 0x0000a033, 0x0000a03f,
 	// Entry 360 - 37F
-	0x0000a02c, 0x0000a033, 0x0000a040, 0x0000a051,
-	0x0000a078, 0x0000a088, 0x0000a0a7, 0x0000a0c7,
-	0x0000a19f, 0x0000a280, 0x0000a2d4, 0x0000a324,
-	0x0000a384, 0x0000a3d7, 0x0000a40f, 0x0000a447,
-	0x0000a478, 0x0000a4c8, 0x0000a4fc, 0x0000a51a,
-	0x0000a539, 0x0000a558, 0x0000a578,
-} // Size: 3572 bytes
+	0x0000a061, 0x0000a08f, 0x0000a096, 0x0000a0a3,
+	0x0000a0b4, 0x0000a0db, 0x0000a0eb, 0x0000a10a,
+	0x0000a12a, 0x0000a202, 0x0000a2e3, 0x0000a337,
+	0x0000a387, 0x0000a3e7, 0x0000a43a, 0x0000a472,
+	0x0000a4aa, 0x0000a4db, 0x0000a52b, 0x0000a55f,
+	0x0000a57d, 0x0000a59c, 0x0000a5bb, 0x0000a5db,
+} // Size: 3576 bytes
 
-const enData string = "" + // Size: 42360 bytes
+const enData string = "" + // Size: 42459 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1319,345 +1320,347 @@ const enData string = "" + // Size: 42360 bytes
 	"mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has t" +
 	"he key “%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter tak" +
 	"es the key of a definition: the one the node an instance is held at runs" +
-	", not the node’s name.\x02Definition %[1]s has no revision %[2]d.\x02The" +
-	" confirmed count is missing: start again from the list.\x02The count cha" +
-	"nged since it was taken (it was %[1]d): instances were settled, retried " +
-	"or acted on meanwhile. Nothing was done; check the new count and confirm" +
-	" again.\x14\x01\x81\x01\x00\x02\x93\x01\x02%[1]d more waits a retry agai" +
-	"n since the count (its retry came due and failed again): go back to the " +
-	"list and count again to bring it forward too.\x00\x91\x01\x02%[1]d more " +
-	"wait a retry again since the count (theirs came due and failed again): g" +
-	"o back to the list and count again to bring them forward too.\x02This bu" +
-	"lk action was already applied (the form was sent again): its records are" +
-	" in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %" +
-	"[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d inst" +
-	"ances.\x14\x01\x81\x01\x00\x02C\x02Retry brought forward for %[1]d insta" +
-	"nce: its workers take it now.\x00J\x02Retries brought forward for %[1]d " +
-	"instances: their workers take them now.\x14\x01\x81\x01\x00\x02c\x02%[1]" +
-	"d more no longer waited as counted: its retry came due, or it ended or w" +
-	"as acted on meanwhile.\x00h\x02%[1]d more no longer waited as counted: t" +
-	"heir retry came due, or they ended or were acted on meanwhile.\x14\x01" +
-	"\x81\x01\x00\x02f\x02%[1]d skipped: it changed after the count (settled," +
-	" acted on by someone else, or its retry came due).\x00j\x02%[1]d skipped" +
-	": they changed after the count (settled, acted on by someone else, or th" +
-	"eir retry came due).\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it chang" +
-	"ed after the count (settled, or acted on by someone else).\x00T\x02%[1]d" +
-	" skipped: they changed after the count (settled, or acted on by someone " +
-	"else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason" +
-	"\x02Process instance\x02Occurrence offered again\x02Bulk action\x02retry" +
-	" now (attempts unchanged)\x02deleted\x02Audit log\x02Every retry, abando" +
-	"n and stop an operator applied, and every erasure an administrator made," +
-	" with its reason. Reveals of sensitive values have their own log, which " +
-	"administrators read on the Reveals page (GET /api/v1/audit/reveals).\x02" +
-	"Filters\x02a token’s name, exact\x02exact; instances deleted since are n" +
-	"ot found\x02from\x02to\x02Apply filters\x02Clear filters\x02No operator " +
-	"action matches.\x02All actions\x02The process instance must be a whole i" +
-	"nstance id (a UUID): the lists show the end of each id; open the instanc" +
-	"e, or copy its link, for the whole id.\x02The bulk action must be its id" +
-	" (a UUID).\x02Operator actions, newest first\x02No bulk action has the i" +
-	"d %[1]s: check the link, or open the action from the audit log.\x14\x01" +
-	"\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s change" +
-	"d. While it runs, each reload shows how far it got.\x00h\x02Showing the " +
-	"%[1]d instances bulk action %[2]s changed. While it runs, each reload sh" +
-	"ows how far it got.\x02retry now\x02Filter: %[1]s.\x02given (not kept)" +
-	"\x02Created since\x02Created before\x02%[1]s: %[2]s\x02none (every insta" +
-	"nce)\x02%[1]s; %[2]s\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %" +
-	"[4]d of the %[5]d instances counted, %[6]d skipped (they changed after t" +
-	"he count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was st" +
-	"opped by an error after %[4]d of the %[5]d instances counted (%[6]d skip" +
-	"ped). What it applied stays; act on the filter again for the rest.\x02Bu" +
-	"lk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instanc" +
-	"es counted done so far (%[6]d skipped). Each reload shows how far it got" +
-	".\x02No progress since %[1]s: the replica running it may have stopped. W" +
-	"hat it applied stays; act on the filter again for the rest.\x02Error: %[" +
-	"1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Main nav" +
-	"igation\x02Health\x02External tasks\x02Processes\x02Find an instance or " +
-	"occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Co" +
-	"nsumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]" +
-	"s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
-	"\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every %" +
-	"[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
-	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
-	"owed\x02Your role can read definitions and processes only: external task" +
-	"s and process instances are for operators and administrators.\x02Invalid" +
-	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
-	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
-	"k to sign-in\x02Back to definitions\x02Nothing exists at this address, o" +
-	"r it is not visible to you.\x02Nothing exists at this address, or it is " +
-	"not visible to you. An ended instance is deleted, with its occurrences a" +
-	"nd attempts, once the retention period (RELAIS_RETENTION) has passed, or" +
-	" at once when an administrator erases it; the audit log keeps the operat" +
-	"or actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists" +
-	" show the end of each id; open the row, or copy its link, for the whole " +
-	"id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this" +
-	" reason: “%[3]s”. Its inputs, occurrences and attempts were deleted with" +
-	" it; the audit log keeps the operator actions taken on it.\x02Form refus" +
-	"ed\x02This form was not sent from this console session, or it has expire" +
-	"d: nothing was done. Open the form again and send it anew.\x02Back to th" +
-	"e form\x02Form too large\x02This form is larger than %[1]d KiB: nothing " +
-	"was done. Shorten what you typed and send it again.\x02Form not received" +
-	"\x02This form did not arrive in time: nothing was done. Send it again." +
-	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
-	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
-	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
-	"how this page. Try again; if it persists, give your administrator the re" +
-	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
-	"l services that take tasks, and the definitions each may take. Create co" +
-	"nsumers, change their grants and rotate their tokens through the API (/a" +
-	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
-	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
-	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
-	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
-	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
-	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
-	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
-	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
-	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
-	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
-	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
-	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
-	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
-	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
-	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
-	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
-	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
-	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
-	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
-	"]s\x02none\x02not set\x02Pinned by\x02no process version\x02%[1]s versio" +
-	"n %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their Working copy, i" +
-	"mmutable revisions and named releases.\x02Definitions by key\x02Key\x02L" +
-	"atest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers, and signing secrets, are sealed a" +
-	"nd never shown. Create and change destinations with relais apply (kind: " +
-	"Destination documents) or through the API (/api/v1/destinations), which " +
-	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
-	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
-	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
-	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
-	"t after the erasure, whatever the retention: write the request’s referen" +
-	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
-	" instance now? It is deleted with its occurrences and their attempts, as" +
-	" retention would delete it.\x02Its inputs, outputs, business key and the" +
-	" workers’ messages go with it; this cannot be undone. The audit records " +
-	"naming it stay (who did what, and why), and so do backups until they exp" +
-	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
-	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
-	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
-	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
-	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
-	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
-	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
-	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
-	"orkers finished in the last hour: occurrences that ended completed or fa" +
-	"iled. An occurrence retried since counts where it ends next; a failed at" +
-	"tempt with attempts left counts under Waiting a retry until its next att" +
-	"empt is due.\x02A held instance’s failed occurrence counts in both Held " +
-	"instances and Failed.\x02Completions and failures, last hour\x02Definiti" +
-	"ons, those needing attention first\x02Definition\x02Open\x02Held instanc" +
-	"es\x02Failed\x02Oldest claimable waits\x02Waiting a retry\x02Completed, " +
-	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
-	"As of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable since %" +
-	"[1]s\x02long wait\x02no worker\x02Show all definitions\x02Definition %[1" +
-	"]s has no occurrence yet.\x02All definitions\x02Completions and failures" +
-	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
-	"table after the chart gives each 5-minute slot.\x02Completed\x02The char" +
-	"t’s numbers\x02Completions and failures per 5-minute slot, oldest first" +
-	"\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
-	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
-	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
-	"d with their occurrences %[1]s after they end, another replica’s longer " +
-	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
-	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
-	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
-	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
-	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
-	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
-	"nd its open occurrences. Neither completes anything; each asks for a rea" +
-	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
-	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
-	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
-	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
-	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
-	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
-	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
-	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
-	"by an operator\x02A retry waits on a running instance only: choose the s" +
-	"tatus running, or none.\x02The error code and “Held at a node of” filter" +
-	" held and failed instances, by the code they stopped with and where; a r" +
-	"unning instance has neither: leave them out. The code a retry waits afte" +
-	"r is shown on each row, and External tasks filter waiting retries by it." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
-	"e\x02Act on every instance this filter matches\x02The next page counts t" +
-	"hem and asks for a reason before anything changes.\x02Process instances," +
-	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
-	"ese filters.\x02A running instance has no error code yet: occurrences th" +
-	"at failed with it and wait for their retry are listed under External tas" +
-	"ks, filtered by that code.\x02All processes\x02Any definition\x02The occ" +
-	"urrences of %[1]s waiting a retry, each with its error and its next atte" +
-	"mpt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
-	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
-	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
-	" not match the revision's outputs contract.\x02The answer to the call wa" +
-	"s lost (the connection broke after the request was sent, or Relais stopp" +
-	"ed or could not reach its database before recording it): whether the des" +
-	"tination acted is unknown, so Relais does not call it again by itself (a" +
-	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
-	"ination could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt ended without a result (its lock expired, or its wo" +
-	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path, and is h" +
-	"eld at a later node.\x02Its instance went on along the node’s error path" +
-	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
-	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
-	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
-	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
-	"worker held the task: its report is refused, but it may already have don" +
-	"e the work.\x02The instance was stopped during the call, which was abort" +
-	"ed: the destination may already have acted on the request (check there)." +
-	"\x02The instance was stopped while the task was deferred: a settlement b" +
-	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
-	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
-	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
-	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
-	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
-	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
-	"worker (its own words, protected values masked)\x02Message from Relais, " +
-	"quoting the destination’s answer\x02Message from Relais\x02An occurrence" +
-	" waiting a retry is available: choose the status available, or none.\x02" +
-	"Unknown value of the next attempt filter.\x02The revision must be a whol" +
-	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
-	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
-	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
-	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	", not the node’s name.\x02Definition %[1]s is only called by push nodes," +
+	" which are never retried: none of its retries waits.\x02Definition %[1]s" +
+	" has no revision %[2]d.\x02The confirmed count is missing: start again f" +
+	"rom the list.\x02The count changed since it was taken (it was %[1]d): in" +
+	"stances were settled, retried or acted on meanwhile. Nothing was done; c" +
+	"heck the new count and confirm again.\x14\x01\x81\x01\x00\x02\x93\x01" +
+	"\x02%[1]d more waits a retry again since the count (its retry came due a" +
+	"nd failed again): go back to the list and count again to bring it forwar" +
+	"d too.\x00\x91\x01\x02%[1]d more wait a retry again since the count (the" +
+	"irs came due and failed again): go back to the list and count again to b" +
+	"ring them forward too.\x02This bulk action was already applied (the form" +
+	" was sent again): its records are in the audit log. Nothing more was don" +
+	"e.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'" +
+	"\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02R" +
+	"etry brought forward for %[1]d instance: its workers take it now.\x00J" +
+	"\x02Retries brought forward for %[1]d instances: their workers take them" +
+	" now.\x14\x01\x81\x01\x00\x02c\x02%[1]d more no longer waited as counted" +
+	": its retry came due, or it ended or was acted on meanwhile.\x00h\x02%[1" +
+	"]d more no longer waited as counted: their retry came due, or they ended" +
+	" or were acted on meanwhile.\x14\x01\x81\x01\x00\x02f\x02%[1]d skipped: " +
+	"it changed after the count (settled, acted on by someone else, or its re" +
+	"try came due).\x00j\x02%[1]d skipped: they changed after the count (sett" +
+	"led, acted on by someone else, or their retry came due).\x14\x01\x81\x01" +
+	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
+	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
+	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
+	"ffered again\x02Bulk action\x02retry now (attempts unchanged)\x02deleted" +
+	"\x02Audit log\x02Every retry, abandon and stop an operator applied, and " +
+	"every erasure an administrator made, with its reason. Reveals of sensiti" +
+	"ve values have their own log, which administrators read on the Reveals p" +
+	"age (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02" +
+	"exact; instances deleted since are not found\x02from\x02to\x02Apply filt" +
+	"ers\x02Clear filters\x02No operator action matches.\x02All actions\x02Th" +
+	"e process instance must be a whole instance id (a UUID): the lists show " +
+	"the end of each id; open the instance, or copy its link, for the whole i" +
+	"d.\x02The bulk action must be its id (a UUID).\x02Operator actions, newe" +
+	"st first\x02No bulk action has the id %[1]s: check the link, or open the" +
+	" action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]" +
+	"d instance bulk action %[2]s changed. While it runs, each reload shows h" +
+	"ow far it got.\x00h\x02Showing the %[1]d instances bulk action %[2]s cha" +
+	"nged. While it runs, each reload shows how far it got.\x02retry now\x02F" +
+	"ilter: %[1]s.\x02given (not kept)\x02Created since\x02Created before\x02" +
+	"%[1]s: %[2]s\x02none (every instance)\x02%[1]s; %[2]s\x02Bulk %[1]s by %" +
+	"[2]s, started %[3]s: applied to %[4]d of the %[5]d instances counted, %[" +
+	"6]d skipped (they changed after the count). It ended %[7]s.\x02Bulk %[1]" +
+	"s by %[2]s, started %[3]s, was stopped by an error after %[4]d of the %[" +
+	"5]d instances counted (%[6]d skipped). What it applied stays; act on the" +
+	" filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is ru" +
+	"nning: %[4]d of the %[5]d instances counted done so far (%[6]d skipped)." +
+	" Each reload shows how far it got.\x02No progress since %[1]s: the repli" +
+	"ca running it may have stopped. What it applied stays; act on the filter" +
+	" again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console\x02Langua" +
+	"ge\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02" +
+	"Processes\x02Find an instance or occurrence\x02id or business key\x02Fin" +
+	"d\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Re" +
+	"veals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04" +
+	"\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading paused" +
+	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
+	"load\x02Reloading paused\x02Resume\x02This page reloads every %[1]d seco" +
+	"nds.\x02Pause reloading\x02Not allowed\x02Your role can read definitions" +
+	" and processes only: external tasks and process instances are for operat" +
+	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
+	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
+	".\x02Back to external tasks\x02Back to sign-in\x02Back to definitions" +
+	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
+	"ing exists at this address, or it is not visible to you. An ended instan" +
+	"ce is deleted, with its occurrences and attempts, once the retention per" +
+	"iod (RELAIS_RETENTION) has passed, or at once when an administrator eras" +
+	"es it; the audit log keeps the operator actions taken on it.\x02“%[1]s” " +
+	"is not a whole id (a UUID): the lists show the end of each id; open the " +
+	"row, or copy its link, for the whole id.\x02Not found\x02This instance w" +
+	"as erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occur" +
+	"rences and attempts were deleted with it; the audit log keeps the operat" +
+	"or actions taken on it.\x02Form refused\x02This form was not sent from t" +
+	"his console session, or it has expired: nothing was done. Open the form " +
+	"again and send it anew.\x02Back to the form\x02Form too large\x02This fo" +
+	"rm is larger than %[1]d KiB: nothing was done. Shorten what you typed an" +
+	"d send it again.\x02Form not received\x02This form did not arrive in tim" +
+	"e: nothing was done. Send it again.\x02This form could not be read: noth" +
+	"ing was done. Send it again.\x02Temporarily unavailable\x02The database " +
+	"cannot be reached right now. Try again in a few seconds.\x02Something we" +
+	"nt wrong\x02The console could not show this page. Try again; if it persi" +
+	"sts, give your administrator the request id %[1]s.\x02No consumer yet." +
+	"\x02No more consumers.\x02The external services that take tasks, and the" +
+	" definitions each may take. Create consumers, change their grants and ro" +
+	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
+	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
+	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
+	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
+	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
+	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
+	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
+	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
+	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
+	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
+	"re the same (the name or a description changed).\x02Changes of the Worki" +
+	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
+	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
+	" Under the newer contract these fields’ values are less protected than u" +
+	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
+	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
+	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
+	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
+	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
+	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
+	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
+	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
+	"\x02Task contracts: their Working copy, immutable revisions and named re" +
+	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
+	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
+	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
+	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
+	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
+	"ge destinations with relais apply (kind: Destination documents) or throu" +
+	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
+	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
+	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
+	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
+	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
+	"r the retention: write the request’s reference, not the person’s name." +
+	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
+	"ed with its occurrences and their attempts, as retention would delete it" +
+	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
+	" it; this cannot be undone. The audit records naming it stay (who did wh" +
+	"at, and why), and so do backups until they expire.\x02Erase the instance" +
+	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
+	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
+	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
+	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" counts under Waiting a retry until its next attempt is due.\x02A held i" +
+	"nstance’s failed occurrence counts in both Held instances and Failed." +
+	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
+	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
+	"t claimable waits\x02Waiting a retry\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"recounted every few seconds, shown anew at each reload.\x02the soonest d" +
+	"ue %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wait\x02" +
+	"no worker\x02Show all definitions\x02Definition %[1]s has no occurrence " +
+	"yet.\x02All definitions\x02Completions and failures per 5 minutes, last " +
+	"hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart" +
+	" gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Comple" +
+	"tions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02Retention: ended instances are kept forever, another replica’s RELAI" +
+	"S_RETENTION.\x02Retention: ended instances are kept forever (RELAIS_RETE" +
+	"NTION).\x02Retention: ended instances are deleted with their occurrences" +
+	" %[1]s after they end, another replica’s longer RELAIS_RETENTION.\x02Ret" +
+	"ention: ended instances are deleted with their occurrences %[1]s after t" +
+	"hey end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s a" +
+	"go\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02F" +
+	"eb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
+	"stance…\x02This instance has ended. As an administrator you may erase it" +
+	" now rather than wait for retention (a data subject’s request): it is de" +
+	"leted with its occurrences and attempts.\x02This instance is held at a f" +
+	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
+	"1]s failed before any attempt (its inputs could not be built), so it wou" +
+	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
+	"t a failed node: an incident. Retry offers the failed occurrence again; " +
+	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02Its occurrence at node %[1]s failed (%[2]s) a" +
+	"nd waits for its retry, due %[3]s (%[4]s): retry offers it now, its atte" +
+	"mpts left unchanged. Stopping cancels the instance and its open occurren" +
+	"ces. Neither completes anything; each asks for a reason, recorded in the" +
+	" audit log.\x02Stopping cancels the instance and its open occurrences. I" +
+	"t does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02" +
+	"Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[" +
+	"3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held fo" +
+	"r\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
+	"\x02never: another replica’s RELAIS_RETENTION keeps ended instances fore" +
+	"ver\x02Deleted by retention\x02ended instances are kept %[1]s (RELAIS_RE" +
+	"TENTION)\x02ended instances are kept %[1]s, another replica’s longer REL" +
+	"AIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
+	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
+	"A retry waits on a running instance only: choose the status running, or " +
+	"none.\x02The error code and “Held at a node of” filter held and failed i" +
+	"nstances, by the code they stopped with and where; a running instance ha" +
+	"s neither: leave them out. The code a retry waits after is shown on each" +
+	" row, and External tasks filter waiting retries by it.\x02The version mu" +
+	"st be a whole number from 1.\x02A version is a process’s: choose the pro" +
+	"cess too.\x02Creation date\x02The page size must be between 1 and %[1]d." +
+	"\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every in" +
+	"stance this filter matches\x02The next page counts them and asks for a r" +
+	"eason before anything changes.\x02Process instances, newest first\x02Ins" +
+	"tance\x02End node or error\x02No instance matches these filters.\x02A ru" +
+	"nning instance has no error code yet: occurrences that failed with it an" +
+	"d wait for their retry are listed under External tasks, filtered by that" +
+	" code.\x02All processes\x02Any definition\x02The occurrences of %[1]s wa" +
+	"iting a retry, each with its error and its next attempt\x02All statuses" +
+	"\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the st" +
+	"atus of an instance, not of a task: the Instances page lists the instanc" +
+	"es with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02defer" +
+	"red\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02An occurrence w" +
+	"aiting a retry is available: choose the status available, or none.\x02Un" +
+	"known value of the next attempt filter.\x02The revision must be a whole " +
+	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
+	"n too.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" destination, dates\x02Push destination\x02its name, exactly\x02instance" +
+	" id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Proce" +
+	"ss and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
 	"\x02No occurrence matches these filters.\x02Any\x02Waiting a retry (due " +
 	"later)\x02All consumers\x02instance held here\x02Totals of definition %[" +
 	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
@@ -1820,7 +1823,7 @@ const enData string = "" + // Size: 42360 bytes
 	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
 	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 887 elements
+var frIndex = []uint32{ // 888 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1855,225 +1858,225 @@ var frIndex = []uint32{ // 887 elements
 	0x000026f7, 0x0000273f, 0x000028e6, 0x00002c9b,
 	0x00002e47, 0x00002e69, 0x00002e7f, 0x00002ea5,
 	0x00002ecb, 0x00002efa, 0x00002f29, 0x00002f5b,
-	0x00002fdc, 0x0000300f, 0x00003044, 0x0000311d,
-	0x000032c6, 0x0000336f, 0x000033e4, 0x000034ac,
+	0x00002fdc, 0x00003062, 0x00003095, 0x000030ca,
+	0x000031a3, 0x0000334c, 0x000033f5, 0x0000346a,
 	// Entry 80 - 9F
-	0x00003605, 0x00003750, 0x00003833, 0x00003853,
-	0x00003859, 0x0000385d, 0x00003864, 0x0000386a,
-	0x00003880, 0x000038a0, 0x000038b0, 0x000038dc,
-	0x000038e7, 0x000038f9, 0x00003a0f, 0x00003a17,
-	0x00003a32, 0x00003a74, 0x00003a77, 0x00003a7a,
-	0x00003a90, 0x00003aab, 0x00003ad7, 0x00003aea,
-	0x00003bbd, 0x00003c06, 0x00003c3c, 0x00003cb8,
-	0x00003dd9, 0x00003dec, 0x00003dfe, 0x00003e17,
+	0x00003532, 0x0000368b, 0x000037d6, 0x000038b9,
+	0x000038d9, 0x000038df, 0x000038e3, 0x000038ea,
+	0x000038f0, 0x00003906, 0x00003926, 0x00003936,
+	0x00003962, 0x0000396d, 0x0000397f, 0x00003a95,
+	0x00003a9d, 0x00003ab8, 0x00003afa, 0x00003afd,
+	0x00003b00, 0x00003b16, 0x00003b31, 0x00003b5d,
+	0x00003b70, 0x00003c43, 0x00003c8c, 0x00003cc2,
+	0x00003d3e, 0x00003e5f, 0x00003e72, 0x00003e84,
 	// Entry A0 - BF
-	0x00003e27, 0x00003e36, 0x00003e46, 0x00003e63,
-	0x00003e73, 0x00003f37, 0x00004032, 0x000040f8,
-	0x000041af, 0x000041c9, 0x000041d8, 0x000041df,
-	0x000041f0, 0x00004206, 0x0000420c, 0x0000421d,
-	0x00004227, 0x0000424e, 0x0000426a, 0x00004272,
-	0x0000427f, 0x0000428b, 0x00004299, 0x000042a6,
-	0x000042ad, 0x000042bb, 0x000042df, 0x000042ef,
-	0x00004307, 0x00004328, 0x0000435a, 0x00004396,
+	0x00003e9d, 0x00003ead, 0x00003ebc, 0x00003ecc,
+	0x00003ee9, 0x00003ef9, 0x00003fbd, 0x000040b8,
+	0x0000417e, 0x00004235, 0x0000424f, 0x0000425e,
+	0x00004265, 0x00004276, 0x0000428c, 0x00004292,
+	0x000042a3, 0x000042ad, 0x000042d4, 0x000042f0,
+	0x000042f8, 0x00004305, 0x00004311, 0x0000431f,
+	0x0000432c, 0x00004333, 0x00004341, 0x00004365,
+	0x00004375, 0x0000438d, 0x000043ae, 0x000043e0,
 	// Entry C0 - DF
-	0x000043d0, 0x000043e6, 0x00004400, 0x00004432,
-	0x0000444c, 0x0000445b, 0x0000450f, 0x00004521,
-	0x000045a1, 0x000045bd, 0x000045d4, 0x000045ec,
-	0x0000462f, 0x0000477d, 0x00004836, 0x00004842,
-	0x0000492d, 0x00004940, 0x000049e5, 0x000049fa,
-	0x00004a15, 0x00004a91, 0x00004aa6, 0x00004b03,
-	0x00004b59, 0x00004b75, 0x00004bcc, 0x00004be4,
-	0x00004c7c, 0x00004ca1, 0x00004cbb, 0x00004dac,
+	0x0000441c, 0x00004456, 0x0000446c, 0x00004486,
+	0x000044b8, 0x000044d2, 0x000044e1, 0x00004595,
+	0x000045a7, 0x00004627, 0x00004643, 0x0000465a,
+	0x00004672, 0x000046b5, 0x00004803, 0x000048bc,
+	0x000048c8, 0x000049b3, 0x000049c6, 0x00004a6b,
+	0x00004a80, 0x00004a9b, 0x00004b17, 0x00004b2c,
+	0x00004b89, 0x00004bdf, 0x00004bfb, 0x00004c52,
+	0x00004c6a, 0x00004d02, 0x00004d27, 0x00004d41,
 	// Entry E0 - FF
-	0x00004dda, 0x00004ddd, 0x00004de1, 0x00004de8,
-	0x00004df2, 0x00004df8, 0x00004e00, 0x00004e06,
-	0x00004e10, 0x00004e31, 0x00004e4a, 0x00004e5d,
-	0x00004e95, 0x00004eaf, 0x00004eca, 0x00004f30,
-	0x00004f62, 0x00004f68, 0x00004f6d, 0x00004f79,
-	0x00004f88, 0x00004f94, 0x00004fa0, 0x00004fb2,
-	0x00004fc3, 0x00005047, 0x00005059, 0x00005070,
-	0x0000507b, 0x000050d0, 0x000050dd, 0x00005102,
+	0x00004e32, 0x00004e60, 0x00004e63, 0x00004e67,
+	0x00004e6e, 0x00004e78, 0x00004e7e, 0x00004e86,
+	0x00004e8c, 0x00004e96, 0x00004eb7, 0x00004ed0,
+	0x00004ee3, 0x00004f1b, 0x00004f35, 0x00004f50,
+	0x00004fb6, 0x00004fe8, 0x00004fee, 0x00004ff3,
+	0x00004fff, 0x0000500e, 0x0000501a, 0x00005026,
+	0x00005038, 0x00005049, 0x000050cd, 0x000050df,
+	0x000050f6, 0x00005101, 0x00005156, 0x00005163,
 	// Entry 100 - 11F
-	0x0000510e, 0x00005118, 0x0000511e, 0x0000512a,
-	0x00005142, 0x00005194, 0x000051a4, 0x000051b4,
-	0x000051bd, 0x000051c8, 0x000051d0, 0x000051f0,
-	0x00005212, 0x0000523a, 0x00005243, 0x00005253,
-	0x00005273, 0x0000527b, 0x0000528a, 0x000052a9,
-	0x000052d4, 0x000052fa, 0x0000530a, 0x00005314,
-	0x0000531e, 0x0000533d, 0x0000535b, 0x00005433,
-	0x00005451, 0x00005495, 0x000054d2, 0x00005505,
+	0x00005188, 0x00005194, 0x0000519e, 0x000051a4,
+	0x000051b0, 0x000051c8, 0x0000521a, 0x0000522a,
+	0x0000523a, 0x00005243, 0x0000524e, 0x00005256,
+	0x00005276, 0x00005298, 0x000052c0, 0x000052c9,
+	0x000052d9, 0x000052f9, 0x00005301, 0x00005310,
+	0x0000532f, 0x0000535a, 0x00005380, 0x00005390,
+	0x0000539a, 0x000053a4, 0x000053c3, 0x000053e1,
+	0x000054b9, 0x000054d7, 0x0000551b, 0x00005558,
 	// Entry 120 - 13F
-	0x00005535, 0x000055be, 0x000055ea, 0x0000561a,
-	0x0000563c, 0x00005657, 0x00005672, 0x0000568e,
-	0x000056aa, 0x000056c0, 0x000056da, 0x00005711,
-	0x00005747, 0x00005767, 0x00005786, 0x0000578d,
-	0x00005794, 0x000057a3, 0x000057bf, 0x000057d3,
-	0x000057e8, 0x00005852, 0x00005868, 0x0000586d,
-	0x00005881, 0x00005899, 0x000058be, 0x000058ec,
-	0x00005911, 0x0000592b, 0x00005a74, 0x00005a89,
+	0x0000558b, 0x000055bb, 0x00005644, 0x00005670,
+	0x000056a0, 0x000056c2, 0x000056dd, 0x000056f8,
+	0x00005714, 0x00005730, 0x00005746, 0x00005760,
+	0x00005797, 0x000057cd, 0x000057ed, 0x0000580c,
+	0x00005813, 0x0000581a, 0x00005829, 0x00005845,
+	0x00005859, 0x0000586e, 0x000058d8, 0x000058ee,
+	0x000058f3, 0x00005907, 0x0000591f, 0x00005944,
+	0x00005972, 0x00005997, 0x000059b1, 0x00005afa,
 	// Entry 140 - 15F
-	0x00005a99, 0x00005a9d, 0x00005ab0, 0x00005abf,
-	0x00005ad6, 0x00005ae5, 0x00005aec, 0x00005af7,
-	0x00005b19, 0x00005b2d, 0x00005c0b, 0x00005c33,
-	0x00005cbc, 0x00005dc2, 0x00005dd7, 0x00005e3d,
-	0x00005ec2, 0x00005f37, 0x00005f49, 0x00005f5c,
-	0x00005f78, 0x00005fa5, 0x00005fc2, 0x00005fe5,
-	0x00005ff0, 0x00005ffb, 0x00006012, 0x00006199,
-	0x0000620a, 0x00006231, 0x0000626f, 0x0000627b,
+	0x00005b0f, 0x00005b1f, 0x00005b23, 0x00005b36,
+	0x00005b45, 0x00005b5c, 0x00005b6b, 0x00005b72,
+	0x00005b7d, 0x00005b9f, 0x00005bb3, 0x00005c91,
+	0x00005cb9, 0x00005d42, 0x00005e48, 0x00005e5d,
+	0x00005ec3, 0x00005f48, 0x00005fbd, 0x00005fcf,
+	0x00005fe2, 0x00005ffe, 0x0000602b, 0x00006048,
+	0x0000606b, 0x00006076, 0x00006081, 0x00006098,
+	0x0000621f, 0x00006290, 0x000062b7, 0x000062f5,
 	// Entry 160 - 17F
-	0x00006284, 0x00006298, 0x000062a2, 0x000062c9,
-	0x000062ef, 0x0000630b, 0x00006326, 0x00006356,
-	0x000063c6, 0x000063e6, 0x00006400, 0x0000641b,
-	0x0000642a, 0x0000643b, 0x0000645c, 0x00006492,
-	0x000064aa, 0x000064f1, 0x0000655c, 0x00006567,
-	0x00006581, 0x000065cb, 0x000065d3, 0x000065e1,
-	0x0000660b, 0x00006634, 0x000066ad, 0x00006706,
-	0x000067a4, 0x0000681e, 0x0000682e, 0x0000684d,
+	0x00006301, 0x0000630a, 0x0000631e, 0x00006328,
+	0x0000634f, 0x00006375, 0x00006391, 0x000063ac,
+	0x000063dc, 0x0000644c, 0x0000646c, 0x00006486,
+	0x000064a1, 0x000064b0, 0x000064c1, 0x000064e2,
+	0x00006518, 0x00006530, 0x00006577, 0x000065e2,
+	0x000065ed, 0x00006607, 0x00006651, 0x00006659,
+	0x00006667, 0x00006691, 0x000066ba, 0x00006733,
+	0x0000678c, 0x0000682a, 0x000068a4, 0x000068b4,
 	// Entry 180 - 19F
-	0x00006859, 0x00006872, 0x0000687d, 0x0000688a,
-	0x00006899, 0x000068a1, 0x000068ab, 0x000068b3,
-	0x000068bb, 0x000068c1, 0x000068c8, 0x000068cd,
-	0x000068d2, 0x000068d6, 0x000068db, 0x000068e1,
-	0x000068e7, 0x000068ed, 0x000068f2, 0x000068f7,
-	0x000068fd, 0x00006907, 0x00006927, 0x00006949,
-	0x0000696d, 0x00006993, 0x0000699c, 0x000069b8,
-	0x000069c1, 0x000069d9, 0x000069e2, 0x00006a36,
+	0x000068d3, 0x000068df, 0x000068f8, 0x00006903,
+	0x00006910, 0x0000691f, 0x00006927, 0x00006931,
+	0x00006939, 0x00006941, 0x00006947, 0x0000694e,
+	0x00006953, 0x00006958, 0x0000695c, 0x00006961,
+	0x00006967, 0x0000696d, 0x00006973, 0x00006978,
+	0x0000697d, 0x00006983, 0x0000698d, 0x000069ad,
+	0x000069cf, 0x000069f3, 0x00006a19, 0x00006a22,
+	0x00006a3e, 0x00006a47, 0x00006a5f, 0x00006a68,
 	// Entry 1A0 - 1BF
-	0x00006a56, 0x00006a5c, 0x00006a67, 0x00006a6d,
-	0x00006a7b, 0x00006a86, 0x00006a94, 0x00006ac7,
-	0x00006aeb, 0x00006b1a, 0x00006b63, 0x00006b6a,
-	0x00006b80, 0x00006bf3, 0x00006c19, 0x00006c33,
-	0x00006d1b, 0x00006eaa, 0x00006fb1, 0x00007115,
-	0x00007165, 0x00007196, 0x000071c9, 0x000071f8,
-	0x00007203, 0x00007207, 0x00007219, 0x0000722e,
-	0x0000723c, 0x00007296, 0x000072fb, 0x00007318,
+	0x00006abc, 0x00006adc, 0x00006ae2, 0x00006aed,
+	0x00006af3, 0x00006b01, 0x00006b0c, 0x00006b1a,
+	0x00006b4d, 0x00006b71, 0x00006ba0, 0x00006be9,
+	0x00006bf0, 0x00006c06, 0x00006c79, 0x00006c9f,
+	0x00006cb9, 0x00006da1, 0x00006f30, 0x00007037,
+	0x0000719b, 0x000071eb, 0x0000721c, 0x0000724f,
+	0x0000727e, 0x00007289, 0x0000728d, 0x0000729f,
+	0x000072b4, 0x000072c2, 0x0000731c, 0x00007381,
 	// Entry 1C0 - 1DF
-	0x0000735b, 0x000073c2, 0x000073cf, 0x000073e4,
-	0x000073f7, 0x00007422, 0x0000744f, 0x000074c6,
-	0x00007658, 0x0000768f, 0x000076d9, 0x000076eb,
-	0x00007723, 0x0000773a, 0x00007746, 0x0000775d,
-	0x00007791, 0x000077db, 0x00007810, 0x00007819,
-	0x00007830, 0x0000785e, 0x00007929, 0x0000793c,
-	0x0000794e, 0x000079c0, 0x000079d1, 0x00007a1d,
-	0x00007a97, 0x00007abb, 0x00007ac6, 0x00007ad1,
+	0x0000739e, 0x000073e1, 0x00007448, 0x00007455,
+	0x0000746a, 0x0000747d, 0x000074a8, 0x000074d5,
+	0x0000754c, 0x000076de, 0x00007715, 0x0000775f,
+	0x00007771, 0x000077a9, 0x000077c0, 0x000077cc,
+	0x000077e3, 0x00007817, 0x00007861, 0x00007896,
+	0x0000789f, 0x000078b6, 0x000078e4, 0x000079af,
+	0x000079c2, 0x000079d4, 0x00007a46, 0x00007a57,
+	0x00007aa3, 0x00007b1d, 0x00007b41, 0x00007b4c,
 	// Entry 1E0 - 1FF
-	0x00007adc, 0x00007ae6, 0x00007af0, 0x00007af9,
-	0x00007b02, 0x00007b0b, 0x00007b14, 0x00007b1d,
-	0x00007b24, 0x00007b32, 0x00007b38, 0x00007b3f,
-	0x00007b46, 0x00007b4f, 0x00007b54, 0x00007b62,
-	0x00007b68, 0x00007b6e, 0x00007b74, 0x00007b7c,
-	0x00007b85, 0x00007b8e, 0x00007ba1, 0x00007bb2,
-	0x00007bd5, 0x00007bf6, 0x00007c05, 0x00007c10,
-	0x00007c1b, 0x00007c28, 0x00007c2c, 0x00007c30,
+	0x00007b57, 0x00007b62, 0x00007b6c, 0x00007b76,
+	0x00007b7f, 0x00007b88, 0x00007b91, 0x00007b9a,
+	0x00007ba3, 0x00007baa, 0x00007bb8, 0x00007bbe,
+	0x00007bc5, 0x00007bcc, 0x00007bd5, 0x00007bda,
+	0x00007be8, 0x00007bee, 0x00007bf4, 0x00007bfa,
+	0x00007c02, 0x00007c0b, 0x00007c14, 0x00007c27,
+	0x00007c38, 0x00007c5b, 0x00007c7c, 0x00007c8b,
+	0x00007c96, 0x00007ca1, 0x00007cae, 0x00007cb2,
 	// Entry 200 - 21F
-	0x00007c3e, 0x00007c4c, 0x00007c5a, 0x00007c7a,
-	0x00007c8d, 0x00007ca6, 0x00007cbb, 0x00007ccc,
-	0x00007cde, 0x00007cf0, 0x00007cf6, 0x00007cfd,
-	0x00007d05, 0x00007d0d, 0x00007d2b, 0x00007d49,
-	0x00007d60, 0x00007d75, 0x00007d86, 0x00007d8c,
-	0x00007da5, 0x00007db0, 0x00007de4, 0x00007df1,
-	0x00007e0f, 0x00007e1d, 0x00007e26, 0x00007e2d,
-	0x00007e48, 0x00007e52, 0x00007e65, 0x00007e9f,
+	0x00007cb6, 0x00007cc4, 0x00007cd2, 0x00007ce0,
+	0x00007d00, 0x00007d13, 0x00007d2c, 0x00007d41,
+	0x00007d52, 0x00007d64, 0x00007d76, 0x00007d7c,
+	0x00007d83, 0x00007d8b, 0x00007d93, 0x00007db1,
+	0x00007dcf, 0x00007de6, 0x00007dfb, 0x00007e0c,
+	0x00007e12, 0x00007e2b, 0x00007e36, 0x00007e6a,
+	0x00007e77, 0x00007e95, 0x00007ea3, 0x00007eac,
+	0x00007eb3, 0x00007ece, 0x00007ed8, 0x00007eeb,
 	// Entry 220 - 23F
-	0x00007ea8, 0x00007eb7, 0x00007f1b, 0x00007f27,
-	0x00007f31, 0x00007f61, 0x00007fbc, 0x000080a3,
-	0x000080ae, 0x000080e1, 0x0000811f, 0x00008198,
-	0x000081bd, 0x000081c2, 0x000081e2, 0x000081ff,
-	0x0000821f, 0x00008234, 0x00008275, 0x00008280,
-	0x0000828a, 0x000082b3, 0x00008328, 0x00008339,
-	0x00008376, 0x000083aa, 0x0000840b, 0x00008455,
-	0x00008463, 0x0000849f, 0x000084c9, 0x0000850e,
+	0x00007f25, 0x00007f2e, 0x00007f3d, 0x00007fa1,
+	0x00007fad, 0x00007fb7, 0x00007fe7, 0x00008042,
+	0x00008129, 0x00008134, 0x00008167, 0x000081a5,
+	0x0000821e, 0x00008243, 0x00008248, 0x00008268,
+	0x00008285, 0x000082a5, 0x000082ba, 0x000082fb,
+	0x00008306, 0x00008310, 0x00008339, 0x000083ae,
+	0x000083bf, 0x000083fc, 0x00008430, 0x00008491,
+	0x000084db, 0x000084e9, 0x00008525, 0x0000854f,
 	// Entry 240 - 25F
-	0x00008536, 0x00008575, 0x00008596, 0x000085d4,
-	0x00008614, 0x00008634, 0x00008675, 0x0000869f,
-	0x000086c6, 0x00008749, 0x00008761, 0x00008775,
-	0x0000878c, 0x0000879a, 0x000087a5, 0x000087c8,
-	0x00008806, 0x00008825, 0x00008841, 0x000088af,
-	0x00008981, 0x000089e0, 0x00008a65, 0x00008ae2,
-	0x00008bf6, 0x00008cf9, 0x00008d40, 0x00008dcd,
-	0x00008e3c, 0x00008e82, 0x00008fcf, 0x00008ff7,
+	0x00008594, 0x000085bc, 0x000085fb, 0x0000861c,
+	0x0000865a, 0x0000869a, 0x000086ba, 0x000086fb,
+	0x00008725, 0x0000874c, 0x000087cf, 0x000087e7,
+	0x000087fb, 0x00008812, 0x00008820, 0x0000882b,
+	0x0000884e, 0x0000888c, 0x000088ab, 0x000088c7,
+	0x00008935, 0x00008a07, 0x00008a66, 0x00008aeb,
+	0x00008b68, 0x00008c7c, 0x00008d7f, 0x00008dc6,
+	0x00008e53, 0x00008ec2, 0x00008f08, 0x00009055,
 	// Entry 260 - 27F
-	0x0000901a, 0x00009051, 0x000090e2, 0x00009135,
-	0x0000915e, 0x00009240, 0x00009266, 0x000092ad,
-	0x00009331, 0x000093ac, 0x00009429, 0x00009451,
-	0x00009479, 0x000094c0, 0x0000950a, 0x0000953d,
-	0x00009550, 0x00009658, 0x00009686, 0x000096c2,
-	0x000096d8, 0x0000976c, 0x0000977f, 0x000097bc,
-	0x00009815, 0x00009851, 0x00009864, 0x000098b8,
-	0x000098ed, 0x000098ff, 0x00009916, 0x00009955,
+	0x0000907d, 0x000090a0, 0x000090d7, 0x00009168,
+	0x000091bb, 0x000091e4, 0x000092c6, 0x000092ec,
+	0x00009333, 0x000093b7, 0x00009432, 0x000094af,
+	0x000094d7, 0x000094ff, 0x00009546, 0x00009590,
+	0x000095c3, 0x000095d6, 0x000096de, 0x0000970c,
+	0x00009748, 0x0000975e, 0x000097f2, 0x00009805,
+	0x00009842, 0x0000989b, 0x000098d7, 0x000098ea,
+	0x0000993e, 0x00009973, 0x00009985, 0x0000999c,
 	// Entry 280 - 29F
-	0x000099a7, 0x000099d3, 0x00009a70, 0x00009b16,
-	0x00009bc3, 0x00009bd3, 0x00009c33, 0x00009ca4,
-	0x00009d29, 0x00009dbe, 0x00009dc9, 0x00009de6,
-	0x00009e05, 0x00009e16, 0x00009e30, 0x00009e39,
-	0x00009e43, 0x00009e91, 0x00009ed6, 0x00009ef5,
-	0x00009f72, 0x00009fa4, 0x00009fd9, 0x0000a02a,
-	0x0000a03b, 0x0000a085, 0x0000a09b, 0x0000a0af,
-	0x0000a0c8, 0x0000a0de, 0x0000a108, 0x0000a110,
+	0x000099db, 0x00009a2d, 0x00009a59, 0x00009af6,
+	0x00009b9c, 0x00009c49, 0x00009c59, 0x00009cb9,
+	0x00009d2a, 0x00009daf, 0x00009e44, 0x00009e4f,
+	0x00009e6c, 0x00009e8b, 0x00009e9c, 0x00009eb6,
+	0x00009ebf, 0x00009ec9, 0x00009f17, 0x00009f5c,
+	0x00009f7b, 0x00009ff8, 0x0000a02a, 0x0000a05f,
+	0x0000a0b0, 0x0000a0c1, 0x0000a10b, 0x0000a121,
+	0x0000a135, 0x0000a14e, 0x0000a164, 0x0000a18e,
 	// Entry 2A0 - 2BF
-	0x0000a123, 0x0000a12a, 0x0000a145, 0x0000a165,
-	0x0000a195, 0x0000a1a1, 0x0000a1db, 0x0000a1f2,
-	0x0000a208, 0x0000a240, 0x0000a27b, 0x0000a2a7,
-	0x0000a32a, 0x0000a33b, 0x0000a355, 0x0000a360,
-	0x0000a374, 0x0000a386, 0x0000a39c, 0x0000a3ae,
-	0x0000a3c0, 0x0000a3c6, 0x0000a3d8, 0x0000a3e6,
-	0x0000a3f5, 0x0000a401, 0x0000a417, 0x0000a441,
-	0x0000a474, 0x0000a51c, 0x0000a56c, 0x0000a594,
+	0x0000a196, 0x0000a1a9, 0x0000a1b0, 0x0000a1cb,
+	0x0000a1eb, 0x0000a21b, 0x0000a227, 0x0000a261,
+	0x0000a278, 0x0000a28e, 0x0000a2c6, 0x0000a301,
+	0x0000a32d, 0x0000a3b0, 0x0000a3c1, 0x0000a3db,
+	0x0000a3e6, 0x0000a3fa, 0x0000a40c, 0x0000a422,
+	0x0000a434, 0x0000a446, 0x0000a44c, 0x0000a45e,
+	0x0000a46c, 0x0000a47b, 0x0000a487, 0x0000a49d,
+	0x0000a4c7, 0x0000a4fa, 0x0000a5a2, 0x0000a5f2,
 	// Entry 2C0 - 2DF
-	0x0000a5e6, 0x0000a628, 0x0000a664, 0x0000a67b,
-	0x0000a745, 0x0000a772, 0x0000a92c, 0x0000a946,
-	0x0000a95f, 0x0000a980, 0x0000a997, 0x0000a9c4,
-	0x0000a9cb, 0x0000a9e5, 0x0000aa0b, 0x0000aa20,
-	0x0000aa7a, 0x0000ab0f, 0x0000ab72, 0x0000ab85,
-	0x0000abac, 0x0000abd4, 0x0000abe2, 0x0000ac36,
-	0x0000ac46, 0x0000ac57, 0x0000ac5e, 0x0000ad94,
-	0x0000ad9b, 0x0000add5, 0x0000adda, 0x0000adef,
+	0x0000a61a, 0x0000a66c, 0x0000a6ae, 0x0000a6ea,
+	0x0000a701, 0x0000a7cb, 0x0000a7f8, 0x0000a9b2,
+	0x0000a9cc, 0x0000a9e5, 0x0000aa06, 0x0000aa1d,
+	0x0000aa4a, 0x0000aa51, 0x0000aa6b, 0x0000aa91,
+	0x0000aaa6, 0x0000ab00, 0x0000ab95, 0x0000abf8,
+	0x0000ac0b, 0x0000ac32, 0x0000ac5a, 0x0000ac68,
+	0x0000acbc, 0x0000accc, 0x0000acdd, 0x0000ace4,
+	0x0000ae1a, 0x0000ae21, 0x0000ae5b, 0x0000ae60,
 	// Entry 2E0 - 2FF
-	0x0000ae03, 0x0000ae15, 0x0000ae2b, 0x0000ae3b,
-	0x0000ae78, 0x0000aeb8, 0x0000aed3, 0x0000aee4,
-	0x0000af28, 0x0000af49, 0x0000af5b, 0x0000af6d,
-	0x0000b042, 0x0000b05a, 0x0000b0fb, 0x0000b18a,
-	0x0000b19a, 0x0000b274, 0x0000b336, 0x0000b33b,
-	0x0000b34b, 0x0000b359, 0x0000b369, 0x0000b379,
-	0x0000b387, 0x0000b397, 0x0000b3a1, 0x0000b3ca,
-	0x0000b3e4, 0x0000b3ff, 0x0000b48d, 0x0000b4cb,
+	0x0000ae75, 0x0000ae89, 0x0000ae9b, 0x0000aeb1,
+	0x0000aec1, 0x0000aefe, 0x0000af3e, 0x0000af59,
+	0x0000af6a, 0x0000afae, 0x0000afcf, 0x0000afe1,
+	0x0000aff3, 0x0000b0c8, 0x0000b0e0, 0x0000b181,
+	0x0000b210, 0x0000b220, 0x0000b2fa, 0x0000b3bc,
+	0x0000b3c1, 0x0000b3d1, 0x0000b3df, 0x0000b3ef,
+	0x0000b3ff, 0x0000b40d, 0x0000b41d, 0x0000b427,
+	0x0000b450, 0x0000b46a, 0x0000b485, 0x0000b513,
 	// Entry 300 - 31F
-	0x0000b4dc, 0x0000b573, 0x0000b580, 0x0000b59b,
-	0x0000b5f4, 0x0000b608, 0x0000b626, 0x0000b6a0,
-	0x0000b6e1, 0x0000b757, 0x0000b776, 0x0000b88c,
-	0x0000b8a5, 0x0000b8eb, 0x0000b903, 0x0000b956,
-	0x0000b991, 0x0000ba29, 0x0000ba55, 0x0000ba7b,
-	0x0000baaf, 0x0000bac7, 0x0000baf2, 0x0000bb9b,
-	0x0000bba5, 0x0000bc2d, 0x0000bc62, 0x0000bca3,
-	0x0000be1f, 0x0000bf9e, 0x0000c077, 0x0000c18c,
+	0x0000b551, 0x0000b562, 0x0000b5f9, 0x0000b606,
+	0x0000b621, 0x0000b67a, 0x0000b68e, 0x0000b6ac,
+	0x0000b726, 0x0000b767, 0x0000b7dd, 0x0000b7fc,
+	0x0000b912, 0x0000b92b, 0x0000b971, 0x0000b989,
+	0x0000b9dc, 0x0000ba17, 0x0000baaf, 0x0000badb,
+	0x0000bb01, 0x0000bb35, 0x0000bb4d, 0x0000bb78,
+	0x0000bc21, 0x0000bc2b, 0x0000bcb3, 0x0000bce8,
+	0x0000bd29, 0x0000bea5, 0x0000c024, 0x0000c0fd,
 	// Entry 320 - 33F
-	0x0000c2a8, 0x0000c2c1, 0x0000c33d, 0x0000c406,
-	0x0000c48f, 0x0000c49c, 0x0000c4ee, 0x0000c4f4,
-	0x0000c5a8, 0x0000c658, 0x0000c68a, 0x0000c6b6,
-	0x0000c71f, 0x0000c7c6, 0x0000c888, 0x0000c8b8,
-	0x0000c8c5, 0x0000c8cb, 0x0000c8e1, 0x0000c8ec,
-	0x0000c8f3, 0x0000c8fe, 0x0000c90c, 0x0000c919,
-	0x0000c927, 0x0000c940, 0x0000c96d, 0x0000ca16,
-	0x0000ca29, 0x0000ca33, 0x0000cac2, 0x0000cb23,
+	0x0000c212, 0x0000c32e, 0x0000c347, 0x0000c3c3,
+	0x0000c48c, 0x0000c515, 0x0000c522, 0x0000c574,
+	0x0000c57a, 0x0000c62e, 0x0000c6de, 0x0000c710,
+	0x0000c73c, 0x0000c7a5, 0x0000c84c, 0x0000c90e,
+	0x0000c93e, 0x0000c94b, 0x0000c951, 0x0000c967,
+	0x0000c972, 0x0000c979, 0x0000c984, 0x0000c992,
+	0x0000c99f, 0x0000c9ad, 0x0000c9c6, 0x0000c9f3,
+	0x0000ca9c, 0x0000caaf, 0x0000cab9, 0x0000cb48,
 	// Entry 340 - 35F
-	0x0000cb7f, 0x0000cb91, 0x0000cbab, 0x0000cbbe,
-	0x0000cbfc, 0x0000cc38, 0x0000cc55, 0x0000cc62,
-	0x0000cc70, 0x0000cc7e, 0x0000cc8e, 0x0000ccca,
-	0x0000cd04, 0x0000cd81, 0x0000cd8c, 0x0000cdb6,
-	0x0000cdc3, 0x0000cddf, 0x0000cde3, 0x0000cdf5,
-	0x0000ceb7, 0x0000ceea, 0x0000cef5, 0x0000ceff,
-	0x0000cf14, 0x0000cf1d, 0x0000cf27, 0x0000cf3c,
-	0x0000cf60, 0x0000cf7a, 0x0000cf8f, 0x0000cfbb,
+	0x0000cba9, 0x0000cc05, 0x0000cc17, 0x0000cc31,
+	0x0000cc44, 0x0000cc82, 0x0000ccbe, 0x0000ccdb,
+	0x0000cce8, 0x0000ccf6, 0x0000cd04, 0x0000cd14,
+	0x0000cd50, 0x0000cd8a, 0x0000ce07, 0x0000ce12,
+	0x0000ce3c, 0x0000ce49, 0x0000ce65, 0x0000ce69,
+	0x0000ce7b, 0x0000cf3d, 0x0000cf70, 0x0000cf7b,
+	0x0000cf85, 0x0000cf9a, 0x0000cfa3, 0x0000cfad,
+	0x0000cfc2, 0x0000cfe6, 0x0000d000, 0x0000d015,
 	// Entry 360 - 37F
-	0x0000cffa, 0x0000cfff, 0x0000d014, 0x0000d026,
-	0x0000d05b, 0x0000d06c, 0x0000d099, 0x0000d0c8,
-	0x0000d1ea, 0x0000d30c, 0x0000d382, 0x0000d40d,
-	0x0000d49c, 0x0000d503, 0x0000d545, 0x0000d597,
-	0x0000d5df, 0x0000d652, 0x0000d69a, 0x0000d6c8,
-	0x0000d6f6, 0x0000d729, 0x0000d75c,
-} // Size: 3572 bytes
+	0x0000d041, 0x0000d080, 0x0000d085, 0x0000d09a,
+	0x0000d0ac, 0x0000d0e1, 0x0000d0f2, 0x0000d11f,
+	0x0000d14e, 0x0000d270, 0x0000d392, 0x0000d408,
+	0x0000d493, 0x0000d522, 0x0000d589, 0x0000d5cb,
+	0x0000d61d, 0x0000d665, 0x0000d6d8, 0x0000d720,
+	0x0000d74e, 0x0000d77c, 0x0000d7af, 0x0000d7e2,
+} // Size: 3576 bytes
 
-const frData string = "" + // Size: 55132 bytes
+const frData string = "" + // Size: 55266 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2248,111 +2251,113 @@ const frData string = "" + // Size: 55132 bytes
 	"%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce" +
 	" filtre prend la clé d’une définition\u202f: celle qu’exécute le nœud où" +
 	" une instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’" +
-	"a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de" +
-	" la liste.\x02Le nombre a changé depuis le décompte (il était de %[1]d)" +
-	"\u202f: entre-temps, des instances ont été clôturées, reprises ou traité" +
-	"es. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de " +
-	"nouveau.\x14\x01\x81\x01\x00\x02\xce\x01\x02%[1]d autre attend de nouvea" +
-	"u une nouvelle tentative depuis le comptage (la sienne est arrivée à éch" +
-	"éance et a échoué de nouveau)\u202f: revenez à la liste et comptez de n" +
-	"ouveau pour l’avancer aussi.\x00\xd0\x01\x02%[1]d autres attendent de no" +
-	"uveau une nouvelle tentative depuis le comptage (la leur est arrivée à é" +
-	"chéance et a échoué de nouveau)\u202f: revenez à la liste et comptez de " +
-	"nouveau pour les avancer aussi.\x02Cette action groupée a déjà été appli" +
-	"quée (le formulaire a été envoyé de nouveau)\u202f: ses traces sont dans" +
-	" le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupé" +
-	"e (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouv" +
-	"elle tentative avancée pour %[1]d instance\u202f: ses exécutants la pren" +
-	"nent maintenant.\x00c\x02Nouvelles tentatives avancées pour %[1]d instan" +
-	"ces\u202f: leurs exécutants les prennent maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\xa2\x01\x02%[1]d autre n’attendait plus comme au comptage\u202f: sa" +
-	" nouvelle tentative est arrivée à échéance, ou elle s’est terminée ou a " +
-	"été traitée entre-temps.\x00\xac\x01\x02%[1]d autres n’attendaient plus" +
-	" comme au comptage\u202f: leur nouvelle tentative est arrivée à échéance" +
-	", ou elles se sont terminées ou ont été traitées entre-temps.\x14\x01" +
-	"\x81\x01\x00\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a changé après le " +
-	"comptage (clôturée, traitée par quelqu’un d’autre, ou sa nouvelle tentat" +
-	"ive est arrivée à échéance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles " +
-	"ont changé après le comptage (clôturées, traitées par quelqu’un d’autre," +
-	" ou leur nouvelle tentative est arrivée à échéance).\x14\x01\x81\x01\x00" +
-	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
-	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
-	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
-	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
-	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
-	"on groupée\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02" +
-	"Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opér" +
-	"ateur, et chaque effacement fait par un administrateur, avec son motif. " +
-	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
-	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
-	".\x02Filtres\x02le nom d’un jeton, exact\x02exacte\u202f; les instances " +
-	"supprimées depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filt" +
-	"res\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corresp" +
-	"ond.\x02Toutes les actions\x02L’instance de processus doit être un ident" +
-	"ifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de" +
-	" chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l" +
-	"’identifiant complet.\x02L’action groupée doit être désignée par son i" +
-	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
-	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
-	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
-	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
-	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
-	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
-	"reprise immédiate\x02Filtre\u202f: %[1]s.\x02donnée (non conservée)\x02C" +
-	"réées depuis\x02Créées avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les " +
-	"instances)\x02%[1]s\u202f; %[2]s\x02Action groupée (%[1]s) par %[2]s, co" +
-	"mmencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]" +
-	"d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est termin" +
-	"ée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, a" +
-	"rrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f:" +
-	" %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
-	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
-	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
-	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
-	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
-	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
-	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
-	"ste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller" +
-	" au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proce" +
-	"ssus\x02Trouver une instance ou une occurrence\x02identifiant ou clé mét" +
-	"ier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinat" +
-	"ions\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
-	"e déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’aff" +
-	"ichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02" +
-	"Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau " +
-	"horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargement sus" +
-	"pendu\x02Reprendre le rechargement\x02Cette page se recharge toutes les " +
-	"%[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rô" +
-	"le ne permet de lire que les définitions et les processus\u202f: les tâc" +
-	"hes externes et les instances de processus sont réservées aux opérateurs" +
-	" et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
-	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
-	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
-	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
-	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
-	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
-	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
-	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
-	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
-	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
-	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
-	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
-	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
-	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
-	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
-	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
-	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
-	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
-	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"est appelée que par des nœuds push, qui ne sont jamais repris\u202f: auc" +
+	"une nouvelle tentative n’en attend.\x02La définition %[1]s n’a pas de ré" +
+	"vision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la liste." +
+	"\x02Le nombre a changé depuis le décompte (il était de %[1]d)\u202f: ent" +
+	"re-temps, des instances ont été clôturées, reprises ou traitées. Rien n’" +
+	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
+	"\x14\x01\x81\x01\x00\x02\xce\x01\x02%[1]d autre attend de nouveau une no" +
+	"uvelle tentative depuis le comptage (la sienne est arrivée à échéance et" +
+	" a échoué de nouveau)\u202f: revenez à la liste et comptez de nouveau po" +
+	"ur l’avancer aussi.\x00\xd0\x01\x02%[1]d autres attendent de nouveau une" +
+	" nouvelle tentative depuis le comptage (la leur est arrivée à échéance e" +
+	"t a échoué de nouveau)\u202f: revenez à la liste et comptez de nouveau p" +
+	"our les avancer aussi.\x02Cette action groupée a déjà été appliquée (le " +
+	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
+	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
+	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouvelle tent" +
+	"ative avancée pour %[1]d instance\u202f: ses exécutants la prennent main" +
+	"tenant.\x00c\x02Nouvelles tentatives avancées pour %[1]d instances\u202f" +
+	": leurs exécutants les prennent maintenant.\x14\x01\x81\x01\x00\x02\xa2" +
+	"\x01\x02%[1]d autre n’attendait plus comme au comptage\u202f: sa nouvell" +
+	"e tentative est arrivée à échéance, ou elle s’est terminée ou a été trai" +
+	"tée entre-temps.\x00\xac\x01\x02%[1]d autres n’attendaient plus comme au" +
+	" comptage\u202f: leur nouvelle tentative est arrivée à échéance, ou elle" +
+	"s se sont terminées ou ont été traitées entre-temps.\x14\x01\x81\x01\x00" +
+	"\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a changé après le comptage (cl" +
+	"ôturée, traitée par quelqu’un d’autre, ou sa nouvelle tentative est arr" +
+	"ivée à échéance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles ont changé " +
+	"après le comptage (clôturées, traitées par quelqu’un d’autre, ou leur no" +
+	"uvelle tentative est arrivée à échéance).\x14\x01\x81\x01\x00\x02j\x02%[" +
+	"1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traitée" +
+	" par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé " +
+	"après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1" +
+	"]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02In" +
+	"stance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
+	"\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02Journal d’" +
+	"audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et " +
+	"chaque effacement fait par un administrateur, avec son motif. Les révéla" +
+	"tions de valeurs sensibles ont leur propre journal, que les administrate" +
+	"urs lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtr" +
+	"es\x02le nom d’un jeton, exact\x02exacte\u202f; les instances supprimées" +
+	" depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filtres\x02Réi" +
+	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
+	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
+	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
+	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
+	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
+	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
+	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
+	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
+	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
+	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
+	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
+	" s’exécute, chaque rechargement montre où elle en est.\x02reprise immédi" +
+	"ate\x02Filtre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées depuis" +
+	"\x02Créées avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les instances)" +
+	"\x02%[1]s\u202f; %[2]s\x02Action groupée (%[1]s) par %[2]s, commencée le" +
+	" %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorée" +
+	"s car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]" +
+	"s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par " +
+	"une erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ign" +
+	"orées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez " +
+	"de nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[" +
+	"2]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, tra" +
+	"itées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement" +
+	" montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica " +
+	"qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliq" +
+	"ué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur" +
+	"\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu" +
+	"\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02Tro" +
+	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
+	"ver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jet" +
+	"ons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnect" +
+	"er\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
+	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
+	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
+	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
+	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
+	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
+	" permet de lire que les définitions et les processus\u202f: les tâches e" +
+	"xternes et les instances de processus sont réservées aux opérateurs et a" +
+	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
+	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
+	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
+	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
+	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
+	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
+	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
+	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
+	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
+	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
+	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
+	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
+	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
+	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
+	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
+	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
+	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
+	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
+	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
 	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
 	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
 	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
@@ -2872,4 +2877,4 @@ const frData string = "" + // Size: 55132 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 104636 bytes (102KiB); checksum: 2E845EC8
+	// Total table size 104877 bytes (102KiB); checksum: 855909B3
