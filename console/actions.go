@@ -58,13 +58,9 @@ func actionName(ctx context.Context, a string) string {
 // bulkActionLabel offers an action on every instance a filter matches;
 // a stop names the status the filter keeps, if any.
 func bulkActionLabel(ctx context.Context, a engine.Action, f instanceFilter) string {
-	status := f.Status
-	if f.RetryingAt != "" {
-		// It keeps running instances, whatever the status says.
-		status = engine.InstanceRunning
-	}
+	status := f.keptStatus()
 	switch {
-	case a == engine.ActionRetry && bringsForward(f):
+	case bringsForward(a, f):
 		return T(ctx, "Retry now every instance whose retry waits…")
 	case a == engine.ActionRetry:
 		return T(ctx, "Retry every held instance…")
@@ -662,10 +658,20 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 	return T(ctx, "Abandoning applies to held instances, not %s ones.", s)
 }
 
-// bringsForward reports whether a retry over f brings running instances'
-// waiting retries forward (see engine.Action.BringsForward).
-func bringsForward(f instanceFilter) bool {
-	return f.Status == engine.InstanceRunning || f.RetryingAt != ""
+// bringsForward reports whether a over f brings running instances'
+// waiting retries forward, as the engine decides it
+// (engine.Action.BringsForward).
+func bringsForward(a engine.Action, f instanceFilter) bool {
+	return a.BringsForward(engine.InstanceFilter{Status: f.Status, RetryingAt: f.RetryingAt})
+}
+
+// keptStatus is the status the instances f matches are in, when one: its
+// status, or running when it keeps the instances a retry waits on.
+func (f instanceFilter) keptStatus() string {
+	if f.RetryingAt != "" {
+		return engine.InstanceRunning
+	}
+	return f.Status
 }
 
 // bulkView builds the confirmation for count matching instances.
@@ -687,7 +693,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	}
 	n := count
 	switch {
-	case a == engine.ActionRetry && bringsForward(f):
+	case bringsForward(a, f):
 		v.Chrome = c.chrome(r, T(ctx, "Retry now every instance this filter matches whose retry waits"), "instances")
 		v.Question = T(ctx, "Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.")
 		v.Count = T(ctx, "%d running instances are waiting for a retry.", n)
@@ -706,11 +712,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	default:
 		// The filter's status, when it has one, is what matches: "running
 		// or held" would promise instances it leaves out.
-		status := f.Status
-		if f.RetryingAt != "" {
-			status = engine.InstanceRunning
-		}
-		switch status {
+		switch f.keptStatus() {
 		case engine.InstanceHeld:
 			v.Chrome = c.chrome(r, T(ctx, "Stop every held instance this filter matches"), "instances")
 			v.Count = T(ctx, "%d held instances match now.", n)
@@ -734,7 +736,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	}
 	crit := f.criteria()
 	switch {
-	case len(crit) == 1 && crit.Has("status") && a == engine.ActionRetry && bringsForward(f):
+	case len(crit) == 1 && crit.Has("status") && bringsForward(a, f):
 		// An error code is refused over running instances.
 		v.Unfiltered = T(ctx, "No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.")
 	case len(crit) == 0 || len(crit) == 1 && crit.Has("status"):
@@ -797,7 +799,7 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			list := f
 			list.Process, list.ErrorCode, list.Status = g.ProcessKey, "", engine.InstanceRunning
 			row := bulkGroup{Process: g.ProcessKey, Count: number(ctx, g.Count)}
-			if a == engine.ActionRetry && bringsForward(f) || f.RetryingAt != "" {
+			if bringsForward(a, f) || f.RetryingAt != "" {
 				// Running instances, grouped by the code their waiting
 				// occurrence failed with, which the instances list cannot
 				// filter by: the group's list is of those occurrences.
@@ -989,6 +991,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	// are not the operator's to act on now. A form without it (a page
 	// from before it was sent) counts everything, as it did.
 	countedAt := c.eng.Now()
+	unpinned := ef
 	if at, err := time.Parse(time.RFC3339Nano, r.PostFormValue(countedAtField)); err == nil {
 		countedAt = at
 		ef.PinMatched(at)
@@ -1001,7 +1004,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	actor := engine.Actor{TokenID: p.TokenID, Name: p.Name}
 	res, err := c.eng.ActOnFilter(ctx, actor, a, ef, reason, confirm, bulkID)
 	cameDue := int64(0)
-	if fe, ok := fault.As(err); ok && fe.Code == "count_changed" && a.BringsForward(ef) && ef.MatchedBefore != nil &&
+	if fe, ok := fault.As(err); ok && fe.Code == "count_changed" && bringsForward(a, f) && ef.MatchedBefore != nil &&
 		c.eng.BulkCountedAt(ctx).Sub(countedAt) <= reconfirmWithin {
 		// Pinned to the count's moment, a bring-forward's count only
 		// shrinks: retries came due on their own (an outage's backoff
@@ -1057,13 +1060,12 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		case "count_changed":
 			was := confirm
 			v.Changed = T(ctx, "The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
-			if a == engine.ActionRetry && bringsForward(f) && ef.MatchedBefore != nil {
+			if bringsForward(a, f) && ef.MatchedBefore != nil {
 				// The count is pinned to its moment: retries that came
 				// due and failed again since wait again, counted by the
 				// list but not here (verifier QA: "nothing to do" beside a
 				// list of them).
-				_, _, fresh, _ := bulkAction(ctx, r.PostFormValue)
-				if now, err := c.eng.CountForAction(ctx, a, fresh); err == nil && now > count {
+				if now, err := c.eng.CountForAction(ctx, a, unpinned); err == nil && now > count {
 					again := now - count
 					v.Changed += " " + T(ctx, "%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.", again)
 				}
@@ -1090,14 +1092,14 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	applied, skipped := res.Applied, res.Skipped
 	name := actionName(ctx, string(a))
 	msg := T(ctx, "Bulk %s applied to %d instances.", name, applied)
-	if a == engine.ActionRetry && bringsForward(f) {
+	if bringsForward(a, f) {
 		msg = T(ctx, "Retries brought forward for %d instances: their workers take them now.", applied)
 		if cameDue > 0 {
 			msg += " " + T(ctx, "%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.", cameDue)
 		}
 	}
 	if skipped > 0 {
-		if f.RetryingAt != "" || a == engine.ActionRetry && bringsForward(f) {
+		if f.RetryingAt != "" || bringsForward(a, f) {
 			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).", skipped)
 		} else {
 			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)

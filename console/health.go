@@ -19,8 +19,8 @@ type definitionHealth struct {
 	Open, OpenHref     string
 	Held, HeldHref     string
 	Failed, FailedHref string
-	// Retrying counts the occurrences waiting out a retry delay,
-	// RetryingTitle says when the soonest is due.
+	// Retrying counts the occurrences waiting out a retry delay;
+	// RetryingTitle says when the soonest is due, RetryingNote in how long.
 	Retrying, RetryingHref, RetryingTitle, RetryingNote string
 	Lag, LagTitle, LagNote                              string
 	LagLong                                             bool

@@ -147,8 +147,7 @@ type instanceListView struct {
 	RetryingAtLabel                                                            string
 	RetryingAtOptions                                                          []option
 	// RetryingNote, with a retrying_at filter, leads to the occurrences
-	// whose retry waits: each with its error and its next attempt, which
-	// the instances' rows do not show.
+	// whose retry waits, each with its error and its next attempt.
 	RetryingNote, RetryingHref                                string
 	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref string
 	ProcessOptions, StatusOptions                             []option
@@ -339,7 +338,7 @@ func bulkApplies(a engine.Action, f instanceFilter) bool {
 	switch {
 	case a == engine.ActionAbandon && f.RetryingAt != "":
 		return false
-	case a == engine.ActionRetry && f.Status == engine.InstanceRunning:
+	case bringsForward(a, f):
 		// Running instances have no error code and are held nowhere.
 		return f.ErrorCode == "" && f.HeldAt == ""
 	}
