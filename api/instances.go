@@ -329,27 +329,13 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
 		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs),
 		RetryingAt: textParam(q, "retrying_at", &errs)}
-	if f.Status == "running" && f.RetryingAt == "" {
-		// Nothing would match, which would read as none failing (the
-		// bulk action refuses the same filter).
-		if f.ErrorCode != "" {
-			errs = append(errs, fault.FieldError{Path: "error_code", Message: "matches the code a held or failed instance stopped with, and running instances have none: leave it out (GET /occurrences?waiting_retry=true&error_code= lists the failures that wait for their retry)"})
-		}
-		if f.HeldAt != "" {
-			errs = append(errs, fault.FieldError{Path: "held_at", Message: "keeps held instances, and status running keeps running ones: leave one out"})
-		}
-	}
-	if f.RetryingAt != "" {
+	if f.RetryingAt != "" && f.Status != "" && f.Status != "running" {
 		// Nothing would match, which would read as nothing waiting.
-		if f.Status != "" && f.Status != "running" {
-			errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
-		}
-		if f.ErrorCode != "" {
-			errs = append(errs, fault.FieldError{Path: "error_code", Message: "matches the code a held or failed instance stopped with, and retrying_at keeps running instances, which have none: leave it out (GET /occurrences?waiting_retry=true&error_code= lists the waiting occurrences by code)"})
-		}
-		if f.HeldAt != "" {
-			errs = append(errs, fault.FieldError{Path: "held_at", Message: "keeps held instances, and retrying_at running ones: leave one out"})
-		}
+		errs = append(errs, fault.FieldError{Path: "retrying_at", Message: "keeps running instances (whose retry waits): give status running, or none"})
+	}
+	if f.Status == "running" || f.RetryingAt != "" {
+		// As the bulk action refuses it.
+		errs = append(errs, engine.RunningFilterErrors(f, "")...)
 	}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled" +

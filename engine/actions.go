@@ -662,18 +662,9 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 			WithErrors([]fault.FieldError{{Path: "/filter/retrying_at", Message: "keeps running instances: leave it out, or give it with retry (their retries brought forward) or stop, and status running or none"}})
 	}
 	if action.BringsForward(f) || f.RetryingAt != "" {
-		// Running instances have neither an error code nor a node they
-		// are held at: either would count 0, which reads as nothing
-		// waiting (review: a script narrowed a bring-forward to the code
-		// its breakdown showed).
-		var errs []fault.FieldError
-		if f.ErrorCode != "" {
-			errs = append(errs, fault.FieldError{Path: "/filter/error_code", Message: "matches the code a held or failed instance stopped with, and running instances have none (a retry brought forward is broken down by the code its occurrence failed with, which no filter takes): leave it out"})
-		}
-		if f.HeldAt != "" {
-			errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: "keeps held instances, and this filter keeps running ones: leave it out (retrying_at names the definition a retry waits at)"})
-		}
-		if len(errs) > 0 {
+		// Review: a script narrowed a bring-forward to the code its
+		// breakdown showed.
+		if errs := RunningFilterErrors(f, "/filter/"); len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "this filter keeps running instances, which have no error code and are held nowhere: nothing would match").WithErrors(errs)
 		}
 	}
@@ -696,6 +687,22 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 	}
 	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s%s", action, strings.Join(statuses, " or "), f.Status, why).
 		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(statuses, " or ")}})
+}
+
+// RunningFilterErrors refuses, each at its parameter (prefix then its
+// name), an error code or held_at in a filter that keeps running
+// instances only: they have neither, so either would match nothing, which
+// reads as none failing. The instances list and the bulk actions refuse
+// them alike.
+func RunningFilterErrors(f InstanceFilter, prefix string) []fault.FieldError {
+	var errs []fault.FieldError
+	if f.ErrorCode != "" {
+		errs = append(errs, fault.FieldError{Path: prefix + "error_code", Message: "matches the code a held or failed instance stopped with, and running instances have none: leave it out (a retry brought forward is broken down by the code its occurrence failed with; GET /occurrences?waiting_retry=true&error_code= lists the failures that wait for their retry)"})
+	}
+	if f.HeldAt != "" {
+		errs = append(errs, fault.FieldError{Path: prefix + "held_at", Message: "keeps held instances, and this filter keeps running ones: leave it out (retrying_at names the definition a retry waits at)"})
+	}
+	return errs
 }
 
 // ActOnFilter applies action to every instance f matches, once the
