@@ -24,7 +24,7 @@ func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
 			f.notServed(w, r, advice)
 			return
 		}
-		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
+		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (docs/camunda.md lists what the facade serves)"})
 	})
 	allow := httpjson.NewAllow(r)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {

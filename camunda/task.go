@@ -8,7 +8,7 @@ import (
 )
 
 // externalTask is Camunda's ExternalTaskDto: every member is written,
-// null when Relais has nothing for it (see the README's mapping table).
+// null when Relais has nothing for it (see the mapping table of docs/camunda.md).
 type externalTask struct {
 	ActivityID                  string       `json:"activityId"`
 	ActivityInstanceID          *string      `json:"activityInstanceId"`

@@ -368,7 +368,7 @@ const maxJSONDepth = 10_000
 // typeNamesFor lists the Camunda type names (lower case) a completion may
 // give a field of each contract type; a value without a type name is
 // judged by its JSON alone, and text and choice fields take any name
-// (README: Camunda 7 facade).
+// (docs/camunda.md).
 var typeNamesFor = map[contracts.Type][]string{
 	contracts.TypeInteger:  {"integer", "long", "short", "double"},
 	contracts.TypeNumber:   {"integer", "long", "short", "double"},

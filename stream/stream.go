@@ -292,7 +292,7 @@ func unaryJSONSubscribe(next http.Handler) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnsupportedMediaType)
 		streaming := "application/connect+" + strings.TrimPrefix(mt, "application/")
-		msg := fmt.Sprintf("Subscribe is a server stream: send it as Connect's streaming protocol (Content-Type %s, the message in one enveloped frame), gRPC or gRPC-Web, not as a unary call (%s); see README, Connected workers", streaming, mt)
+		msg := fmt.Sprintf("Subscribe is a server stream: send it as Connect's streaming protocol (Content-Type %s, the message in one enveloped frame), gRPC or gRPC-Web, not as a unary call (%s); see docs/connected-workers.md", streaming, mt)
 		_ = json.NewEncoder(w).Encode(map[string]string{"code": "unimplemented", "message": msg})
 	})
 }

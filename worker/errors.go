@@ -149,7 +149,7 @@ type APIError struct {
 	// Status is the HTTP status (a worker stream's refusal is given the
 	// status its REST route answers).
 	Status int
-	// Code is the problem's stable code (README, Problem codes):
+	// Code is the problem's stable code (docs/api.md, Problem codes):
 	// lock_expired, already_settled, not_granted, … Match it, not Detail.
 	Code string
 	// Detail says what happened, in words meant for a person.

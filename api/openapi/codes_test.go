@@ -21,7 +21,7 @@ import (
 
 // TestEveryProblemCodeIsDocumented reads the module's sources for every
 // problem code they can answer (the code of each fault.New and fault.Error)
-// and fails unless the OpenAPI document's ProblemCode and the README's table
+// and fails unless the OpenAPI document's ProblemCode and docs/api.md's table
 // of problem codes list exactly those, each under the status its kind maps
 // to. A code a client can meet is one it needs to find explained; a
 // documented code nothing answers any more is a lie.
@@ -59,20 +59,20 @@ func TestEveryProblemCodeIsDocumented(t *testing.T) {
 		t.Error("the OpenAPI ProblemCode enum is not in alphabetical order")
 	}
 
-	table := readmeProblemCodes(t, "../../README.md")
+	table := problemCodeTable(t, "../../docs/api.md")
 	for code, statuses := range used {
 		got, ok := table[code]
 		if !ok {
-			t.Errorf("code %s (status %v) is answered but not in the README's table of problem codes", code, statuses)
+			t.Errorf("code %s (status %v) is answered but not in docs/api.md's table of problem codes", code, statuses)
 			continue
 		}
 		if !slices.Equal(got, statuses) {
-			t.Errorf("README: code %s with status %v, the sources answer it with %v", code, got, statuses)
+			t.Errorf("docs/api.md: code %s with status %v, the sources answer it with %v", code, got, statuses)
 		}
 	}
 	for code := range table {
 		if used[code] == nil {
-			t.Errorf("the README's table of problem codes lists %s, which no source answers", code)
+			t.Errorf("docs/api.md's table of problem codes lists %s, which no source answers", code)
 		}
 	}
 	// The text before the table counts the codes that share 409.
@@ -84,14 +84,14 @@ func TestEveryProblemCodeIsDocumented(t *testing.T) {
 	}
 	words := []string{"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
 		"twenty", "twenty-one", "twenty-two", "twenty-three", "twenty-four", "twenty-five"}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if conflicts < 10 || conflicts >= 10+len(words) {
 		t.Errorf("%d codes share 409: extend the words of this check", conflicts)
 	} else if want := "(" + words[conflicts-10] + " codes share 409)"; !strings.Contains(string(readme), want) {
-		t.Errorf("the README should say %q: %d codes are answered with 409", want, conflicts)
+		t.Errorf("docs/api.md should say %q: %d codes are answered with 409", want, conflicts)
 	}
 }
 
@@ -344,41 +344,41 @@ func exprString(e ast.Expr) string {
 	return "an expression"
 }
 
-// readmeProblemCodes reads the README's table of problem codes: the rows
-// after the heading "### Problem codes" whose first cell is a code in
+// problemCodeTable reads the API reference's table of problem codes: the
+// rows after the heading "## Problem codes" whose first cell is a code in
 // backquotes and whose second holds the statuses.
-func readmeProblemCodes(t *testing.T, path string) map[string][]int {
+func problemCodeTable(t *testing.T, path string) map[string][]int {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
-	start := strings.Index(text, "\n### Problem codes\n")
+	start := strings.Index(text, "\n## Problem codes\n")
 	if start < 0 {
-		t.Fatal("README.md has no section \"### Problem codes\"")
+		t.Fatalf("%s has no section \"## Problem codes\"", path)
 	}
 	section := text[start+1:]
-	if end := strings.Index(section[4:], "\n#"); end >= 0 {
+	if end := strings.Index(section[4:], "\n## "); end >= 0 {
 		section = section[:end+4]
 	}
 	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9, ]+) \\|")
 	table := map[string][]int{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		if _, dup := table[m[1]]; dup {
-			t.Errorf("README: code %s has two rows", m[1])
+			t.Errorf("%s: code %s has two rows", path, m[1])
 		}
 		for _, s := range strings.Split(m[2], ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
-				t.Fatalf("README: code %s: status %q", m[1], s)
+				t.Fatalf("%s: code %s: status %q", path, m[1], s)
 			}
 			table[m[1]] = append(table[m[1]], n)
 		}
 		slices.Sort(table[m[1]])
 	}
 	if len(table) == 0 {
-		t.Fatal("README: the section \"### Problem codes\" has no rows")
+		t.Fatalf("%s: the section \"## Problem codes\" has no rows", path)
 	}
 	return table
 }
