@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1714,6 +1715,21 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 			t.Errorf("a waiting instance's row says %q of its retry, want its code and next attempt: %q", got, collapse(row.Text()))
 		}
 	})
+	// The menu offers what can wait a retry: not a definition only push
+	// nodes call (picking it is refused), which Held at offers (QA).
+	options := func(id string) []string {
+		var keys []string
+		list.doc.Find("#" + id + " option").Each(func(_ int, o *goquery.Selection) {
+			if v, _ := o.Attr("value"); v != "" {
+				keys = append(keys, v)
+			}
+		})
+		return keys
+	}
+	if retrying, held := options("i-retrying-at"), options("i-held-at"); !slices.Contains(retrying, "score_company") || slices.Contains(retrying, "charge_card") ||
+		!slices.Contains(held, "charge_card") {
+		t.Errorf("Waiting a retry offers %v, Held at %v: want score_company and not charge_card, Held at with it", retrying, held)
+	}
 	if label := collapse(list.doc.Find(`[data-testid=bulk-stop]`).Text()); label != "Stop every running instance…" {
 		t.Errorf("stop offered over retrying_at as %q", label)
 	}

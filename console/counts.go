@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/relais/relais/engine"
@@ -80,8 +81,11 @@ func (s countSnapshot) forDefinition(key string) map[string]int64 {
 // filterMenus are the choices the filter forms offer.
 type filterMenus struct {
 	definitions []string
-	processes   []string
-	consumers   []consumerChoice
+	// retryable are the definitions whose retries may wait: all but those
+	// only push nodes use (never retried).
+	retryable []string
+	processes []string
+	consumers []consumerChoice
 }
 
 type consumerChoice struct {
@@ -99,8 +103,15 @@ func loadMenus(eng *engine.Engine) func(context.Context) (filterMenus, error) {
 		if err != nil {
 			return m, err
 		}
+		pushOnly, err := eng.PushOnlyDefinitions(ctx)
+		if err != nil {
+			return m, err
+		}
 		for _, d := range defs {
 			m.definitions = append(m.definitions, d.Key)
+			if !slices.Contains(pushOnly, d.Key) {
+				m.retryable = append(m.retryable, d.Key)
+			}
 		}
 		procs, err := eng.ListProcesses(ctx, "", maxOptions)
 		if err != nil {

@@ -206,7 +206,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	}
 	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
-	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.RetryingAt)
+	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.retryable, f.RetryingAt)
 	if f.RetryingAt != "" {
 		v.RetryingNote = elided(ctx, T(ctx, "The occurrences of %s waiting a retry, each with its error and its next attempt", f.RetryingAt), f.RetryingAt)
 		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, WaitingRetry: "true"}.href()

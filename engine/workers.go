@@ -323,6 +323,17 @@ func (e *Engine) DefinitionUse(ctx context.Context, definition string) (Definiti
 	return DefinitionUse{Pulled: row.Pulled, Pushed: row.Pushed}, nil
 }
 
+// PushOnlyDefinitions lists, in key order, the definitions only push
+// nodes use (see DefinitionUse): a filter of waiting retries has nothing
+// to offer for them.
+func (e *Engine) PushOnlyDefinitions(ctx context.Context) ([]string, error) {
+	keys, err := e.q.PushOnlyDefinitions(ctx)
+	if err != nil {
+		return nil, wrap("push-only definitions", err)
+	}
+	return keys, nil
+}
+
 // DefinitionPins returns, by revision of definition, the versions of each
 // process that pin it: process key → versions, in order.
 func (e *Engine) DefinitionPins(ctx context.Context, definition string) (map[int]map[string][]int, error) {

@@ -100,6 +100,17 @@ select coalesce(bool_or(n.value->>'kind' = 'pull'), false)::boolean as pulled,
 from process_versions pv, json_each(pv.document->'nodes') n
 where n.value->>'definition' = @definition_key::text;
 
+-- name: PushOnlyDefinitions :many
+-- The definitions only push nodes of published process versions use
+-- (DefinitionUse's pushed without pulled, for them all at once): push
+-- nodes are never retried, so no retry of theirs waits.
+select (n.value->>'definition')::text as definition_key
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' is not null
+group by 1
+having bool_or(n.value->>'kind' = 'push') and not bool_or(n.value->>'kind' = 'pull')
+order by 1;
+
 -- name: PullRevisionsWithoutTaker :many
 -- The revisions whose pull occurrences wait now (available and due) while
 -- no live worker takes them, though one may serve their definition

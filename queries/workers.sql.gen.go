@@ -137,6 +137,38 @@ func (q *Queries) PullWorkWaits(ctx context.Context, definitionKey string) (bool
 	return column_1, err
 }
 
+const pushOnlyDefinitions = `-- name: PushOnlyDefinitions :many
+select (n.value->>'definition')::text as definition_key
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' is not null
+group by 1
+having bool_or(n.value->>'kind' = 'push') and not bool_or(n.value->>'kind' = 'pull')
+order by 1
+`
+
+// The definitions only push nodes of published process versions use
+// (DefinitionUse's pushed without pulled, for them all at once): push
+// nodes are never retried, so no retry of theirs waits.
+func (q *Queries) PushOnlyDefinitions(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, pushOnlyDefinitions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var definition_key string
+		if err := rows.Scan(&definition_key); err != nil {
+			return nil, err
+		}
+		items = append(items, definition_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerCountLive = `-- name: WorkerCountLive :one
 select count(*)::integer from workers
 where live_until > coalesce($1::timestamptz, now()) and $2::text = any(definition_keys)
