@@ -324,6 +324,11 @@ func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
 func (c *Console) bulkProgress(ctx context.Context, b engine.BulkRecord, name, who, started string) (string, bool, error) {
 	switch b.Status() {
 	case "completed":
+		if b.Skipped == 0 && b.Applied == b.Matched {
+			// "1 of the 1 instances counted, 0 skipped" (QA) says less.
+			return T(ctx, "Bulk %s by %s, started %s: applied to every instance counted (%d). It ended %s.",
+				name, who, started, b.Applied, formatTime(ctx, *b.EndedAt).Text), true, nil
+		}
 		return T(ctx, "Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.",
 			name, who, started, b.Applied, b.Matched, b.Skipped, formatTime(ctx, *b.EndedAt).Text), true, nil
 	case "stopped":

@@ -39,90 +39,90 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              384,
-	"%[1]s %[2]s, %[3]s %[4]s":                 385,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          383,
-	"%[1]s; %[2]s":                             382,
-	"%d (0 lowest, 9 highest)":                 565,
-	"%d attempts":                              574,
-	"%d attempts, retry after %s, priority %d": 766,
-	"%d breaking":                              291,
-	"%d changes":                               290,
-	"%d completed":                             376,
-	"%d d":                                     392,
-	"%d days":                                  406,
-	"%d failed":                                377,
-	"%d h":                                     391,
+	"%[1]s %[2]s":                              385,
+	"%[1]s %[2]s, %[3]s %[4]s":                 386,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          384,
+	"%[1]s; %[2]s":                             383,
+	"%d (0 lowest, 9 highest)":                 566,
+	"%d attempts":                              575,
+	"%d attempts, retry after %s, priority %d": 767,
+	"%d breaking":                              292,
+	"%d changes":                               291,
+	"%d completed":                             377,
+	"%d d":                                     393,
+	"%d days":                                  407,
+	"%d failed":                                378,
+	"%d h":                                     392,
 	"%d held instances match now.":             79,
-	"%d hours":                                 407,
-	"%d items":                                 847,
-	"%d left":                                  576,
-	"%d min":                                   390,
-	"%d minutes":                               408,
+	"%d hours":                                 408,
+	"%d items":                                 848,
+	"%d left":                                  577,
+	"%d min":                                   391,
+	"%d minutes":                               409,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
 	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               128,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              845,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              846,
 	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      124,
-	"%d ms": 410,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         754,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 753,
-	"%d occurrences": 683,
+	"%d ms": 411,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         755,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 754,
+	"%d occurrences": 684,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
-	"%d releases": 315,
+	"%d releases": 316,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       389,
-	"%d seconds": 409,
+	"%d s":       390,
+	"%d seconds": 410,
 	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 129,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       130,
-	"%s (a fixed offset, no daylight saving time)":                                                           715,
-	"%s (deferred; settled by %s)":                                                                           641,
-	"%s (deferred; settled with its settle token)":                                                           639,
-	"%s (deferred; settled with its settle token, as %s)":                                                    640,
+	"%s (a fixed offset, no daylight saving time)":                                                           716,
+	"%s (deferred; settled by %s)":                                                                           642,
+	"%s (deferred; settled with its settle token)":                                                           640,
+	"%s (deferred; settled with its settle token, as %s)":                                                    641,
 	"%s (token #%d, %s)": 131,
-	"%s = %s":            760,
-	"%s ago":             387,
-	"%s at %s":           645,
-	"%s so far":          637,
-	"%s version %s":      307,
-	"%s versions %s":     308,
-	"%s ← %s":            759,
-	"%s → %s":            761,
-	"%s, %s: %s":         346,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             569,
-	"%s, cut to %s by the destination’s max_timeout":                       568,
-	"%s, multiplied by %s after each failure, up to %s":                    571,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 570,
-	"%s, revision %s":                         528,
-	"%s, version %s":                          529,
+	"%s = %s":            761,
+	"%s ago":             388,
+	"%s at %s":           646,
+	"%s so far":          638,
+	"%s version %s":      308,
+	"%s versions %s":     309,
+	"%s ← %s":            760,
+	"%s → %s":            762,
+	"%s, %s: %s":         347,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             570,
+	"%s, cut to %s by the destination’s max_timeout":                       569,
+	"%s, multiplied by %s after each failure, up to %s":                    572,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 571,
+	"%s, revision %s":                         529,
+	"%s, version %s":                          530,
 	"%s: %s":                                  162,
-	"%s: %s → %s":                             298,
-	"%s: a date is written 2026-12-01.":       699,
-	"%s: every revision, present and future":  236,
-	"%s: revision %s":                         237,
-	"%s: revisions %s":                        238,
-	"%s: the first day comes after the last.": 700,
+	"%s: %s → %s":                             299,
+	"%s: a date is written 2026-12-01.":       700,
+	"%s: every revision, present and future":  237,
+	"%s: revision %s":                         238,
+	"%s: revisions %s":                        239,
+	"%s: the first day comes after the last.": 701,
 	"%s; %s": 164,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 566,
-	"%s–%s":                         375,
-	"(%d characters in all)":        849,
-	"(%d handed back, not counted)": 575,
-	"(each item)":                   835,
-	"(in %s)":                       848,
-	"(worker %s)":                   624,
-	"0 seconds":                     405,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            812,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 613,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       348,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 710,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        455,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             663,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           470,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 800,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   799,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    458,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 567,
+	"%s–%s":                         376,
+	"(%d characters in all)":        850,
+	"(%d handed back, not counted)": 576,
+	"(each item)":                   836,
+	"(in %s)":                       849,
+	"(worker %s)":                   625,
+	"0 seconds":                     406,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            813,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 614,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       349,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 711,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        456,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             664,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           471,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 801,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   800,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    459,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -130,458 +130,459 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              451,
-	"Abandoned by %s at %s — “%s”":                                   438,
+	"Abandoned at node":                                              452,
+	"Abandoned by %s at %s — “%s”":                                   439,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 464,
+	"Act on every instance this filter matches": 465,
 	"Action":          134,
 	"All actions":     151,
-	"All consumers":   679,
-	"All definitions": 368,
-	"All its tasks":   235,
-	"All processes":   471,
-	"All statuses":    474,
-	"All workers":     862,
+	"All consumers":   680,
+	"All definitions": 369,
+	"All its tasks":   236,
+	"All processes":   472,
+	"All statuses":    475,
+	"All workers":     863,
 	"An error code is matched exactly, capitals included.":                              92,
-	"An occurrence waiting a retry is available: choose the status available, or none.": 660,
-	"An operator abandoned the instance.":                                               612,
-	"Any":                                                                               677,
-	"Any definition":                                                                    472,
+	"An occurrence waiting a retry is available: choose the status available, or none.": 661,
+	"An operator abandoned the instance.":                                               613,
+	"Any":                                                                               678,
+	"Any definition":                                                                    473,
 	"Apply filters":                                                                     148,
-	"Apr":                                                                               396,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 360,
-	"Attempts":                         533,
+	"Apr":                                                                               397,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 361,
+	"Attempts":                         534,
 	"Audit log":                        141,
-	"Aug":                              400,
-	"Available from":                   586,
-	"Back to definitions":              203,
-	"Back to external tasks":           201,
-	"Back to sign-in":                  202,
-	"Back to the form":                 211,
+	"Aug":                              401,
+	"Available from":                   587,
+	"Back to definitions":              204,
+	"Back to external tasks":           202,
+	"Back to sign-in":                  203,
+	"Back to the form":                 212,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           780,
-	"Back without saving":              712,
-	"Breaks processes":                 267,
-	"Breaks workers":                   268,
+	"Back to the occurrence":           781,
+	"Back without saving":              713,
+	"Breaks processes":                 268,
+	"Breaks workers":                   269,
 	"Bulk %s applied to %d instances.": 126,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  167,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 166,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      165,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  168,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 167,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      166,
+	"Bulk %s by %s, started %s: applied to every instance counted (%d). It ended %s.":                                                                                    165,
 	"Bulk action":                     138,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    567,
-	"Calls":                           326,
-	"Calls signed (Relais-Signature)": 328,
-	"Camunda 7 facade":                867,
-	"Cancelled: the instance was stopped (%s).":               636,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 635,
+	"Call timeout":                    568,
+	"Calls":                           327,
+	"Calls signed (Relais-Signature)": 329,
+	"Camunda 7 facade":                868,
+	"Cancelled: the instance was stopped (%s).":               637,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 636,
 	"Cannot act on this filter":                               112,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           782,
-	"Cannot reveal it here":                                   778,
-	"Change":                                                  265,
-	"Changes between the two revisions":                       277,
-	"Changes of the Working copy since revision %d":           286,
-	"Choose two existing revisions to compare.":               287,
-	"Classification":                                          244,
+	"Cannot reveal":                                           783,
+	"Cannot reveal it here":                                   779,
+	"Change":                                                  266,
+	"Changes between the two revisions":                       278,
+	"Changes of the Working copy since revision %d":           287,
+	"Choose two existing revisions to compare.":               288,
+	"Classification":                                          245,
 	"Clear filters":                                           149,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            748,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 731,
-	"Compare":              264,
-	"Compare revisions":    260,
-	"Completed":            371,
-	"Completed (%s).":      630,
-	"Completed, last hour": 357,
-	"Completions and failures per 5 minutes, last hour: %s":    369,
-	"Completions and failures per 5-minute slot, oldest first": 373,
-	"Completions and failures, last hour":                      349,
-	"Connected":                                                858,
-	"Constraints":                                              245,
-	"Consumer":                                                 535,
-	"Consumer and worker":                                      674,
-	"Consumers":                                                182,
-	"Consumers, oldest first":                                  224,
-	"Counting the occurrences; the counts appear when you reload the page.":         239,
-	"Counts are unavailable right now.":                                             240,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 775,
-	"Counts by status": 669,
-	"Created":          421,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            749,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 732,
+	"Compare":              265,
+	"Compare revisions":    261,
+	"Completed":            372,
+	"Completed (%s).":      631,
+	"Completed, last hour": 358,
+	"Completions and failures per 5 minutes, last hour: %s":    370,
+	"Completions and failures per 5-minute slot, oldest first": 374,
+	"Completions and failures, last hour":                      350,
+	"Connected":                                                859,
+	"Constraints":                                              246,
+	"Consumer":                                                 536,
+	"Consumer and worker":                                      675,
+	"Consumers":                                                183,
+	"Consumers, oldest first":                                  225,
+	"Counting the occurrences; the counts appear when you reload the page.":         240,
+	"Counts are unavailable right now.":                                             241,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 776,
+	"Counts by status": 670,
+	"Created":          422,
 	"Created before":   161,
 	"Created from":     102,
-	"Created on":       228,
+	"Created on":       229,
 	"Created since":    160,
 	"Created to":       103,
-	"Creation date":    459,
-	"Dates":            531,
-	"Deadline":         563,
-	"Dec":              404,
-	"Deferred":         590,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 629,
-	"Definition":                           351,
-	"Definition %s":                        247,
-	"Definition %s has no occurrence yet.": 367,
+	"Creation date":    460,
+	"Dates":            532,
+	"Deadline":         564,
+	"Dec":              405,
+	"Deferred":         591,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 630,
+	"Definition":                           352,
+	"Definition %s":                        248,
+	"Definition %s has no occurrence yet.": 368,
 	"Definition %s has no revision %d.":    121,
 	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 120,
-	"Definitions":        180,
-	"Definitions by key": 310,
-	"Definitions served": 856,
-	"Definitions, those needing attention first": 350,
-	"Deleted by retention":                       447,
-	"Description":                                246,
-	"Destination":                                547,
-	"Destinations":                               183,
-	"Destinations by name":                       319,
-	"Destination’s answer":                       540,
-	"Detail":                                     266,
+	"Definitions":        181,
+	"Definitions by key": 311,
+	"Definitions served": 857,
+	"Definitions, those needing attention first": 351,
+	"Deleted by retention":                       448,
+	"Description":                                247,
+	"Destination":                                548,
+	"Destinations":                               184,
+	"Destinations by name":                       320,
+	"Destination’s answer":                       541,
+	"Detail":                                     267,
 	"Did you mean “%s”?":                         115,
-	"Digest":                                     280,
-	"Display settings":                           188,
-	"Display settings saved.":                    718,
-	"Display settings: ":                         189,
-	"Duration":                                   539,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 347,
+	"Digest":                                     281,
+	"Display settings":                           189,
+	"Display settings saved.":                    719,
+	"Display settings: ":                         190,
+	"Duration":                                   540,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 348,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          686,
-	"End node":                  450,
-	"End node or error":         468,
-	"Ended":                     441,
-	"Erase process instance %s": 331,
-	"Erase the instance":        334,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 332,
-	"Erase this instance…": 431,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 336,
-	"Error":                      673,
-	"Error (before any attempt)": 593,
-	"Error (the deadline passed after attempt %d)": 592,
+	"Earlier attempt:":          687,
+	"End node":                  451,
+	"End node or error":         469,
+	"Ended":                     442,
+	"Erase process instance %s": 332,
+	"Erase the instance":        335,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 333,
+	"Erase this instance…": 432,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 337,
+	"Error":                      674,
+	"Error (before any attempt)": 594,
+	"Error (the deadline passed after attempt %d)": 593,
 	"Error code":       99,
-	"Error message":    542,
-	"Error: %s · %s":   169,
-	"Every %d seconds": 717,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 585,
-	"Every attempt, oldest first": 534,
+	"Error message":    543,
+	"Error: %s · %s":   170,
+	"Every %d seconds": 718,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 586,
+	"Every attempt, oldest first": 535,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 142,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  785,
-	"Expired token":                        822,
-	"Expires":                              819,
-	"External tasks":                       175,
-	"Failed":                               354,
-	"Failed (%s).":                         634,
-	"Failed at node":                       452,
-	"Failed occurrence":                    443,
-	"Failed, last hour":                    358,
-	"Feb":                                  394,
-	"Field":                                241,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  786,
+	"Expired token":                        823,
+	"Expires":                              820,
+	"External tasks":                       176,
+	"Failed":                               355,
+	"Failed (%s).":                         635,
+	"Failed at node":                       453,
+	"Failed occurrence":                    444,
+	"Failed, last hour":                    359,
+	"Feb":                                  395,
+	"Field":                                242,
 	"Filter":                               68,
 	"Filter: %s.":                          158,
 	"Filters":                              143,
-	"Find":                                 179,
-	"Find an instance or occurrence":       177,
-	"Finished":                             538,
-	"First page":                           696,
+	"Find":                                 180,
+	"Find an instance or occurrence":       178,
+	"Finished":                             539,
+	"First page":                           697,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    214,
-	"Form refused":                         209,
-	"Form too large":                       212,
-	"From revision":                        262,
-	"From revision %d to revision %d:":     288,
+	"Form not received":                    215,
+	"Form refused":                         210,
+	"Form too large":                       213,
+	"From revision":                        263,
+	"From revision %d to revision %d:":     289,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  227,
-	"Graph":                   730,
-	"Graph of %s":             752,
-	"HTTP 2xx, unusable body": 651,
-	"Headers sent":            322,
-	"Health":                  174,
+	"Grants":                  228,
+	"Graph":                   731,
+	"Graph of %s":             753,
+	"HTTP 2xx, unusable body": 652,
+	"Headers sent":            323,
+	"Health":                  175,
 	"Held at a node of":       100,
-	"Held at node":            442,
-	"Held for":                444,
-	"Held instances":          353,
-	"ID":                      225,
-	"In flight":               857,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 370,
-	"Inputs": 270,
-	"Inputs an instance of this version is started with": 741,
-	"Inputs from":                739,
-	"Inputs of revision %d":      281,
-	"Inputs of the working copy": 272,
-	"Inputs the instance was started with, labelled by process version %d's contract": 429,
-	"Inputs, labelled by revision %d's contract":                                      577,
-	"Instance":                  467,
+	"Held at node":            443,
+	"Held for":                445,
+	"Held instances":          354,
+	"ID":                      226,
+	"In flight":               858,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 371,
+	"Inputs": 271,
+	"Inputs an instance of this version is started with": 742,
+	"Inputs from":                740,
+	"Inputs of revision %d":      282,
+	"Inputs of the working copy": 273,
+	"Inputs the instance was started with, labelled by process version %d's contract": 430,
+	"Inputs, labelled by revision %d's contract":                                      578,
+	"Instance":                  468,
 	"Instances":                 107,
-	"Instances of this version": 742,
-	"Invalid request":           199,
-	"It takes every revision its consumer is granted.":     880,
-	"It takes every revision its consumer is granted: %s.": 879,
-	"It takes revision %d only.":                           883,
-	"It takes revisions %s only.":                          885,
-	"Its calls":                                            327,
+	"Instances of this version": 743,
+	"Invalid request":           200,
+	"It takes every revision its consumer is granted.":     881,
+	"It takes every revision its consumer is granted: %s.": 880,
+	"It takes revision %d only.":                           884,
+	"It takes revisions %s only.":                          886,
+	"Its calls":                                            328,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 333,
-	"Its instance is held here, waiting for an operator.":                            631,
-	"Its instance went on along the node’s error path, and is held at a later node.": 632,
-	"Its instance went on along the node’s error path.":                              633,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 334,
+	"Its instance is held here, waiting for an operator.":                            632,
+	"Its instance went on along the node’s error path, and is held at a later node.": 633,
+	"Its instance went on along the node’s error path.":                              634,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      827,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 435,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      828,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 436,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     393,
-	"Jul":                     399,
-	"Jun":                     398,
-	"Keep it":                 829,
+	"Jan":                     394,
+	"Jul":                     400,
+	"Jun":                     399,
+	"Keep it":                 830,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       329,
-	"Key":                     311,
-	"Kind":                    734,
-	"Language":                171,
-	"Last changed":            324,
-	"Last error (attempt %d)": 591,
-	"Last reserved":           588,
-	"Last saved":              251,
-	"Last seen":               859,
-	"Last used":               818,
-	"Latest":                  743,
-	"Latest revision":         312,
-	"Lists every change from one revision to another, and whom it may break.": 261,
-	"Local time in %s": 714,
-	"Lock expired %s — waiting to be offered again.": 621,
-	"Lock expires":    589,
-	"Longest timeout": 323,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 289,
-	"Main navigation":     173,
-	"Mar":                 395,
-	"Maximum attempts":    559,
-	"May":                 397,
-	"Message":             671,
-	"Message from Relais": 659,
-	"Message from Relais, quoting the destination’s answer":            658,
-	"Message from the worker (its own words, protected values masked)": 657,
-	"Method not allowed": 789,
-	"Mode":               557,
-	"More filters: instance, revision, consumer, destination, dates": 665,
-	"Name":                    226,
-	"Never":                   716,
-	"Next attempt":            587,
-	"Next attempt or settled": 675,
-	"Next node":               420,
-	"Next page":               695,
+	"Keep the instance":       330,
+	"Key":                     312,
+	"Kind":                    735,
+	"Language":                172,
+	"Last changed":            325,
+	"Last error (attempt %d)": 592,
+	"Last reserved":           589,
+	"Last saved":              252,
+	"Last seen":               860,
+	"Last used":               819,
+	"Latest":                  744,
+	"Latest revision":         313,
+	"Lists every change from one revision to another, and whom it may break.": 262,
+	"Local time in %s": 715,
+	"Lock expired %s — waiting to be offered again.": 622,
+	"Lock expires":    590,
+	"Longest timeout": 324,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 290,
+	"Main navigation":     174,
+	"Mar":                 396,
+	"Maximum attempts":    560,
+	"May":                 398,
+	"Message":             672,
+	"Message from Relais": 660,
+	"Message from Relais, quoting the destination’s answer":            659,
+	"Message from the worker (its own words, protected values masked)": 658,
+	"Method not allowed": 790,
+	"Mode":               558,
+	"More filters: instance, revision, consumer, destination, dates": 666,
+	"Name":                    227,
+	"Never":                   717,
+	"Next attempt":            588,
+	"Next attempt or settled": 676,
+	"Next node":               421,
+	"Next page":               696,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 155,
-	"No consumer yet.":                                    221,
-	"No definition has occurrences yet.":                  359,
+	"No consumer yet.":                                    222,
+	"No definition has occurrences yet.":                  360,
 	"No definition has the key “%s”.":                     118,
-	"No definition yet.":                                  314,
-	"No destination yet.":                                 316,
-	"No inputs.":                                          271,
-	"No inputs: an instance starts with an empty object.": 740,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    798,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 796,
-	"No instance matches these filters.": 469,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 797,
-	"No live worker takes %s now (Workers page).":                                               615,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 616,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           617,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          618,
-	"No more consumers.":                                   222,
-	"No more destinations.":                                317,
-	"No occurrence matches these filters.":                 676,
+	"No definition yet.":                                  315,
+	"No destination yet.":                                 317,
+	"No inputs.":                                          272,
+	"No inputs: an instance starts with an empty object.": 741,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    799,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 797,
+	"No instance matches these filters.": 470,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 798,
+	"No live worker takes %s now (Workers page).":                                               616,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 617,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           618,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          619,
+	"No more consumers.":                                   223,
+	"No more destinations.":                                318,
+	"No occurrence matches these filters.":                 677,
 	"No operator action matches.":                          150,
-	"No operator has acted on this instance.":              425,
-	"No outputs yet: the occurrence has not completed.":    580,
-	"No outputs.":                                          274,
-	"No outputs: the occurrence ended without completing.": 582,
+	"No operator has acted on this instance.":              426,
+	"No outputs yet: the occurrence has not completed.":    581,
+	"No outputs.":                                          275,
+	"No outputs: the occurrence ended without completing.": 583,
 	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         725,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             876,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             875,
+	"No process is published yet.":                         726,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             877,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             876,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 168,
-	"No release yet.": 255,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 769,
-	"No revision yet: the Working copy has never been snapshotted.":                     253,
-	"No token.":              816,
-	"No value was revealed.": 787,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              546,
-	"No worker has reserved this occurrence yet.":                                        543,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 877,
-	"No worker is connected.":           860,
-	"No worker serves this definition.": 863,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 874,
-	"Node":                  417,
-	"Nodes":                 732,
-	"Nodes of this version": 749,
-	"Nodes of this version, with their occurrences now": 733,
-	"Nodes reached, in order":                           416,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 169,
+	"No release yet.": 256,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 770,
+	"No revision yet: the Working copy has never been snapshotted.":                     254,
+	"No token.":              817,
+	"No value was revealed.": 788,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              547,
+	"No worker has reserved this occurrence yet.":                                        544,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 878,
+	"No worker is connected.":           861,
+	"No worker serves this definition.": 864,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 875,
+	"Node":                  418,
+	"Nodes":                 733,
+	"Nodes of this version": 750,
+	"Nodes of this version, with their occurrences now": 734,
+	"Nodes reached, in order":                           417,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 197,
-	"Not found":   207,
-	"Notes":       258,
-	"Nothing exists at this address, or it is not visible to you.": 204,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 205,
+	"Not allowed": 198,
+	"Not found":   208,
+	"Notes":       259,
+	"Nothing exists at this address, or it is not visible to you.": 205,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 206,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             794,
+	"Nothing to find: the search box is empty.":                             795,
 	"Nothing was done.":        35,
-	"Nov":                      403,
-	"Now":                      552,
-	"Occurrence":               418,
-	"Occurrence %s":            530,
+	"Nov":                      404,
+	"Now":                      553,
+	"Occurrence":               419,
+	"Occurrence %s":            531,
 	"Occurrence offered again": 137,
-	"Occurrences now":          738,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          872,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 873,
-	"Occurrences, newest first": 670,
-	"Oct":                       402,
-	"Offered from %s — %s.":     620,
-	"Oldest claimable waits":    355,
-	"On error":                  737,
-	"On success":                736,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         783,
-	"Only administrators may reveal a sensitive value.":                                                           776,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 813,
-	"Open":             352,
-	"Operator actions": 413,
-	"Operator actions on this instance, newest first": 426,
+	"Occurrences now":          739,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          873,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 874,
+	"Occurrences, newest first": 671,
+	"Oct":                       403,
+	"Offered from %s — %s.":     621,
+	"Oldest claimable waits":    356,
+	"On error":                  738,
+	"On success":                737,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         784,
+	"Only administrators may reveal a sensitive value.":                                                           777,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 814,
+	"Open":             353,
+	"Operator actions": 414,
+	"Operator actions on this instance, newest first": 427,
 	"Operator actions, newest first":                  154,
 	"Other criteria":                                  104,
-	"Outcome":                                         541,
-	"Outputs":                                         273,
-	"Outputs of revision %d":                          282,
-	"Outputs of the working copy":                     275,
-	"Outputs, labelled by revision %d's contract":     579,
-	"Pages": 693,
-	"Paste your token in the field: it is empty.": 810,
-	"Path":                            414,
-	"Pause reloading":                 196,
-	"Pinned by":                       305,
-	"Pinned revision":                 735,
-	"Policy":                          532,
-	"Previous page":                   694,
-	"Priority":                        564,
+	"Outcome":                                         542,
+	"Outputs":                                         274,
+	"Outputs of revision %d":                          283,
+	"Outputs of the working copy":                     276,
+	"Outputs, labelled by revision %d's contract":     580,
+	"Pages": 694,
+	"Paste your token in the field: it is empty.": 811,
+	"Path":                            415,
+	"Pause reloading":                 197,
+	"Pinned by":                       306,
+	"Pinned revision":                 736,
+	"Policy":                          533,
+	"Previous page":                   695,
+	"Priority":                        565,
 	"Process":                         95,
-	"Process %s":                      728,
+	"Process %s":                      729,
 	"Process %s has no version %d.":   116,
-	"Process and node":                672,
-	"Process inputs":                  428,
+	"Process and node":                673,
+	"Process inputs":                  429,
 	"Process instance":                136,
-	"Process instance %s":             411,
-	"Process instances":               461,
-	"Process instances, newest first": 466,
-	"Processes":                       176,
-	"Processes by key":                723,
-	"Protocol":                        855,
-	"Published":                       259,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 721,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       722,
-	"Push destination": 666,
+	"Process instance %s":             412,
+	"Process instances":               462,
+	"Process instances, newest first": 467,
+	"Processes":                       177,
+	"Processes by key":                724,
+	"Protocol":                        856,
+	"Published":                       260,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 722,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       723,
+	"Push destination": 667,
 	"Reason":           135,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            558,
-	"Recorded operator actions":                             424,
-	"Relais console":                                        170,
-	"Relais has not called the destination yet.":            549,
-	"Relais is calling the destination (since %s).":         626,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 551,
-	"Relais never called the destination: the occurrence ended before any call.":                                    550,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        647,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 649,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     646,
+	"Reason given by the worker":                            559,
+	"Recorded operator actions":                             425,
+	"Relais console":                                        171,
+	"Relais has not called the destination yet.":            550,
+	"Relais is calling the destination (since %s).":         627,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 552,
+	"Relais never called the destination: the occurrence ended before any call.":                                    551,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        648,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 650,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     647,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           648,
-	"Release":                       256,
-	"Releases":                      254,
-	"Releases, oldest first":        276,
-	"Reload lists and detail pages": 709,
-	"Reloading paused":              193,
-	"Reloading paused: this page stays as it is until you resume.": 720,
-	"Reloading resumed.":                  719,
-	"Replica":                             548,
-	"Required":                            243,
-	"Reserved":                            537,
-	"Reserved by %s.":                     628,
-	"Reserved by %s; lock until %s — %s.": 627,
-	"Reserved now":                        234,
-	"Resume":                              194,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         381,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 380,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             379,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            378,
-	"Retried by %s at %s — “%s”": 439,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           649,
+	"Release":                       257,
+	"Releases":                      255,
+	"Releases, oldest first":        277,
+	"Reload lists and detail pages": 710,
+	"Reloading paused":              194,
+	"Reloading paused: this page stays as it is until you resume.": 721,
+	"Reloading resumed.":                  720,
+	"Replica":                             549,
+	"Required":                            244,
+	"Reserved":                            538,
+	"Reserved by %s.":                     629,
+	"Reserved by %s; lock until %s — %s.": 628,
+	"Reserved now":                        235,
+	"Resume":                              195,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         382,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 381,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             380,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            379,
+	"Retried by %s at %s — “%s”": 440,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 561,
+	"Retries": 562,
 	"Retries brought forward for %d instances: their workers take them now.": 127,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             619,
-	"Retry delay":                                   560,
+	"Retry at %s — %s.":                             620,
+	"Retry delay":                                   561,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             553,
+	"Retry or abandon it from its instance":                                                                             554,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 594,
+	"Retryable": 595,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 583,
-	"Revealed by %s at %s; recorded in the audit log.": 781,
-	"Reveals":               185,
-	"Reveals, newest first": 786,
-	"Revision":              257,
-	"Revision %d":           278,
-	"Revisions":             252,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 881,
-	"Revoke the %s token “%s”?": 826,
-	"Revoke the token":          828,
-	"Revoke token %d":           825,
-	"Revoke…":                   823,
-	"Role":                      817,
-	"Route":                     419,
-	"Routing output":            250,
-	"Row %s":                    697,
-	"Rows %s–%s":                698,
-	"Save settings":             711,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      777,
+	"Reveal — this is recorded": 584,
+	"Revealed by %s at %s; recorded in the audit log.": 782,
+	"Reveals":               186,
+	"Reveals, newest first": 787,
+	"Revision":              258,
+	"Revision %d":           279,
+	"Revisions":             253,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 882,
+	"Revoke the %s token “%s”?": 827,
+	"Revoke the token":          829,
+	"Revoke token %d":           826,
+	"Revoke…":                   824,
+	"Role":                      818,
+	"Route":                     420,
+	"Routing output":            251,
+	"Row %s":                    698,
+	"Rows %s–%s":                699,
+	"Save settings":             712,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      778,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 330,
-	"Search":                               792,
-	"Secret values can never be revealed.": 784,
-	"Sep":                                  401,
-	"Served by %d workers":                 878,
-	"Settled":                              422,
-	"Settlement date":                      664,
-	"Show all definitions":                 366,
-	"Show times in":                        707,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 331,
+	"Search":                               793,
+	"Secret values can never be revealed.": 785,
+	"Sep":                                  402,
+	"Served by %d workers":                 879,
+	"Settled":                              423,
+	"Settlement date":                      665,
+	"Show all definitions":                 367,
+	"Show times in":                        708,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 156,
-	"Sign in": 805,
-	"Sign in with an operator, designer or administrator token.": 806,
-	"Sign out":             187,
-	"Signed in as %s (%s)": 186,
-	"Since revision %d:":   284,
-	"Skip to content":      172,
-	"Slot":                 374,
-	"Snapshotted":          279,
+	"Sign in": 806,
+	"Sign in with an operator, designer or administrator token.": 807,
+	"Sign out":             188,
+	"Signed in as %s (%s)": 187,
+	"Since revision %d:":   285,
+	"Skip to content":      173,
+	"Slot":                 375,
+	"Snapshotted":          280,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 219,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 814,
-	"Staff tokens, oldest first": 815,
-	"Start node":                 729,
-	"Started":                    440,
-	"State":                      229,
+	"Something went wrong": 220,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 815,
+	"Staff tokens, oldest first": 816,
+	"Start node":                 730,
+	"Started":                    441,
+	"State":                      230,
 	"Status":                     97,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -594,341 +595,341 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              437,
+	"Stopped by %s at %s — “%s”":                              438,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   436,
-	"Summary": 412,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 309,
-	"Tasks":                   230,
-	"Temporarily unavailable": 217,
-	"That is too long to be an id or a business key.":                                           795,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   437,
+	"Summary": 413,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 310,
+	"Tasks":                   231,
+	"Temporarily unavailable": 218,
+	"That is too long to be an id or a business key.":                                           796,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 555,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 318,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    283,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            606,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 556,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 319,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    284,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            607,
 	"The bulk action must be its id (a UUID).":                                      153,
-	"The call could not be prepared.":                                               607,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 772,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 625,
-	"The chart’s numbers": 372,
+	"The call could not be prepared.":                                               608,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 773,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 626,
+	"The chart’s numbers": 373,
 	"The confirmed count is missing: start again from the list.":                                                                                                        122,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       220,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      708,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       221,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      709,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 123,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             218,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            604,
-	"The destination answered HTTP %s.":     614,
-	"The destination could not be reached.": 608,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    598,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         599,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   597,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 596,
-	"The destination’s answer was too large.": 609,
-	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 456,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  223,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      200,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                611,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         643,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      644,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    642,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            610,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               601,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 600,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     602,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             603,
-	"The latest %d attempts, oldest first":                                                                                                                 554,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             465,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 415,
-	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      473,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         249,
-	"The page cursor is invalid: go back to the first page.":                                                                                               705,
-	"The page size must be between 1 and %d.":                                                                                                              460,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  704,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             219,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            605,
+	"The destination answered HTTP %s.":     615,
+	"The destination could not be reached.": 609,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    599,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         600,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   598,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 597,
+	"The destination’s answer was too large.": 610,
+	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 457,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  224,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      201,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                612,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         644,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      645,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    643,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            611,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               602,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 601,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     603,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             604,
+	"The latest %d attempts, oldest first":                                                                                                                 555,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             466,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 416,
+	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      474,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         250,
+	"The page cursor is invalid: go back to the first page.":                                                                                               706,
+	"The page size must be between 1 and %d.":                                                                                                              461,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  705,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 152,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            605,
-	"The revision must be a whole number, 1 or more.":                                                                                                      662,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    808,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           802,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        832,
-	"The version must be a whole number from 1.":                                                                                                           457,
-	"These revisions have the same contracts.":                                                                                                             269,
-	"These settings are kept in this browser only.":                                                                                                        706,
-	"They take every revision their consumer is granted.":                                                                                                  882,
-	"They take revision %d only.":                                                                                                                          884,
-	"They take revisions %s only.":                                                                                                                         886,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     701,
+	"The result did not match the revision's outputs contract.":                                                                                            606,
+	"The revision must be a whole number, 1 or more.":                                                                                                      663,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    809,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           803,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        833,
+	"The version must be a whole number from 1.":                                                                                                           458,
+	"These revisions have the same contracts.":                                                                                                             270,
+	"These settings are kept in this browser only.":                                                                                                        707,
+	"They take every revision their consumer is granted.":                                                                                                  883,
+	"They take revision %d only.":                                                                                                                          885,
+	"They take revisions %s only.":                                                                                                                         887,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     702,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             125,
-	"This contract has no inputs.":                                                                                                                         578,
-	"This contract has no outputs.":                                                                                                                        581,
+	"This contract has no inputs.":                                                                                                                         579,
+	"This contract has no outputs.":                                                                                                                        582,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
-	"This form could not be read: nothing was done. Send it again.":                                                                                        216,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   215,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         213,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         210,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  791,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        217,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   216,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         214,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         211,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  792,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 337,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 338,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 432,
-	"This instance has not reached a task yet.":                   423,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 433,
+	"This instance has not reached a task yet.":                   424,
 	"This instance is %s, not held: there is nothing to abandon.": 44,
 	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 335,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 336,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 433,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 434,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 434,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 435,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  208,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            831,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           830,
-	"This page does not accept that request.": 790,
-	"This page reloads every %d seconds.":     195,
-	"This process takes no inputs.":           430,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 779,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  209,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            832,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           831,
+	"This page does not accept that request.": 791,
+	"This page reloads every %d seconds.":     196,
+	"This process takes no inputs.":           431,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 780,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 811,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 750,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            751,
-	"Times in %s · no auto-reload":    192,
-	"Times in %s · reload every %d s": 191,
-	"Times in %s · reloading paused":  190,
-	"To revision":                     263,
-	"Token":                           807,
-	"Tokens":                          184,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 809,
-	"Totals of all definitions, not narrowed by the other filters":         682,
-	"Totals of definition %s, not narrowed by the other filters":           681,
-	"Type": 242,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 793,
-	"URL":                              321,
-	"UTC (coordinated universal time)": 713,
+	"This token is unknown, revoked or expired.": 812,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 751,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            752,
+	"Times in %s · no auto-reload":    193,
+	"Times in %s · reload every %d s": 192,
+	"Times in %s · reloading paused":  191,
+	"To revision":                     264,
+	"Token":                           808,
+	"Tokens":                          185,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 810,
+	"Totals of all definitions, not narrowed by the other filters":         683,
+	"Totals of definition %s, not narrowed by the other filters":           682,
+	"Type": 243,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 794,
+	"URL":                              322,
+	"UTC (coordinated universal time)": 714,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                113,
 	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 702,
-	"Unknown parameter “%s”.":                      703,
-	"Unknown status “%s” (did you mean “%s”?).":    475,
-	"Unknown status “%s”.":                         477,
-	"Unknown value of the next attempt filter.":    661,
-	"Value":                        427,
+	"Unknown parameter “%s” (did you mean “%s”?).": 703,
+	"Unknown parameter “%s”.":                      704,
+	"Unknown status “%s” (did you mean “%s”?).":    476,
+	"Unknown status “%s”.":                         478,
+	"Unknown value of the next attempt filter.":    662,
+	"Value":                        428,
 	"Version":                      96,
-	"Versions, newest first":       724,
-	"Waiting a retry":              356,
-	"Waiting a retry (due later)":  678,
+	"Versions, newest first":       725,
+	"Waiting a retry":              357,
+	"Waiting a retry (due later)":  679,
 	"Waiting a retry at a node of": 101,
-	"Waiting for Relais to call the destination since %s (%s).": 622,
-	"Waiting for a worker since %s (%s).":                       623,
+	"Waiting for Relais to call the destination since %s (%s).": 623,
+	"Waiting for a worker since %s (%s).":                       624,
 	"When":                                                      132,
 	"Who":                                                       133,
-	"Whole message":                                             545,
-	"Why (recorded with the reveal)":                            584,
-	"Worker":                                                    854,
-	"Worker id":                                                 536,
-	"Workers":                                                   181,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        852,
+	"Whole message":                                             546,
+	"Why (recorded with the reveal)":                            585,
+	"Worker":                                                    855,
+	"Worker id":                                                 537,
+	"Workers":                                                   182,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        853,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 853,
-	"Workers serving %s":                   861,
+	"Workers seen within three heartbeats": 854,
+	"Workers serving %s":                   862,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        248,
-	"You are signed out.": 801,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              198,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 803,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          804,
-	"[redacted]":                          656,
+	"Working copy":        249,
+	"You are signed out.": 802,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              199,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 804,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          805,
+	"[redacted]":                          657,
 	"a token’s name, exact":               144,
 	"abandon":                             4,
-	"active":                              231,
-	"administrator":                       506,
-	"after %s’s retry at %s":              556,
-	"an incident: retry, abandon or stop": 341,
-	"answer too large":                    654,
-	"any":                                 462,
-	"any other code → %s":                 764,
-	"any other error":                     339,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 684,
-	"at least %d characters":                   836,
-	"at least %d items":                        843,
-	"at most %d":                               572,
-	"at most %d characters":                    837,
-	"at most %d items":                         844,
-	"at most %d since the last operator retry": 573,
-	"available":                                478,
-	"boolean":                                  493,
-	"call in progress since":                   690,
-	"cancelled":                                483,
-	"choice":                                   496,
-	"claimable since":                          689,
-	"claimable since %s":                       363,
-	"classification changed":                   517,
-	"completed":                                481,
-	"constraint changed":                       518,
-	"consumer":                                 509,
-	"consumer #%s":                             638,
-	"date":                                     494,
-	"date and time":                            495,
-	"deadline %s":                              768,
-	"deferred":                                 480,
-	"deferred since":                           692,
+	"active":                              232,
+	"administrator":                       507,
+	"after %s’s retry at %s":              557,
+	"an incident: retry, abandon or stop": 342,
+	"answer too large":                    655,
+	"any":                                 463,
+	"any other code → %s":                 765,
+	"any other error":                     340,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 685,
+	"at least %d characters":                   837,
+	"at least %d items":                        844,
+	"at most %d":                               573,
+	"at most %d characters":                    838,
+	"at most %d items":                         845,
+	"at most %d since the last operator retry": 574,
+	"available":                                479,
+	"boolean":                                  494,
+	"call in progress since":                   691,
+	"cancelled":                                484,
+	"choice":                                   497,
+	"claimable since":                          690,
+	"claimable since %s":                       364,
+	"classification changed":                   518,
+	"completed":                                482,
+	"constraint changed":                       519,
+	"consumer":                                 510,
+	"consumer #%s":                             639,
+	"date":                                     495,
+	"date and time":                            496,
+	"deadline %s":                              769,
+	"deferred":                                 481,
+	"deferred since":                           693,
 	"deleted":                                  140,
-	"designer":                                 508,
-	"disconnected":                             489,
-	"each item of %s":                          834,
-	"end (completes)":                          757,
-	"end (fails)":                              758,
-	"end: completes the instance":              342,
-	"end: fails the instance":                  343,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         448,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 449,
+	"designer":                                 509,
+	"disconnected":                             490,
+	"each item of %s":                          835,
+	"end (completes)":                          758,
+	"end (fails)":                              759,
+	"end: completes the instance":              343,
+	"end: fails the instance":                  344,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         449,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 450,
 	"erase":                                  6,
-	"every revision its consumer is granted": 868,
-	"every revision its consumer is granted: %s":   864,
-	"exact, case-sensitive":                        463,
+	"every revision its consumer is granted": 869,
+	"every revision its consumer is granted: %s":   865,
+	"exact, case-sensitive":                        464,
 	"exact; instances deleted since are not found": 145,
-	"expired":                             486,
-	"failed":                              482,
-	"fails the instance":                  765,
-	"field added":                         512,
-	"field removed":                       513,
-	"format":                              523,
-	"format %s":                           839,
+	"expired":                             487,
+	"failed":                              483,
+	"fails the instance":                  766,
+	"field added":                         513,
+	"field removed":                       514,
+	"format":                              524,
+	"format %s":                           840,
 	"from":                                146,
 	"given (not kept)":                    159,
-	"held":                                485,
-	"held for an operator":                340,
-	"held, then abandoned by an operator": 454,
-	"held, then stopped by an operator":   453,
-	"hidden (secret)":                     503,
-	"hidden (sensitive)":                  502,
-	"hold (an incident for an operator)":  763,
-	"id or business key":                  178,
-	"in %s":                               386,
-	"in progress":                         544,
-	"instance held here":                  680,
-	"instance id":                         668,
-	"instances held":                      773,
-	"instances held: %s":                  774,
-	"integer":                             491,
-	"its name, exactly":                   667,
-	"just now":                            388,
-	"list":                                498,
-	"lock until":                          691,
-	"long polling":                        866,
-	"long wait":                           364,
-	"masked value":                        320,
-	"maximum":                             525,
-	"maximum %s":                          841,
-	"maximum items":                       527,
-	"maximum length":                      521,
-	"minimum":                             524,
-	"minimum %s":                          840,
-	"minimum items":                       526,
-	"minimum length":                      520,
-	"never":                               820,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 446,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       445,
-	"next attempt":                 688,
-	"next attempt %s":              362,
-	"no":                           511,
-	"no answer within the timeout": 652,
-	"no connection":                653,
-	"no grant: it takes nothing":   233,
-	"no header":                    325,
-	"no process version":           306,
-	"no worker":                    365,
-	"no worker takes revision %d":  870,
-	"no worker takes revisions %s": 871,
-	"no: the latest is version %d": 745,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 595,
-	"none":                  303,
+	"held":                                486,
+	"held for an operator":                341,
+	"held, then abandoned by an operator": 455,
+	"held, then stopped by an operator":   454,
+	"hidden (secret)":                     504,
+	"hidden (sensitive)":                  503,
+	"hold (an incident for an operator)":  764,
+	"id or business key":                  179,
+	"in %s":                               387,
+	"in progress":                         545,
+	"instance held here":                  681,
+	"instance id":                         669,
+	"instances held":                      774,
+	"instances held: %s":                  775,
+	"integer":                             492,
+	"its name, exactly":                   668,
+	"just now":                            389,
+	"list":                                499,
+	"lock until":                          692,
+	"long polling":                        867,
+	"long wait":                           365,
+	"masked value":                        321,
+	"maximum":                             526,
+	"maximum %s":                          842,
+	"maximum items":                       528,
+	"maximum length":                      522,
+	"minimum":                             525,
+	"minimum %s":                          841,
+	"minimum items":                       527,
+	"minimum length":                      521,
+	"never":                               821,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 447,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       446,
+	"next attempt":                 689,
+	"next attempt %s":              363,
+	"no":                           512,
+	"no answer within the timeout": 653,
+	"no connection":                654,
+	"no grant: it takes nothing":   234,
+	"no header":                    326,
+	"no process version":           307,
+	"no worker":                    366,
+	"no worker takes revision %d":  871,
+	"no worker takes revisions %s": 872,
+	"no: the latest is version %d": 746,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 596,
+	"none":                  304,
 	"none (every instance)": 163,
-	"none (revealed before reasons were asked for)": 788,
+	"none (revealed before reasons were asked for)": 789,
 	"none given": 105,
-	"none yet":   313,
-	"none: a failed call takes the node’s error path": 562,
-	"normal":       499,
-	"not provided": 846,
-	"not set":      304,
-	"not yet":      821,
-	"null":         850,
-	"number":       492,
-	"object":       497,
-	"older versions, from version %d (each links the one before)": 727,
-	"on error":                           338,
-	"one attempt, no retry, priority %d": 767,
-	"one of: %s":                         842,
-	"operator":                           507,
-	"optional %s field of type %s":       300,
-	"optional field of type %s":          302,
-	"optional → required":                293,
-	"pattern":                            522,
-	"pattern %s":                         838,
-	"pull":                               755,
-	"pull %s":                            345,
-	"pull (a worker fetches it)":         504,
-	"push %s":                            344,
-	"push (Relais calls the service)":    505,
-	"push to %s":                         756,
-	"rejected":                           487,
-	"released":                           488,
-	"required %s field of type %s":       299,
-	"required changed":                   515,
-	"required field of type %s":          301,
-	"required → optional":                294,
-	"reserved":                           479,
+	"none yet":   314,
+	"none: a failed call takes the node’s error path": 563,
+	"normal":       500,
+	"not provided": 847,
+	"not set":      305,
+	"not yet":      822,
+	"null":         851,
+	"number":       493,
+	"object":       498,
+	"older versions, from version %d (each links the one before)": 728,
+	"on error":                           339,
+	"one attempt, no retry, priority %d": 768,
+	"one of: %s":                         843,
+	"operator":                           508,
+	"optional %s field of type %s":       301,
+	"optional field of type %s":          303,
+	"optional → required":                294,
+	"pattern":                            523,
+	"pattern %s":                         839,
+	"pull":                               756,
+	"pull %s":                            346,
+	"pull (a worker fetches it)":         505,
+	"push %s":                            345,
+	"push (Relais calls the service)":    506,
+	"push to %s":                         757,
+	"rejected":                           488,
+	"released":                           489,
+	"required %s field of type %s":       300,
+	"required changed":                   516,
+	"required field of type %s":          302,
+	"required → optional":                295,
+	"reserved":                           480,
 	"retry":                              3,
 	"retry now":                          157,
 	"retry now (attempts unchanged)":     139,
-	"revision %d":                        685,
-	"revisions %s":                       869,
-	"revoked":                            232,
-	"routing changed":                    519,
-	"routing output":                     833,
-	"routing output %s → %s":             292,
-	"running":                            484,
-	"secret":                             501,
-	"sensitive":                          500,
-	"settled":                            687,
+	"revision %d":                        686,
+	"revisions %s":                       870,
+	"revoked":                            233,
+	"routing changed":                    520,
+	"routing output":                     834,
+	"routing output %s → %s":             293,
+	"running":                            485,
+	"secret":                             502,
+	"sensitive":                          501,
+	"settled":                            688,
 	"stop":                               5,
-	"stream":                             865,
-	"text":                               490,
-	"the contracts are the same (the name or a description changed).": 285,
-	"the soonest due %s":       361,
-	"this session":             824,
-	"timeout %s":               770,
-	"timeout %s (the default)": 771,
+	"stream":                             866,
+	"text":                               491,
+	"the contracts are the same (the name or a description changed).": 286,
+	"the soonest due %s":       362,
+	"this session":             825,
+	"timeout %s":               771,
+	"timeout %s (the default)": 772,
 	"to":                       147,
-	"type changed":             514,
-	"unexpected value":         851,
-	"unknown":                  655,
-	"values added: %s":         295,
-	"values changed":           516,
-	"values removed: %s":       296,
-	"values reordered":         297,
-	"version %d":               726,
-	"version %d →":             747,
-	"waiting":                  650,
-	"yes":                      510,
-	"yes: a start that names no version runs this one":                                                                      744,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 206,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     476,
-	"← version %d": 746,
-	"→ %s":         762,
+	"type changed":             515,
+	"unexpected value":         852,
+	"unknown":                  656,
+	"values added: %s":         296,
+	"values changed":           517,
+	"values removed: %s":       297,
+	"values reordered":         298,
+	"version %d":               727,
+	"version %d →":             748,
+	"waiting":                  651,
+	"yes":                      511,
+	"yes: a start that names no version runs this one":                                                                      745,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 207,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     477,
+	"← version %d": 747,
+	"→ %s":         763,
 }
 
-var enIndex = []uint32{ // 888 elements
+var enIndex = []uint32{ // 889 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -976,212 +977,213 @@ var enIndex = []uint32{ // 888 elements
 	0x00002e07, 0x00002edf, 0x00002ee9, 0x00002ef8,
 	// Entry A0 - BF
 	0x00002f09, 0x00002f17, 0x00002f26, 0x00002f33,
-	0x00002f49, 0x00002f56, 0x00002fe9, 0x0000309e,
-	0x00003132, 0x000031b1, 0x000031c7, 0x000031d6,
-	0x000031df, 0x000031ef, 0x000031ff, 0x00003206,
-	0x00003215, 0x0000321f, 0x0000323e, 0x00003251,
-	0x00003256, 0x00003262, 0x0000326a, 0x00003274,
-	0x00003281, 0x00003288, 0x00003290, 0x000032ab,
-	0x000032b4, 0x000032c5, 0x000032dc, 0x000032ff,
+	0x00002f49, 0x00002f56, 0x00002fb5, 0x00003048,
+	0x000030fd, 0x00003191, 0x00003210, 0x00003226,
+	0x00003235, 0x0000323e, 0x0000324e, 0x0000325e,
+	0x00003265, 0x00003274, 0x0000327e, 0x0000329d,
+	0x000032b0, 0x000032b5, 0x000032c1, 0x000032c9,
+	0x000032d3, 0x000032e0, 0x000032e7, 0x000032ef,
+	0x0000330a, 0x00003313, 0x00003324, 0x0000333b,
 	// Entry C0 - DF
-	0x00003326, 0x00003347, 0x00003358, 0x0000335f,
-	0x00003386, 0x00003396, 0x000033a2, 0x00003420,
-	0x00003430, 0x00003498, 0x000034af, 0x000034bf,
-	0x000034d3, 0x00003510, 0x00003629, 0x000036a6,
-	0x000036b0, 0x0000376b, 0x00003778, 0x000037f5,
-	0x00003806, 0x00003815, 0x00003875, 0x00003887,
-	0x000038ca, 0x00003908, 0x00003920, 0x00003966,
-	0x0000397b, 0x000039ea, 0x000039fb, 0x00003a0e,
+	0x0000335e, 0x00003385, 0x000033a6, 0x000033b7,
+	0x000033be, 0x000033e5, 0x000033f5, 0x00003401,
+	0x0000347f, 0x0000348f, 0x000034f7, 0x0000350e,
+	0x0000351e, 0x00003532, 0x0000356f, 0x00003688,
+	0x00003705, 0x0000370f, 0x000037ca, 0x000037d7,
+	0x00003854, 0x00003865, 0x00003874, 0x000038d4,
+	0x000038e6, 0x00003929, 0x00003967, 0x0000397f,
+	0x000039c5, 0x000039da, 0x00003a49, 0x00003a5a,
 	// Entry E0 - FF
-	0x00003ad3, 0x00003aeb, 0x00003aee, 0x00003af3,
-	0x00003afa, 0x00003b05, 0x00003b0b, 0x00003b11,
-	0x00003b18, 0x00003b20, 0x00003b3b, 0x00003b48,
-	0x00003b56, 0x00003b80, 0x00003b96, 0x00003bad,
-	0x00003bf3, 0x00003c15, 0x00003c1b, 0x00003c20,
-	0x00003c29, 0x00003c38, 0x00003c44, 0x00003c50,
-	0x00003c61, 0x00003c6e, 0x00003ccb, 0x00003cda,
-	0x00003ce5, 0x00003cef, 0x00003d2d, 0x00003d36,
+	0x00003a6d, 0x00003b32, 0x00003b4a, 0x00003b4d,
+	0x00003b52, 0x00003b59, 0x00003b64, 0x00003b6a,
+	0x00003b70, 0x00003b77, 0x00003b7f, 0x00003b9a,
+	0x00003ba7, 0x00003bb5, 0x00003bdf, 0x00003bf5,
+	0x00003c0c, 0x00003c52, 0x00003c74, 0x00003c7a,
+	0x00003c7f, 0x00003c88, 0x00003c97, 0x00003ca3,
+	0x00003caf, 0x00003cc0, 0x00003ccd, 0x00003d2a,
+	0x00003d39, 0x00003d44, 0x00003d4e, 0x00003d8c,
 	// Entry 100 - 11F
-	0x00003d46, 0x00003d4e, 0x00003d57, 0x00003d5d,
-	0x00003d67, 0x00003d79, 0x00003dc1, 0x00003dcf,
-	0x00003ddb, 0x00003de3, 0x00003dea, 0x00003df1,
-	0x00003e02, 0x00003e11, 0x00003e3a, 0x00003e41,
-	0x00003e4c, 0x00003e67, 0x00003e6f, 0x00003e7b,
-	0x00003e97, 0x00003eae, 0x00003ed0, 0x00003edf,
-	0x00003eeb, 0x00003ef2, 0x00003f0b, 0x00003f25,
-	0x00003fce, 0x00003fe4, 0x00004024, 0x00004055,
+	0x00003d95, 0x00003da5, 0x00003dad, 0x00003db6,
+	0x00003dbc, 0x00003dc6, 0x00003dd8, 0x00003e20,
+	0x00003e2e, 0x00003e3a, 0x00003e42, 0x00003e49,
+	0x00003e50, 0x00003e61, 0x00003e70, 0x00003e99,
+	0x00003ea0, 0x00003eab, 0x00003ec6, 0x00003ece,
+	0x00003eda, 0x00003ef6, 0x00003f0d, 0x00003f2f,
+	0x00003f3e, 0x00003f4a, 0x00003f51, 0x00003f6a,
+	0x00003f84, 0x0000402d, 0x00004043, 0x00004083,
 	// Entry 120 - 13F
-	0x0000407f, 0x000040a6, 0x0000411d, 0x00004141,
-	0x00004168, 0x00004187, 0x0000419d, 0x000041b3,
-	0x000041c7, 0x000041dd, 0x000041ee, 0x00004205,
-	0x00004228, 0x0000424b, 0x00004268, 0x00004285,
-	0x0000428a, 0x00004292, 0x0000429c, 0x000042af,
-	0x000042c3, 0x000042d8, 0x00004324, 0x00004337,
-	0x0000433b, 0x0000434b, 0x00004354, 0x00004367,
-	0x0000438d, 0x000043a1, 0x000043b7, 0x000044cd,
+	0x000040b4, 0x000040de, 0x00004105, 0x0000417c,
+	0x000041a0, 0x000041c7, 0x000041e6, 0x000041fc,
+	0x00004212, 0x00004226, 0x0000423c, 0x0000424d,
+	0x00004264, 0x00004287, 0x000042aa, 0x000042c7,
+	0x000042e4, 0x000042e9, 0x000042f1, 0x000042fb,
+	0x0000430e, 0x00004322, 0x00004337, 0x00004383,
+	0x00004396, 0x0000439a, 0x000043aa, 0x000043b3,
+	0x000043c6, 0x000043ec, 0x00004400, 0x00004416,
 	// Entry 140 - 15F
-	0x000044e2, 0x000044ef, 0x000044f3, 0x00004500,
-	0x00004510, 0x0000451d, 0x00004527, 0x0000452d,
-	0x00004537, 0x00004557, 0x00004569, 0x0000461d,
-	0x0000463a, 0x000046a8, 0x00004768, 0x0000477b,
-	0x000047c8, 0x0000482c, 0x00004890, 0x00004899,
-	0x000048a9, 0x000048be, 0x000048e2, 0x000048fe,
-	0x00004916, 0x00004921, 0x0000492c, 0x00004940,
-	0x00004a60, 0x00004ab0, 0x00004ad4, 0x00004aff,
+	0x0000452c, 0x00004541, 0x0000454e, 0x00004552,
+	0x0000455f, 0x0000456f, 0x0000457c, 0x00004586,
+	0x0000458c, 0x00004596, 0x000045b6, 0x000045c8,
+	0x0000467c, 0x00004699, 0x00004707, 0x000047c7,
+	0x000047da, 0x00004827, 0x0000488b, 0x000048ef,
+	0x000048f8, 0x00004908, 0x0000491d, 0x00004941,
+	0x0000495d, 0x00004975, 0x00004980, 0x0000498b,
+	0x0000499f, 0x00004abf, 0x00004b0f, 0x00004b33,
 	// Entry 160 - 17F
-	0x00004b0a, 0x00004b0f, 0x00004b1e, 0x00004b25,
-	0x00004b3c, 0x00004b4c, 0x00004b61, 0x00004b73,
-	0x00004b96, 0x00004be3, 0x00004bf9, 0x00004c0c,
-	0x00004c22, 0x00004c2c, 0x00004c36, 0x00004c4b,
-	0x00004c73, 0x00004c83, 0x00004cbc, 0x00004d10,
-	0x00004d1a, 0x00004d30, 0x00004d69, 0x00004d6e,
-	0x00004d7c, 0x00004da5, 0x00004dc8, 0x00004e1b,
-	0x00004e5b, 0x00004edc, 0x00004f43, 0x00004f50,
+	0x00004b5e, 0x00004b69, 0x00004b6e, 0x00004b7d,
+	0x00004b84, 0x00004b9b, 0x00004bab, 0x00004bc0,
+	0x00004bd2, 0x00004bf5, 0x00004c42, 0x00004c58,
+	0x00004c6b, 0x00004c81, 0x00004c8b, 0x00004c95,
+	0x00004caa, 0x00004cd2, 0x00004ce2, 0x00004d1b,
+	0x00004d6f, 0x00004d79, 0x00004d8f, 0x00004dc8,
+	0x00004dcd, 0x00004ddb, 0x00004e04, 0x00004e27,
+	0x00004e7a, 0x00004eba, 0x00004f3b, 0x00004fa2,
 	// Entry 180 - 19F
-	0x00004f70, 0x00004f7c, 0x00004f95, 0x00004f9e,
-	0x00004fa8, 0x00004fb1, 0x00004fb9, 0x00004fc3,
-	0x00004fcb, 0x00004fd3, 0x00004fd7, 0x00004fdb,
-	0x00004fdf, 0x00004fe3, 0x00004fe7, 0x00004feb,
-	0x00004fef, 0x00004ff3, 0x00004ff7, 0x00004ffb,
-	0x00004fff, 0x00005003, 0x0000500d, 0x0000502b,
-	0x0000504b, 0x0000506f, 0x00005093, 0x0000509c,
-	0x000050b3, 0x000050bb, 0x000050cc, 0x000050d1,
+	0x00004faf, 0x00004fcf, 0x00004fdb, 0x00004ff4,
+	0x00004ffd, 0x00005007, 0x00005010, 0x00005018,
+	0x00005022, 0x0000502a, 0x00005032, 0x00005036,
+	0x0000503a, 0x0000503e, 0x00005042, 0x00005046,
+	0x0000504a, 0x0000504e, 0x00005052, 0x00005056,
+	0x0000505a, 0x0000505e, 0x00005062, 0x0000506c,
+	0x0000508a, 0x000050aa, 0x000050ce, 0x000050f2,
+	0x000050fb, 0x00005112, 0x0000511a, 0x0000512b,
 	// Entry 1A0 - 1BF
-	0x00005116, 0x0000512e, 0x00005133, 0x0000513e,
-	0x00005144, 0x0000514e, 0x00005156, 0x0000515e,
-	0x00005188, 0x000051a2, 0x000051ca, 0x000051fa,
-	0x00005200, 0x0000520f, 0x00005262, 0x00005280,
-	0x00005297, 0x00005347, 0x00005469, 0x00005528,
-	0x00005639, 0x00005690, 0x000056ba, 0x000056e6,
-	0x00005710, 0x00005718, 0x0000571e, 0x0000572b,
-	0x0000573d, 0x00005746, 0x00005788, 0x000057d2,
+	0x00005130, 0x00005175, 0x0000518d, 0x00005192,
+	0x0000519d, 0x000051a3, 0x000051ad, 0x000051b5,
+	0x000051bd, 0x000051e7, 0x00005201, 0x00005229,
+	0x00005259, 0x0000525f, 0x0000526e, 0x000052c1,
+	0x000052df, 0x000052f6, 0x000053a6, 0x000054c8,
+	0x00005587, 0x00005698, 0x000056ef, 0x00005719,
+	0x00005745, 0x0000576f, 0x00005777, 0x0000577d,
+	0x0000578a, 0x0000579c, 0x000057a5, 0x000057e7,
 	// Entry 1C0 - 1DF
-	0x000057e7, 0x00005819, 0x00005865, 0x0000586e,
-	0x00005880, 0x0000588f, 0x000058b1, 0x000058d5,
-	0x00005923, 0x00005a2d, 0x00005a58, 0x00005a8c,
-	0x00005a9a, 0x00005ac5, 0x00005ad7, 0x00005adb,
-	0x00005af1, 0x00005b1b, 0x00005b64, 0x00005b84,
-	0x00005b8d, 0x00005b9f, 0x00005bc2, 0x00005c5d,
-	0x00005c6b, 0x00005c7a, 0x00005ccd, 0x00005cda,
-	0x00005d12, 0x00005d7b, 0x00005d97, 0x00005da1,
+	0x00005831, 0x00005846, 0x00005878, 0x000058c4,
+	0x000058cd, 0x000058df, 0x000058ee, 0x00005910,
+	0x00005934, 0x00005982, 0x00005a8c, 0x00005ab7,
+	0x00005aeb, 0x00005af9, 0x00005b24, 0x00005b36,
+	0x00005b3a, 0x00005b50, 0x00005b7a, 0x00005bc3,
+	0x00005be3, 0x00005bec, 0x00005bfe, 0x00005c21,
+	0x00005cbc, 0x00005cca, 0x00005cd9, 0x00005d2c,
+	0x00005d39, 0x00005d71, 0x00005dda, 0x00005df6,
 	// Entry 1E0 - 1FF
-	0x00005daa, 0x00005db3, 0x00005dbd, 0x00005dc4,
-	0x00005dce, 0x00005dd6, 0x00005ddb, 0x00005de3,
-	0x00005dec, 0x00005df5, 0x00005e02, 0x00005e07,
-	0x00005e0f, 0x00005e16, 0x00005e1e, 0x00005e23,
-	0x00005e31, 0x00005e38, 0x00005e3f, 0x00005e44,
-	0x00005e4b, 0x00005e55, 0x00005e5c, 0x00005e6f,
-	0x00005e7f, 0x00005e9a, 0x00005eba, 0x00005ec8,
-	0x00005ed1, 0x00005eda, 0x00005ee3, 0x00005ee7,
+	0x00005e00, 0x00005e09, 0x00005e12, 0x00005e1c,
+	0x00005e23, 0x00005e2d, 0x00005e35, 0x00005e3a,
+	0x00005e42, 0x00005e4b, 0x00005e54, 0x00005e61,
+	0x00005e66, 0x00005e6e, 0x00005e75, 0x00005e7d,
+	0x00005e82, 0x00005e90, 0x00005e97, 0x00005e9e,
+	0x00005ea3, 0x00005eaa, 0x00005eb4, 0x00005ebb,
+	0x00005ece, 0x00005ede, 0x00005ef9, 0x00005f19,
+	0x00005f27, 0x00005f30, 0x00005f39, 0x00005f42,
 	// Entry 200 - 21F
-	0x00005eea, 0x00005ef6, 0x00005f04, 0x00005f11,
-	0x00005f22, 0x00005f31, 0x00005f48, 0x00005f5b,
-	0x00005f6b, 0x00005f7a, 0x00005f89, 0x00005f91,
-	0x00005f98, 0x00005fa0, 0x00005fa8, 0x00005fb6,
-	0x00005fc4, 0x00005fda, 0x00005fef, 0x00006000,
-	0x00006006, 0x0000600d, 0x00006016, 0x00006032,
-	0x0000603b, 0x00006045, 0x0000604e, 0x00006057,
-	0x00006060, 0x00006077, 0x0000607f, 0x0000608d,
+	0x00005f46, 0x00005f49, 0x00005f55, 0x00005f63,
+	0x00005f70, 0x00005f81, 0x00005f90, 0x00005fa7,
+	0x00005fba, 0x00005fca, 0x00005fd9, 0x00005fe8,
+	0x00005ff0, 0x00005ff7, 0x00005fff, 0x00006007,
+	0x00006015, 0x00006023, 0x00006039, 0x0000604e,
+	0x0000605f, 0x00006065, 0x0000606c, 0x00006075,
+	0x00006091, 0x0000609a, 0x000060a4, 0x000060ad,
+	0x000060b6, 0x000060bf, 0x000060d6, 0x000060de,
 	// Entry 220 - 23F
-	0x000060b9, 0x000060c5, 0x000060d3, 0x00006119,
-	0x00006125, 0x0000612d, 0x00006158, 0x000061a3,
-	0x00006265, 0x00006269, 0x0000628f, 0x000062b7,
-	0x0000631a, 0x00006339, 0x0000633e, 0x00006359,
-	0x0000636a, 0x00006376, 0x0000637e, 0x000063b0,
-	0x000063b9, 0x000063c2, 0x000063de, 0x0000643f,
-	0x0000644c, 0x00006483, 0x000064b2, 0x00006502,
-	0x0000653d, 0x0000654b, 0x00006577, 0x0000659d,
+	0x000060ec, 0x00006118, 0x00006124, 0x00006132,
+	0x00006178, 0x00006184, 0x0000618c, 0x000061b7,
+	0x00006202, 0x000062c4, 0x000062c8, 0x000062ee,
+	0x00006316, 0x00006379, 0x00006398, 0x0000639d,
+	0x000063b8, 0x000063c9, 0x000063d5, 0x000063dd,
+	0x0000640f, 0x00006418, 0x00006421, 0x0000643d,
+	0x0000649e, 0x000064ab, 0x000064e2, 0x00006511,
+	0x00006561, 0x0000659c, 0x000065aa, 0x000065d6,
 	// Entry 240 - 25F
-	0x000065be, 0x000065c9, 0x000065f7, 0x00006614,
-	0x00006643, 0x00006675, 0x00006693, 0x000066c8,
-	0x000066e4, 0x00006703, 0x0000675e, 0x0000676d,
-	0x0000677a, 0x00006788, 0x00006795, 0x0000679e,
-	0x000067b9, 0x000067e9, 0x00006804, 0x0000680e,
-	0x00006860, 0x00006920, 0x0000697c, 0x000069fa,
-	0x00006a70, 0x00006b43, 0x00006c06, 0x00006c3e,
-	0x00006c9e, 0x00006cf5, 0x00006d2f, 0x00006e3c,
+	0x000065fc, 0x0000661d, 0x00006628, 0x00006656,
+	0x00006673, 0x000066a2, 0x000066d4, 0x000066f2,
+	0x00006727, 0x00006743, 0x00006762, 0x000067bd,
+	0x000067cc, 0x000067d9, 0x000067e7, 0x000067f4,
+	0x000067fd, 0x00006818, 0x00006848, 0x00006863,
+	0x0000686d, 0x000068bf, 0x0000697f, 0x000069db,
+	0x00006a59, 0x00006acf, 0x00006ba2, 0x00006c65,
+	0x00006c9d, 0x00006cfd, 0x00006d54, 0x00006d8e,
 	// Entry 260 - 27F
-	0x00006e5c, 0x00006e82, 0x00006eac, 0x00006f1d,
-	0x00006f5a, 0x00006f7e, 0x00007022, 0x00007047,
-	0x00007076, 0x000070d6, 0x0000712f, 0x00007189,
-	0x000071a3, 0x000071c1, 0x000071f5, 0x00007235,
-	0x0000725f, 0x0000726e, 0x00007339, 0x0000736a,
-	0x00007399, 0x000073ac, 0x00007421, 0x00007434,
-	0x00007468, 0x000074b9, 0x000074ed, 0x000074fd,
-	0x00007544, 0x00007571, 0x0000757e, 0x0000758e,
+	0x00006e9b, 0x00006ebb, 0x00006ee1, 0x00006f0b,
+	0x00006f7c, 0x00006fb9, 0x00006fdd, 0x00007081,
+	0x000070a6, 0x000070d5, 0x00007135, 0x0000718e,
+	0x000071e8, 0x00007202, 0x00007220, 0x00007254,
+	0x00007294, 0x000072be, 0x000072cd, 0x00007398,
+	0x000073c9, 0x000073f8, 0x0000740b, 0x00007480,
+	0x00007493, 0x000074c7, 0x00007518, 0x0000754c,
+	0x0000755c, 0x000075a3, 0x000075d0, 0x000075dd,
 	// Entry 280 - 29F
-	0x000075be, 0x000075f8, 0x0000761b, 0x00007692,
-	0x00007714, 0x00007799, 0x000077a8, 0x000077f8,
-	0x00007858, 0x000078c4, 0x0000793b, 0x00007943,
-	0x0000795b, 0x00007978, 0x00007986, 0x00007997,
-	0x0000799f, 0x000079aa, 0x000079eb, 0x00007a23,
-	0x00007a37, 0x00007a89, 0x00007ab3, 0x00007ae3,
-	0x00007b1e, 0x00007b2e, 0x00007b6d, 0x00007b7e,
-	0x00007b90, 0x00007b9c, 0x00007bad, 0x00007bc7,
+	0x000075ed, 0x0000761d, 0x00007657, 0x0000767a,
+	0x000076f1, 0x00007773, 0x000077f8, 0x00007807,
+	0x00007857, 0x000078b7, 0x00007923, 0x0000799a,
+	0x000079a2, 0x000079ba, 0x000079d7, 0x000079e5,
+	0x000079f6, 0x000079fe, 0x00007a09, 0x00007a4a,
+	0x00007a82, 0x00007a96, 0x00007ae8, 0x00007b12,
+	0x00007b42, 0x00007b7d, 0x00007b8d, 0x00007bcc,
+	0x00007bdd, 0x00007bef, 0x00007bfb, 0x00007c0c,
 	// Entry 2A0 - 2BF
-	0x00007bcf, 0x00007be0, 0x00007be6, 0x00007bfa,
-	0x00007c12, 0x00007c37, 0x00007c3b, 0x00007c57,
-	0x00007c65, 0x00007c78, 0x00007cb6, 0x00007cf3,
-	0x00007d1f, 0x00007d77, 0x00007d86, 0x00007d97,
-	0x00007d9f, 0x00007dac, 0x00007dbc, 0x00007dd3,
-	0x00007dde, 0x00007ded, 0x00007df3, 0x00007e01,
-	0x00007e0b, 0x00007e16, 0x00007e20, 0x00007e33,
-	0x00007e58, 0x00007e83, 0x00007f14, 0x00007f4f,
+	0x00007c26, 0x00007c2e, 0x00007c3f, 0x00007c45,
+	0x00007c59, 0x00007c71, 0x00007c96, 0x00007c9a,
+	0x00007cb6, 0x00007cc4, 0x00007cd7, 0x00007d15,
+	0x00007d52, 0x00007d7e, 0x00007dd6, 0x00007de5,
+	0x00007df6, 0x00007dfe, 0x00007e0b, 0x00007e1b,
+	0x00007e32, 0x00007e3d, 0x00007e4c, 0x00007e52,
+	0x00007e60, 0x00007e6a, 0x00007e75, 0x00007e7f,
+	0x00007e92, 0x00007eb7, 0x00007ee2, 0x00007f73,
 	// Entry 2C0 - 2DF
-	0x00007f6e, 0x00007fac, 0x00007fe3, 0x00008011,
-	0x0000801f, 0x000080be, 0x000080dc, 0x00008233,
-	0x00008241, 0x00008255, 0x00008276, 0x0000828a,
-	0x000082ba, 0x000082c0, 0x000082d4, 0x000082ec,
-	0x000082ff, 0x0000833c, 0x000083af, 0x000083fc,
-	0x0000840d, 0x00008424, 0x00008441, 0x0000844f,
-	0x0000848e, 0x0000849c, 0x000084a7, 0x000084ad,
-	0x0000859f, 0x000085a5, 0x000085d7, 0x000085dc,
+	0x00007fae, 0x00007fcd, 0x0000800b, 0x00008042,
+	0x00008070, 0x0000807e, 0x0000811d, 0x0000813b,
+	0x00008292, 0x000082a0, 0x000082b4, 0x000082d5,
+	0x000082e9, 0x00008319, 0x0000831f, 0x00008333,
+	0x0000834b, 0x0000835e, 0x0000839b, 0x0000840e,
+	0x0000845b, 0x0000846c, 0x00008483, 0x000084a0,
+	0x000084ae, 0x000084ed, 0x000084fb, 0x00008506,
+	0x0000850c, 0x000085fe, 0x00008604, 0x00008636,
 	// Entry 2E0 - 2FF
-	0x000085ec, 0x000085f7, 0x00008600, 0x00008610,
-	0x0000861c, 0x00008650, 0x00008683, 0x0000869d,
-	0x000086a4, 0x000086d5, 0x000086f5, 0x00008707,
-	0x00008719, 0x000087be, 0x000087d4, 0x00008859,
-	0x000088d3, 0x000088e2, 0x0000899c, 0x000089ed,
-	0x000089f2, 0x00008a00, 0x00008a10, 0x00008a1c,
-	0x00008a2c, 0x00008a3a, 0x00008a4a, 0x00008a54,
-	0x00008a77, 0x00008a90, 0x00008aa3, 0x00008b0f,
+	0x0000863b, 0x0000864b, 0x00008656, 0x0000865f,
+	0x0000866f, 0x0000867b, 0x000086af, 0x000086e2,
+	0x000086fc, 0x00008703, 0x00008734, 0x00008754,
+	0x00008766, 0x00008778, 0x0000881d, 0x00008833,
+	0x000088b8, 0x00008932, 0x00008941, 0x000089fb,
+	0x00008a4c, 0x00008a51, 0x00008a5f, 0x00008a6f,
+	0x00008a7b, 0x00008a8b, 0x00008a99, 0x00008aa9,
+	0x00008ab3, 0x00008ad6, 0x00008aef, 0x00008b02,
 	// Entry 300 - 31F
-	0x00008b35, 0x00008b44, 0x00008b96, 0x00008ba4,
-	0x00008bc0, 0x00008c0e, 0x00008c1d, 0x00008c33,
-	0x00008c87, 0x00008cb9, 0x00008d11, 0x00008d27,
-	0x00008df5, 0x00008e0c, 0x00008e43, 0x00008e51,
-	0x00008e95, 0x00008eba, 0x00008f31, 0x00008f47,
-	0x00008f5e, 0x00008f8c, 0x00008f9f, 0x00008fc7,
-	0x0000904b, 0x00009052, 0x000090ba, 0x000090e4,
-	0x00009114, 0x00009269, 0x000093a3, 0x00009443,
+	0x00008b6e, 0x00008b94, 0x00008ba3, 0x00008bf5,
+	0x00008c03, 0x00008c1f, 0x00008c6d, 0x00008c7c,
+	0x00008c92, 0x00008ce6, 0x00008d18, 0x00008d70,
+	0x00008d86, 0x00008e54, 0x00008e6b, 0x00008ea2,
+	0x00008eb0, 0x00008ef4, 0x00008f19, 0x00008f90,
+	0x00008fa6, 0x00008fbd, 0x00008feb, 0x00008ffe,
+	0x00009026, 0x000090aa, 0x000090b1, 0x00009119,
+	0x00009143, 0x00009173, 0x000092c8, 0x00009402,
 	// Entry 320 - 33F
-	0x0000951a, 0x000095f3, 0x00009607, 0x00009662,
-	0x0000970d, 0x0000978f, 0x00009797, 0x000097d2,
-	0x000097d8, 0x0000986a, 0x00009902, 0x0000992e,
-	0x00009959, 0x000099a7, 0x00009a13, 0x00009aba,
-	0x00009ad5, 0x00009adf, 0x00009ae4, 0x00009aee,
-	0x00009af6, 0x00009afc, 0x00009b04, 0x00009b12,
-	0x00009b1c, 0x00009b29, 0x00009b3c, 0x00009b60,
-	0x00009be0, 0x00009bf1, 0x00009bf9, 0x00009c6e,
+	0x000094a2, 0x00009579, 0x00009652, 0x00009666,
+	0x000096c1, 0x0000976c, 0x000097ee, 0x000097f6,
+	0x00009831, 0x00009837, 0x000098c9, 0x00009961,
+	0x0000998d, 0x000099b8, 0x00009a06, 0x00009a72,
+	0x00009b19, 0x00009b34, 0x00009b3e, 0x00009b43,
+	0x00009b4d, 0x00009b55, 0x00009b5b, 0x00009b63,
+	0x00009b71, 0x00009b7b, 0x00009b88, 0x00009b9b,
+	0x00009bbf, 0x00009c3f, 0x00009c50, 0x00009c58,
 	// Entry 340 - 35F
-	0x00009cc2, 0x00009d0a, 0x00009d19, 0x00009d2c,
-	0x00009d38, 0x00009d74, 0x00009dae, 0x00009dbc,
-	0x00009dc9, 0x00009dd7, 0x00009de5, 0x00009df3,
-	0x00009e25, 0x00009e55, 0x00009eb1, 0x00009ebe,
-	0x00009ede, 0x00009ee9, 0x00009f03, 0x00009f08,
-	0x00009f19, 0x00009f9f, 0x00009fc4, 0x00009fcb,
-	0x00009fd4, 0x00009fe7, 0x00009ff1, 0x00009ffb,
-	0x0000a005, 0x0000a01d, 0x0000a033, 0x0000a03f,
+	0x00009ccd, 0x00009d21, 0x00009d69, 0x00009d78,
+	0x00009d8b, 0x00009d97, 0x00009dd3, 0x00009e0d,
+	0x00009e1b, 0x00009e28, 0x00009e36, 0x00009e44,
+	0x00009e52, 0x00009e84, 0x00009eb4, 0x00009f10,
+	0x00009f1d, 0x00009f3d, 0x00009f48, 0x00009f62,
+	0x00009f67, 0x00009f78, 0x00009ffe, 0x0000a023,
+	0x0000a02a, 0x0000a033, 0x0000a046, 0x0000a050,
+	0x0000a05a, 0x0000a064, 0x0000a07c, 0x0000a092,
 	// Entry 360 - 37F
-	0x0000a061, 0x0000a08f, 0x0000a096, 0x0000a0a3,
-	0x0000a0b4, 0x0000a0db, 0x0000a0eb, 0x0000a10a,
-	0x0000a12a, 0x0000a202, 0x0000a2e3, 0x0000a337,
-	0x0000a387, 0x0000a3e7, 0x0000a43a, 0x0000a472,
-	0x0000a4aa, 0x0000a4db, 0x0000a52b, 0x0000a55f,
-	0x0000a57d, 0x0000a59c, 0x0000a5bb, 0x0000a5db,
-} // Size: 3576 bytes
+	0x0000a09e, 0x0000a0c0, 0x0000a0ee, 0x0000a0f5,
+	0x0000a102, 0x0000a113, 0x0000a13a, 0x0000a14a,
+	0x0000a169, 0x0000a189, 0x0000a261, 0x0000a342,
+	0x0000a396, 0x0000a3e6, 0x0000a446, 0x0000a499,
+	0x0000a4d1, 0x0000a509, 0x0000a53a, 0x0000a58a,
+	0x0000a5be, 0x0000a5dc, 0x0000a5fb, 0x0000a61a,
+	0x0000a63a,
+} // Size: 3580 bytes
 
-const enData string = "" + // Size: 42459 bytes
+const enData string = "" + // Size: 42554 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1364,303 +1366,304 @@ const enData string = "" + // Size: 42459 bytes
 	"nged. While it runs, each reload shows how far it got.\x02retry now\x02F" +
 	"ilter: %[1]s.\x02given (not kept)\x02Created since\x02Created before\x02" +
 	"%[1]s: %[2]s\x02none (every instance)\x02%[1]s; %[2]s\x02Bulk %[1]s by %" +
-	"[2]s, started %[3]s: applied to %[4]d of the %[5]d instances counted, %[" +
-	"6]d skipped (they changed after the count). It ended %[7]s.\x02Bulk %[1]" +
-	"s by %[2]s, started %[3]s, was stopped by an error after %[4]d of the %[" +
-	"5]d instances counted (%[6]d skipped). What it applied stays; act on the" +
-	" filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is ru" +
-	"nning: %[4]d of the %[5]d instances counted done so far (%[6]d skipped)." +
-	" Each reload shows how far it got.\x02No progress since %[1]s: the repli" +
-	"ca running it may have stopped. What it applied stays; act on the filter" +
-	" again for the rest.\x02Error: %[1]s · %[2]s\x02Relais console\x02Langua" +
-	"ge\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02" +
-	"Processes\x02Find an instance or occurrence\x02id or business key\x02Fin" +
-	"d\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Re" +
-	"veals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04" +
-	"\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading paused" +
-	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
-	"load\x02Reloading paused\x02Resume\x02This page reloads every %[1]d seco" +
-	"nds.\x02Pause reloading\x02Not allowed\x02Your role can read definitions" +
-	" and processes only: external tasks and process instances are for operat" +
-	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
-	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
-	".\x02Back to external tasks\x02Back to sign-in\x02Back to definitions" +
-	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
-	"ing exists at this address, or it is not visible to you. An ended instan" +
-	"ce is deleted, with its occurrences and attempts, once the retention per" +
-	"iod (RELAIS_RETENTION) has passed, or at once when an administrator eras" +
-	"es it; the audit log keeps the operator actions taken on it.\x02“%[1]s” " +
-	"is not a whole id (a UUID): the lists show the end of each id; open the " +
-	"row, or copy its link, for the whole id.\x02Not found\x02This instance w" +
-	"as erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occur" +
-	"rences and attempts were deleted with it; the audit log keeps the operat" +
-	"or actions taken on it.\x02Form refused\x02This form was not sent from t" +
-	"his console session, or it has expired: nothing was done. Open the form " +
-	"again and send it anew.\x02Back to the form\x02Form too large\x02This fo" +
-	"rm is larger than %[1]d KiB: nothing was done. Shorten what you typed an" +
-	"d send it again.\x02Form not received\x02This form did not arrive in tim" +
-	"e: nothing was done. Send it again.\x02This form could not be read: noth" +
-	"ing was done. Send it again.\x02Temporarily unavailable\x02The database " +
-	"cannot be reached right now. Try again in a few seconds.\x02Something we" +
-	"nt wrong\x02The console could not show this page. Try again; if it persi" +
-	"sts, give your administrator the request id %[1]s.\x02No consumer yet." +
-	"\x02No more consumers.\x02The external services that take tasks, and the" +
-	" definitions each may take. Create consumers, change their grants and ro" +
-	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
-	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
-	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
-	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
-	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
-	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
-	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
-	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
-	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
-	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
-	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
-	"re the same (the name or a description changed).\x02Changes of the Worki" +
-	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
-	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
-	" Under the newer contract these fields’ values are less protected than u" +
-	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
-	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
-	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
-	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
-	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
-	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
-	"pe %[1]s\x02optional field of type %[1]s\x02none\x02not set\x02Pinned by" +
-	"\x02no process version\x02%[1]s version %[2]s\x02%[1]s versions %[2]s" +
-	"\x02Task contracts: their Working copy, immutable revisions and named re" +
-	"leases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02N" +
-	"o definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f" +
-	"\x02%[1]d releases\x02No destination yet.\x02No more destinations.\x02Th" +
-	"e HTTP endpoints push nodes call. Values of the URL's query and of the h" +
-	"eaders, and signing secrets, are sealed and never shown. Create and chan" +
-	"ge destinations with relais apply (kind: Destination documents) or throu" +
-	"gh the API (/api/v1/destinations), which also deletes them.\x02Destinati" +
-	"ons by name\x02masked value\x02URL\x02Headers sent\x02Longest timeout" +
-	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Rel" +
-	"ais-Signature)\x02Keep the instance\x02Say why, for whoever reads the lo" +
-	"g later: at most %[1]d characters. It is kept after the erasure, whateve" +
-	"r the retention: write the request’s reference, not the person’s name." +
-	"\x02Erase process instance %[1]s\x02Erase this instance now? It is delet" +
-	"ed with its occurrences and their attempts, as retention would delete it" +
-	".\x02Its inputs, outputs, business key and the workers’ messages go with" +
-	" it; this cannot be undone. The audit records naming it stay (who did wh" +
-	"at, and why), and so do backups until they expire.\x02Erase the instance" +
-	"\x02This instance is %[1]s: only an ended instance can be erased. Stop i" +
-	"t first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attem" +
-	"pts: %[3]d). Recorded in the audit log.\x02This instance had already bee" +
-	"n erased, by %[1]s at %[2]s; nothing changed and nothing was recorded." +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
-	"nition’s queue and incidents now, and what its workers finished in the l" +
-	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
-	"ied since counts where it ends next; a failed attempt with attempts left" +
-	" counts under Waiting a retry until its next attempt is due.\x02A held i" +
-	"nstance’s failed occurrence counts in both Held instances and Failed." +
-	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
-	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
-	"t claimable waits\x02Waiting a retry\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"recounted every few seconds, shown anew at each reload.\x02the soonest d" +
-	"ue %[1]s\x02next attempt %[1]s\x02claimable since %[1]s\x02long wait\x02" +
-	"no worker\x02Show all definitions\x02Definition %[1]s has no occurrence " +
-	"yet.\x02All definitions\x02Completions and failures per 5 minutes, last " +
-	"hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart" +
-	" gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Comple" +
-	"tions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02Retention: ended instances are kept forever, another replica’s RELAI" +
-	"S_RETENTION.\x02Retention: ended instances are kept forever (RELAIS_RETE" +
-	"NTION).\x02Retention: ended instances are deleted with their occurrences" +
-	" %[1]s after they end, another replica’s longer RELAIS_RETENTION.\x02Ret" +
-	"ention: ended instances are deleted with their occurrences %[1]s after t" +
-	"hey end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s a" +
-	"go\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02F" +
-	"eb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
-	"stance…\x02This instance has ended. As an administrator you may erase it" +
-	" now rather than wait for retention (a data subject’s request): it is de" +
-	"leted with its occurrences and attempts.\x02This instance is held at a f" +
-	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
-	"1]s failed before any attempt (its inputs could not be built), so it wou" +
-	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
-	"t a failed node: an incident. Retry offers the failed occurrence again; " +
-	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02Its occurrence at node %[1]s failed (%[2]s) a" +
-	"nd waits for its retry, due %[3]s (%[4]s): retry offers it now, its atte" +
-	"mpts left unchanged. Stopping cancels the instance and its open occurren" +
-	"ces. Neither completes anything; each asks for a reason, recorded in the" +
-	" audit log.\x02Stopping cancels the instance and its open occurrences. I" +
-	"t does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02" +
-	"Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[" +
-	"3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held fo" +
-	"r\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
-	"\x02never: another replica’s RELAIS_RETENTION keeps ended instances fore" +
-	"ver\x02Deleted by retention\x02ended instances are kept %[1]s (RELAIS_RE" +
-	"TENTION)\x02ended instances are kept %[1]s, another replica’s longer REL" +
-	"AIS_RETENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
-	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
-	"A retry waits on a running instance only: choose the status running, or " +
-	"none.\x02The error code and “Held at a node of” filter held and failed i" +
-	"nstances, by the code they stopped with and where; a running instance ha" +
-	"s neither: leave them out. The code a retry waits after is shown on each" +
-	" row, and External tasks filter waiting retries by it.\x02The version mu" +
-	"st be a whole number from 1.\x02A version is a process’s: choose the pro" +
-	"cess too.\x02Creation date\x02The page size must be between 1 and %[1]d." +
-	"\x02Process instances\x02any\x02exact, case-sensitive\x02Act on every in" +
-	"stance this filter matches\x02The next page counts them and asks for a r" +
-	"eason before anything changes.\x02Process instances, newest first\x02Ins" +
-	"tance\x02End node or error\x02No instance matches these filters.\x02A ru" +
-	"nning instance has no error code yet: occurrences that failed with it an" +
-	"d wait for their retry are listed under External tasks, filtered by that" +
-	" code.\x02All processes\x02Any definition\x02The occurrences of %[1]s wa" +
-	"iting a retry, each with its error and its next attempt\x02All statuses" +
-	"\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the st" +
-	"atus of an instance, not of a task: the Instances page lists the instanc" +
-	"es with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02defer" +
-	"red\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
-	"ence was completed: no attempt succeeded in time.\x02The result did not " +
-	"match the revision's outputs contract.\x02The answer to the call was los" +
-	"t (the connection broke after the request was sent, or Relais stopped or" +
-	" could not reach its database before recording it): whether the destinat" +
-	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
-	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
-	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
-	"he last attempt ended without a result (its lock expired, or its worker’" +
-	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
-	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
-	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
-	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
-	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
-	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
-	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
-	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path, and is held a" +
-	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
-	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
-	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
-	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
-	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
-	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
-	"r held the task: its report is refused, but it may already have done the" +
-	" work.\x02The instance was stopped during the call, which was aborted: t" +
-	"he destination may already have acted on the request (check there).\x02T" +
-	"he instance was stopped while the task was deferred: a settlement by id " +
-	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
-	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
-	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
-	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
-	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
-	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
-	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
-	"oting the destination’s answer\x02Message from Relais\x02An occurrence w" +
-	"aiting a retry is available: choose the status available, or none.\x02Un" +
-	"known value of the next attempt filter.\x02The revision must be a whole " +
-	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
-	"n too.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" destination, dates\x02Push destination\x02its name, exactly\x02instance" +
-	" id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Proce" +
-	"ss and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"[2]s, started %[3]s: applied to every instance counted (%[4]d). It ended" +
+	" %[5]s.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %" +
+	"[5]d instances counted, %[6]d skipped (they changed after the count). It" +
+	" ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an e" +
+	"rror after %[4]d of the %[5]d instances counted (%[6]d skipped). What it" +
+	" applied stays; act on the filter again for the rest.\x02Bulk %[1]s by %" +
+	"[2]s, started %[3]s, is running: %[4]d of the %[5]d instances counted do" +
+	"ne so far (%[6]d skipped). Each reload shows how far it got.\x02No progr" +
+	"ess since %[1]s: the replica running it may have stopped. What it applie" +
+	"d stays; act on the filter again for the rest.\x02Error: %[1]s · %[2]s" +
+	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
+	"Health\x02External tasks\x02Processes\x02Find an instance or occurrence" +
+	"\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
+	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
+	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
+	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
+	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
+	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
+	"\x02Your role can read definitions and processes only: external tasks an" +
+	"d process instances are for operators and administrators.\x02Invalid req" +
+	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
+	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
+	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
+	" is not visible to you.\x02Nothing exists at this address, or it is not " +
+	"visible to you. An ended instance is deleted, with its occurrences and a" +
+	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
+	"once when an administrator erases it; the audit log keeps the operator a" +
+	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
+	"w the end of each id; open the row, or copy its link, for the whole id." +
+	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
+	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
+	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired:" +
+	" nothing was done. Open the form again and send it anew.\x02Back to the " +
+	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
+	"s done. Shorten what you typed and send it again.\x02Form not received" +
+	"\x02This form did not arrive in time: nothing was done. Send it again." +
+	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
+	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
+	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
+	"how this page. Try again; if it persists, give your administrator the re" +
+	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
+	"l services that take tasks, and the definitions each may take. Create co" +
+	"nsumers, change their grants and rotate their tokens through the API (/a" +
+	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
+	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
+	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
+	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
+	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
+	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
+	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
+	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
+	"]s\x02none\x02not set\x02Pinned by\x02no process version\x02%[1]s versio" +
+	"n %[2]s\x02%[1]s versions %[2]s\x02Task contracts: their Working copy, i" +
+	"mmutable revisions and named releases.\x02Definitions by key\x02Key\x02L" +
+	"atest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers, and signing secrets, are sealed a" +
+	"nd never shown. Create and change destinations with relais apply (kind: " +
+	"Destination documents) or through the API (/api/v1/destinations), which " +
+	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
+	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
+	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
+	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
+	"t after the erasure, whatever the retention: write the request’s referen" +
+	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
+	" instance now? It is deleted with its occurrences and their attempts, as" +
+	" retention would delete it.\x02Its inputs, outputs, business key and the" +
+	" workers’ messages go with it; this cannot be undone. The audit records " +
+	"naming it stay (who did what, and why), and so do backups until they exp" +
+	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
+	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
+	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
+	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
+	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
+	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
+	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
+	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
+	"orkers finished in the last hour: occurrences that ended completed or fa" +
+	"iled. An occurrence retried since counts where it ends next; a failed at" +
+	"tempt with attempts left counts under Waiting a retry until its next att" +
+	"empt is due.\x02A held instance’s failed occurrence counts in both Held " +
+	"instances and Failed.\x02Completions and failures, last hour\x02Definiti" +
+	"ons, those needing attention first\x02Definition\x02Open\x02Held instanc" +
+	"es\x02Failed\x02Oldest claimable waits\x02Waiting a retry\x02Completed, " +
+	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
+	"As of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
+	"oad.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable since %" +
+	"[1]s\x02long wait\x02no worker\x02Show all definitions\x02Definition %[1" +
+	"]s has no occurrence yet.\x02All definitions\x02Completions and failures" +
+	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
+	"table after the chart gives each 5-minute slot.\x02Completed\x02The char" +
+	"t’s numbers\x02Completions and failures per 5-minute slot, oldest first" +
+	"\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
+	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
+	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
+	"d with their occurrences %[1]s after they end, another replica’s longer " +
+	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
+	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
+	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
+	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
+	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
+	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
+	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
+	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
+	"nd its open occurrences. Neither completes anything; each asks for a rea" +
+	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
+	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
+	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
+	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
+	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
+	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
+	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
+	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
+	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
+	"by an operator\x02A retry waits on a running instance only: choose the s" +
+	"tatus running, or none.\x02The error code and “Held at a node of” filter" +
+	" held and failed instances, by the code they stopped with and where; a r" +
+	"unning instance has neither: leave them out. The code a retry waits afte" +
+	"r is shown on each row, and External tasks filter waiting retries by it." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
+	"e\x02Act on every instance this filter matches\x02The next page counts t" +
+	"hem and asks for a reason before anything changes.\x02Process instances," +
+	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
+	"ese filters.\x02A running instance has no error code yet: occurrences th" +
+	"at failed with it and wait for their retry are listed under External tas" +
+	"ks, filtered by that code.\x02All processes\x02Any definition\x02The occ" +
+	"urrences of %[1]s waiting a retry, each with its error and its next atte" +
+	"mpt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
+	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
+	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
+	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
+	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
+	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
+	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
+	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
+	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
+	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
+	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
+	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
+	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
+	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
+	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
+	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
+	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
+	"used: it must be one JSON object whose outputs member matches the revisi" +
+	"on’s outputs contract, and nothing after it. Its message says what was w" +
+	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
+	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
+	"ock expired with no attempt left, after Relais refused its worker’s repo" +
+	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
+	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
+	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
+	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path, and is h" +
+	"eld at a later node.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02The instance was stopped while the task was deferred: a settlement b" +
+	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
+	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
+	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
+	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
+	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
+	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
+	"worker (its own words, protected values masked)\x02Message from Relais, " +
+	"quoting the destination’s answer\x02Message from Relais\x02An occurrence" +
+	" waiting a retry is available: choose the status available, or none.\x02" +
+	"Unknown value of the next attempt filter.\x02The revision must be a whol" +
+	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
+	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
+	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
+	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
 	"\x02No occurrence matches these filters.\x02Any\x02Waiting a retry (due " +
 	"later)\x02All consumers\x02instance held here\x02Totals of definition %[" +
 	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
@@ -1823,7 +1826,7 @@ const enData string = "" + // Size: 42459 bytes
 	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
 	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 888 elements
+var frIndex = []uint32{ // 889 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1871,212 +1874,213 @@ var frIndex = []uint32{ // 888 elements
 	0x00003d3e, 0x00003e5f, 0x00003e72, 0x00003e84,
 	// Entry A0 - BF
 	0x00003e9d, 0x00003ead, 0x00003ebc, 0x00003ecc,
-	0x00003ee9, 0x00003ef9, 0x00003fbd, 0x000040b8,
-	0x0000417e, 0x00004235, 0x0000424f, 0x0000425e,
-	0x00004265, 0x00004276, 0x0000428c, 0x00004292,
-	0x000042a3, 0x000042ad, 0x000042d4, 0x000042f0,
-	0x000042f8, 0x00004305, 0x00004311, 0x0000431f,
-	0x0000432c, 0x00004333, 0x00004341, 0x00004365,
-	0x00004375, 0x0000438d, 0x000043ae, 0x000043e0,
+	0x00003ee9, 0x00003ef9, 0x00003f86, 0x0000404a,
+	0x00004145, 0x0000420b, 0x000042c2, 0x000042dc,
+	0x000042eb, 0x000042f2, 0x00004303, 0x00004319,
+	0x0000431f, 0x00004330, 0x0000433a, 0x00004361,
+	0x0000437d, 0x00004385, 0x00004392, 0x0000439e,
+	0x000043ac, 0x000043b9, 0x000043c0, 0x000043ce,
+	0x000043f2, 0x00004402, 0x0000441a, 0x0000443b,
 	// Entry C0 - DF
-	0x0000441c, 0x00004456, 0x0000446c, 0x00004486,
-	0x000044b8, 0x000044d2, 0x000044e1, 0x00004595,
-	0x000045a7, 0x00004627, 0x00004643, 0x0000465a,
-	0x00004672, 0x000046b5, 0x00004803, 0x000048bc,
-	0x000048c8, 0x000049b3, 0x000049c6, 0x00004a6b,
-	0x00004a80, 0x00004a9b, 0x00004b17, 0x00004b2c,
-	0x00004b89, 0x00004bdf, 0x00004bfb, 0x00004c52,
-	0x00004c6a, 0x00004d02, 0x00004d27, 0x00004d41,
+	0x0000446d, 0x000044a9, 0x000044e3, 0x000044f9,
+	0x00004513, 0x00004545, 0x0000455f, 0x0000456e,
+	0x00004622, 0x00004634, 0x000046b4, 0x000046d0,
+	0x000046e7, 0x000046ff, 0x00004742, 0x00004890,
+	0x00004949, 0x00004955, 0x00004a40, 0x00004a53,
+	0x00004af8, 0x00004b0d, 0x00004b28, 0x00004ba4,
+	0x00004bb9, 0x00004c16, 0x00004c6c, 0x00004c88,
+	0x00004cdf, 0x00004cf7, 0x00004d8f, 0x00004db4,
 	// Entry E0 - FF
-	0x00004e32, 0x00004e60, 0x00004e63, 0x00004e67,
-	0x00004e6e, 0x00004e78, 0x00004e7e, 0x00004e86,
-	0x00004e8c, 0x00004e96, 0x00004eb7, 0x00004ed0,
-	0x00004ee3, 0x00004f1b, 0x00004f35, 0x00004f50,
-	0x00004fb6, 0x00004fe8, 0x00004fee, 0x00004ff3,
-	0x00004fff, 0x0000500e, 0x0000501a, 0x00005026,
-	0x00005038, 0x00005049, 0x000050cd, 0x000050df,
-	0x000050f6, 0x00005101, 0x00005156, 0x00005163,
+	0x00004dce, 0x00004ebf, 0x00004eed, 0x00004ef0,
+	0x00004ef4, 0x00004efb, 0x00004f05, 0x00004f0b,
+	0x00004f13, 0x00004f19, 0x00004f23, 0x00004f44,
+	0x00004f5d, 0x00004f70, 0x00004fa8, 0x00004fc2,
+	0x00004fdd, 0x00005043, 0x00005075, 0x0000507b,
+	0x00005080, 0x0000508c, 0x0000509b, 0x000050a7,
+	0x000050b3, 0x000050c5, 0x000050d6, 0x0000515a,
+	0x0000516c, 0x00005183, 0x0000518e, 0x000051e3,
 	// Entry 100 - 11F
-	0x00005188, 0x00005194, 0x0000519e, 0x000051a4,
-	0x000051b0, 0x000051c8, 0x0000521a, 0x0000522a,
-	0x0000523a, 0x00005243, 0x0000524e, 0x00005256,
-	0x00005276, 0x00005298, 0x000052c0, 0x000052c9,
-	0x000052d9, 0x000052f9, 0x00005301, 0x00005310,
-	0x0000532f, 0x0000535a, 0x00005380, 0x00005390,
-	0x0000539a, 0x000053a4, 0x000053c3, 0x000053e1,
-	0x000054b9, 0x000054d7, 0x0000551b, 0x00005558,
+	0x000051f0, 0x00005215, 0x00005221, 0x0000522b,
+	0x00005231, 0x0000523d, 0x00005255, 0x000052a7,
+	0x000052b7, 0x000052c7, 0x000052d0, 0x000052db,
+	0x000052e3, 0x00005303, 0x00005325, 0x0000534d,
+	0x00005356, 0x00005366, 0x00005386, 0x0000538e,
+	0x0000539d, 0x000053bc, 0x000053e7, 0x0000540d,
+	0x0000541d, 0x00005427, 0x00005431, 0x00005450,
+	0x0000546e, 0x00005546, 0x00005564, 0x000055a8,
 	// Entry 120 - 13F
-	0x0000558b, 0x000055bb, 0x00005644, 0x00005670,
-	0x000056a0, 0x000056c2, 0x000056dd, 0x000056f8,
-	0x00005714, 0x00005730, 0x00005746, 0x00005760,
-	0x00005797, 0x000057cd, 0x000057ed, 0x0000580c,
-	0x00005813, 0x0000581a, 0x00005829, 0x00005845,
-	0x00005859, 0x0000586e, 0x000058d8, 0x000058ee,
-	0x000058f3, 0x00005907, 0x0000591f, 0x00005944,
-	0x00005972, 0x00005997, 0x000059b1, 0x00005afa,
+	0x000055e5, 0x00005618, 0x00005648, 0x000056d1,
+	0x000056fd, 0x0000572d, 0x0000574f, 0x0000576a,
+	0x00005785, 0x000057a1, 0x000057bd, 0x000057d3,
+	0x000057ed, 0x00005824, 0x0000585a, 0x0000587a,
+	0x00005899, 0x000058a0, 0x000058a7, 0x000058b6,
+	0x000058d2, 0x000058e6, 0x000058fb, 0x00005965,
+	0x0000597b, 0x00005980, 0x00005994, 0x000059ac,
+	0x000059d1, 0x000059ff, 0x00005a24, 0x00005a3e,
 	// Entry 140 - 15F
-	0x00005b0f, 0x00005b1f, 0x00005b23, 0x00005b36,
-	0x00005b45, 0x00005b5c, 0x00005b6b, 0x00005b72,
-	0x00005b7d, 0x00005b9f, 0x00005bb3, 0x00005c91,
-	0x00005cb9, 0x00005d42, 0x00005e48, 0x00005e5d,
-	0x00005ec3, 0x00005f48, 0x00005fbd, 0x00005fcf,
-	0x00005fe2, 0x00005ffe, 0x0000602b, 0x00006048,
-	0x0000606b, 0x00006076, 0x00006081, 0x00006098,
-	0x0000621f, 0x00006290, 0x000062b7, 0x000062f5,
+	0x00005b87, 0x00005b9c, 0x00005bac, 0x00005bb0,
+	0x00005bc3, 0x00005bd2, 0x00005be9, 0x00005bf8,
+	0x00005bff, 0x00005c0a, 0x00005c2c, 0x00005c40,
+	0x00005d1e, 0x00005d46, 0x00005dcf, 0x00005ed5,
+	0x00005eea, 0x00005f50, 0x00005fd5, 0x0000604a,
+	0x0000605c, 0x0000606f, 0x0000608b, 0x000060b8,
+	0x000060d5, 0x000060f8, 0x00006103, 0x0000610e,
+	0x00006125, 0x000062ac, 0x0000631d, 0x00006344,
 	// Entry 160 - 17F
-	0x00006301, 0x0000630a, 0x0000631e, 0x00006328,
-	0x0000634f, 0x00006375, 0x00006391, 0x000063ac,
-	0x000063dc, 0x0000644c, 0x0000646c, 0x00006486,
-	0x000064a1, 0x000064b0, 0x000064c1, 0x000064e2,
-	0x00006518, 0x00006530, 0x00006577, 0x000065e2,
-	0x000065ed, 0x00006607, 0x00006651, 0x00006659,
-	0x00006667, 0x00006691, 0x000066ba, 0x00006733,
-	0x0000678c, 0x0000682a, 0x000068a4, 0x000068b4,
+	0x00006382, 0x0000638e, 0x00006397, 0x000063ab,
+	0x000063b5, 0x000063dc, 0x00006402, 0x0000641e,
+	0x00006439, 0x00006469, 0x000064d9, 0x000064f9,
+	0x00006513, 0x0000652e, 0x0000653d, 0x0000654e,
+	0x0000656f, 0x000065a5, 0x000065bd, 0x00006604,
+	0x0000666f, 0x0000667a, 0x00006694, 0x000066de,
+	0x000066e6, 0x000066f4, 0x0000671e, 0x00006747,
+	0x000067c0, 0x00006819, 0x000068b7, 0x00006931,
 	// Entry 180 - 19F
-	0x000068d3, 0x000068df, 0x000068f8, 0x00006903,
-	0x00006910, 0x0000691f, 0x00006927, 0x00006931,
-	0x00006939, 0x00006941, 0x00006947, 0x0000694e,
-	0x00006953, 0x00006958, 0x0000695c, 0x00006961,
-	0x00006967, 0x0000696d, 0x00006973, 0x00006978,
-	0x0000697d, 0x00006983, 0x0000698d, 0x000069ad,
-	0x000069cf, 0x000069f3, 0x00006a19, 0x00006a22,
-	0x00006a3e, 0x00006a47, 0x00006a5f, 0x00006a68,
+	0x00006941, 0x00006960, 0x0000696c, 0x00006985,
+	0x00006990, 0x0000699d, 0x000069ac, 0x000069b4,
+	0x000069be, 0x000069c6, 0x000069ce, 0x000069d4,
+	0x000069db, 0x000069e0, 0x000069e5, 0x000069e9,
+	0x000069ee, 0x000069f4, 0x000069fa, 0x00006a00,
+	0x00006a05, 0x00006a0a, 0x00006a10, 0x00006a1a,
+	0x00006a3a, 0x00006a5c, 0x00006a80, 0x00006aa6,
+	0x00006aaf, 0x00006acb, 0x00006ad4, 0x00006aec,
 	// Entry 1A0 - 1BF
-	0x00006abc, 0x00006adc, 0x00006ae2, 0x00006aed,
-	0x00006af3, 0x00006b01, 0x00006b0c, 0x00006b1a,
-	0x00006b4d, 0x00006b71, 0x00006ba0, 0x00006be9,
-	0x00006bf0, 0x00006c06, 0x00006c79, 0x00006c9f,
-	0x00006cb9, 0x00006da1, 0x00006f30, 0x00007037,
-	0x0000719b, 0x000071eb, 0x0000721c, 0x0000724f,
-	0x0000727e, 0x00007289, 0x0000728d, 0x0000729f,
-	0x000072b4, 0x000072c2, 0x0000731c, 0x00007381,
+	0x00006af5, 0x00006b49, 0x00006b69, 0x00006b6f,
+	0x00006b7a, 0x00006b80, 0x00006b8e, 0x00006b99,
+	0x00006ba7, 0x00006bda, 0x00006bfe, 0x00006c2d,
+	0x00006c76, 0x00006c7d, 0x00006c93, 0x00006d06,
+	0x00006d2c, 0x00006d46, 0x00006e2e, 0x00006fbd,
+	0x000070c4, 0x00007228, 0x00007278, 0x000072a9,
+	0x000072dc, 0x0000730b, 0x00007316, 0x0000731a,
+	0x0000732c, 0x00007341, 0x0000734f, 0x000073a9,
 	// Entry 1C0 - 1DF
-	0x0000739e, 0x000073e1, 0x00007448, 0x00007455,
-	0x0000746a, 0x0000747d, 0x000074a8, 0x000074d5,
-	0x0000754c, 0x000076de, 0x00007715, 0x0000775f,
-	0x00007771, 0x000077a9, 0x000077c0, 0x000077cc,
-	0x000077e3, 0x00007817, 0x00007861, 0x00007896,
-	0x0000789f, 0x000078b6, 0x000078e4, 0x000079af,
-	0x000079c2, 0x000079d4, 0x00007a46, 0x00007a57,
-	0x00007aa3, 0x00007b1d, 0x00007b41, 0x00007b4c,
+	0x0000740e, 0x0000742b, 0x0000746e, 0x000074d5,
+	0x000074e2, 0x000074f7, 0x0000750a, 0x00007535,
+	0x00007562, 0x000075d9, 0x0000776b, 0x000077a2,
+	0x000077ec, 0x000077fe, 0x00007836, 0x0000784d,
+	0x00007859, 0x00007870, 0x000078a4, 0x000078ee,
+	0x00007923, 0x0000792c, 0x00007943, 0x00007971,
+	0x00007a3c, 0x00007a4f, 0x00007a61, 0x00007ad3,
+	0x00007ae4, 0x00007b30, 0x00007baa, 0x00007bce,
 	// Entry 1E0 - 1FF
-	0x00007b57, 0x00007b62, 0x00007b6c, 0x00007b76,
-	0x00007b7f, 0x00007b88, 0x00007b91, 0x00007b9a,
-	0x00007ba3, 0x00007baa, 0x00007bb8, 0x00007bbe,
-	0x00007bc5, 0x00007bcc, 0x00007bd5, 0x00007bda,
-	0x00007be8, 0x00007bee, 0x00007bf4, 0x00007bfa,
-	0x00007c02, 0x00007c0b, 0x00007c14, 0x00007c27,
-	0x00007c38, 0x00007c5b, 0x00007c7c, 0x00007c8b,
-	0x00007c96, 0x00007ca1, 0x00007cae, 0x00007cb2,
+	0x00007bd9, 0x00007be4, 0x00007bef, 0x00007bf9,
+	0x00007c03, 0x00007c0c, 0x00007c15, 0x00007c1e,
+	0x00007c27, 0x00007c30, 0x00007c37, 0x00007c45,
+	0x00007c4b, 0x00007c52, 0x00007c59, 0x00007c62,
+	0x00007c67, 0x00007c75, 0x00007c7b, 0x00007c81,
+	0x00007c87, 0x00007c8f, 0x00007c98, 0x00007ca1,
+	0x00007cb4, 0x00007cc5, 0x00007ce8, 0x00007d09,
+	0x00007d18, 0x00007d23, 0x00007d2e, 0x00007d3b,
 	// Entry 200 - 21F
-	0x00007cb6, 0x00007cc4, 0x00007cd2, 0x00007ce0,
-	0x00007d00, 0x00007d13, 0x00007d2c, 0x00007d41,
-	0x00007d52, 0x00007d64, 0x00007d76, 0x00007d7c,
-	0x00007d83, 0x00007d8b, 0x00007d93, 0x00007db1,
-	0x00007dcf, 0x00007de6, 0x00007dfb, 0x00007e0c,
-	0x00007e12, 0x00007e2b, 0x00007e36, 0x00007e6a,
-	0x00007e77, 0x00007e95, 0x00007ea3, 0x00007eac,
-	0x00007eb3, 0x00007ece, 0x00007ed8, 0x00007eeb,
+	0x00007d3f, 0x00007d43, 0x00007d51, 0x00007d5f,
+	0x00007d6d, 0x00007d8d, 0x00007da0, 0x00007db9,
+	0x00007dce, 0x00007ddf, 0x00007df1, 0x00007e03,
+	0x00007e09, 0x00007e10, 0x00007e18, 0x00007e20,
+	0x00007e3e, 0x00007e5c, 0x00007e73, 0x00007e88,
+	0x00007e99, 0x00007e9f, 0x00007eb8, 0x00007ec3,
+	0x00007ef7, 0x00007f04, 0x00007f22, 0x00007f30,
+	0x00007f39, 0x00007f40, 0x00007f5b, 0x00007f65,
 	// Entry 220 - 23F
-	0x00007f25, 0x00007f2e, 0x00007f3d, 0x00007fa1,
-	0x00007fad, 0x00007fb7, 0x00007fe7, 0x00008042,
-	0x00008129, 0x00008134, 0x00008167, 0x000081a5,
-	0x0000821e, 0x00008243, 0x00008248, 0x00008268,
-	0x00008285, 0x000082a5, 0x000082ba, 0x000082fb,
-	0x00008306, 0x00008310, 0x00008339, 0x000083ae,
-	0x000083bf, 0x000083fc, 0x00008430, 0x00008491,
-	0x000084db, 0x000084e9, 0x00008525, 0x0000854f,
+	0x00007f78, 0x00007fb2, 0x00007fbb, 0x00007fca,
+	0x0000802e, 0x0000803a, 0x00008044, 0x00008074,
+	0x000080cf, 0x000081b6, 0x000081c1, 0x000081f4,
+	0x00008232, 0x000082ab, 0x000082d0, 0x000082d5,
+	0x000082f5, 0x00008312, 0x00008332, 0x00008347,
+	0x00008388, 0x00008393, 0x0000839d, 0x000083c6,
+	0x0000843b, 0x0000844c, 0x00008489, 0x000084bd,
+	0x0000851e, 0x00008568, 0x00008576, 0x000085b2,
 	// Entry 240 - 25F
-	0x00008594, 0x000085bc, 0x000085fb, 0x0000861c,
-	0x0000865a, 0x0000869a, 0x000086ba, 0x000086fb,
-	0x00008725, 0x0000874c, 0x000087cf, 0x000087e7,
-	0x000087fb, 0x00008812, 0x00008820, 0x0000882b,
-	0x0000884e, 0x0000888c, 0x000088ab, 0x000088c7,
-	0x00008935, 0x00008a07, 0x00008a66, 0x00008aeb,
-	0x00008b68, 0x00008c7c, 0x00008d7f, 0x00008dc6,
-	0x00008e53, 0x00008ec2, 0x00008f08, 0x00009055,
+	0x000085dc, 0x00008621, 0x00008649, 0x00008688,
+	0x000086a9, 0x000086e7, 0x00008727, 0x00008747,
+	0x00008788, 0x000087b2, 0x000087d9, 0x0000885c,
+	0x00008874, 0x00008888, 0x0000889f, 0x000088ad,
+	0x000088b8, 0x000088db, 0x00008919, 0x00008938,
+	0x00008954, 0x000089c2, 0x00008a94, 0x00008af3,
+	0x00008b78, 0x00008bf5, 0x00008d09, 0x00008e0c,
+	0x00008e53, 0x00008ee0, 0x00008f4f, 0x00008f95,
 	// Entry 260 - 27F
-	0x0000907d, 0x000090a0, 0x000090d7, 0x00009168,
-	0x000091bb, 0x000091e4, 0x000092c6, 0x000092ec,
-	0x00009333, 0x000093b7, 0x00009432, 0x000094af,
-	0x000094d7, 0x000094ff, 0x00009546, 0x00009590,
-	0x000095c3, 0x000095d6, 0x000096de, 0x0000970c,
-	0x00009748, 0x0000975e, 0x000097f2, 0x00009805,
-	0x00009842, 0x0000989b, 0x000098d7, 0x000098ea,
-	0x0000993e, 0x00009973, 0x00009985, 0x0000999c,
+	0x000090e2, 0x0000910a, 0x0000912d, 0x00009164,
+	0x000091f5, 0x00009248, 0x00009271, 0x00009353,
+	0x00009379, 0x000093c0, 0x00009444, 0x000094bf,
+	0x0000953c, 0x00009564, 0x0000958c, 0x000095d3,
+	0x0000961d, 0x00009650, 0x00009663, 0x0000976b,
+	0x00009799, 0x000097d5, 0x000097eb, 0x0000987f,
+	0x00009892, 0x000098cf, 0x00009928, 0x00009964,
+	0x00009977, 0x000099cb, 0x00009a00, 0x00009a12,
 	// Entry 280 - 29F
-	0x000099db, 0x00009a2d, 0x00009a59, 0x00009af6,
-	0x00009b9c, 0x00009c49, 0x00009c59, 0x00009cb9,
-	0x00009d2a, 0x00009daf, 0x00009e44, 0x00009e4f,
-	0x00009e6c, 0x00009e8b, 0x00009e9c, 0x00009eb6,
-	0x00009ebf, 0x00009ec9, 0x00009f17, 0x00009f5c,
-	0x00009f7b, 0x00009ff8, 0x0000a02a, 0x0000a05f,
-	0x0000a0b0, 0x0000a0c1, 0x0000a10b, 0x0000a121,
-	0x0000a135, 0x0000a14e, 0x0000a164, 0x0000a18e,
+	0x00009a29, 0x00009a68, 0x00009aba, 0x00009ae6,
+	0x00009b83, 0x00009c29, 0x00009cd6, 0x00009ce6,
+	0x00009d46, 0x00009db7, 0x00009e3c, 0x00009ed1,
+	0x00009edc, 0x00009ef9, 0x00009f18, 0x00009f29,
+	0x00009f43, 0x00009f4c, 0x00009f56, 0x00009fa4,
+	0x00009fe9, 0x0000a008, 0x0000a085, 0x0000a0b7,
+	0x0000a0ec, 0x0000a13d, 0x0000a14e, 0x0000a198,
+	0x0000a1ae, 0x0000a1c2, 0x0000a1db, 0x0000a1f1,
 	// Entry 2A0 - 2BF
-	0x0000a196, 0x0000a1a9, 0x0000a1b0, 0x0000a1cb,
-	0x0000a1eb, 0x0000a21b, 0x0000a227, 0x0000a261,
-	0x0000a278, 0x0000a28e, 0x0000a2c6, 0x0000a301,
-	0x0000a32d, 0x0000a3b0, 0x0000a3c1, 0x0000a3db,
-	0x0000a3e6, 0x0000a3fa, 0x0000a40c, 0x0000a422,
-	0x0000a434, 0x0000a446, 0x0000a44c, 0x0000a45e,
-	0x0000a46c, 0x0000a47b, 0x0000a487, 0x0000a49d,
-	0x0000a4c7, 0x0000a4fa, 0x0000a5a2, 0x0000a5f2,
+	0x0000a21b, 0x0000a223, 0x0000a236, 0x0000a23d,
+	0x0000a258, 0x0000a278, 0x0000a2a8, 0x0000a2b4,
+	0x0000a2ee, 0x0000a305, 0x0000a31b, 0x0000a353,
+	0x0000a38e, 0x0000a3ba, 0x0000a43d, 0x0000a44e,
+	0x0000a468, 0x0000a473, 0x0000a487, 0x0000a499,
+	0x0000a4af, 0x0000a4c1, 0x0000a4d3, 0x0000a4d9,
+	0x0000a4eb, 0x0000a4f9, 0x0000a508, 0x0000a514,
+	0x0000a52a, 0x0000a554, 0x0000a587, 0x0000a62f,
 	// Entry 2C0 - 2DF
-	0x0000a61a, 0x0000a66c, 0x0000a6ae, 0x0000a6ea,
-	0x0000a701, 0x0000a7cb, 0x0000a7f8, 0x0000a9b2,
-	0x0000a9cc, 0x0000a9e5, 0x0000aa06, 0x0000aa1d,
-	0x0000aa4a, 0x0000aa51, 0x0000aa6b, 0x0000aa91,
-	0x0000aaa6, 0x0000ab00, 0x0000ab95, 0x0000abf8,
-	0x0000ac0b, 0x0000ac32, 0x0000ac5a, 0x0000ac68,
-	0x0000acbc, 0x0000accc, 0x0000acdd, 0x0000ace4,
-	0x0000ae1a, 0x0000ae21, 0x0000ae5b, 0x0000ae60,
+	0x0000a67f, 0x0000a6a7, 0x0000a6f9, 0x0000a73b,
+	0x0000a777, 0x0000a78e, 0x0000a858, 0x0000a885,
+	0x0000aa3f, 0x0000aa59, 0x0000aa72, 0x0000aa93,
+	0x0000aaaa, 0x0000aad7, 0x0000aade, 0x0000aaf8,
+	0x0000ab1e, 0x0000ab33, 0x0000ab8d, 0x0000ac22,
+	0x0000ac85, 0x0000ac98, 0x0000acbf, 0x0000ace7,
+	0x0000acf5, 0x0000ad49, 0x0000ad59, 0x0000ad6a,
+	0x0000ad71, 0x0000aea7, 0x0000aeae, 0x0000aee8,
 	// Entry 2E0 - 2FF
-	0x0000ae75, 0x0000ae89, 0x0000ae9b, 0x0000aeb1,
-	0x0000aec1, 0x0000aefe, 0x0000af3e, 0x0000af59,
-	0x0000af6a, 0x0000afae, 0x0000afcf, 0x0000afe1,
-	0x0000aff3, 0x0000b0c8, 0x0000b0e0, 0x0000b181,
-	0x0000b210, 0x0000b220, 0x0000b2fa, 0x0000b3bc,
-	0x0000b3c1, 0x0000b3d1, 0x0000b3df, 0x0000b3ef,
-	0x0000b3ff, 0x0000b40d, 0x0000b41d, 0x0000b427,
-	0x0000b450, 0x0000b46a, 0x0000b485, 0x0000b513,
+	0x0000aeed, 0x0000af02, 0x0000af16, 0x0000af28,
+	0x0000af3e, 0x0000af4e, 0x0000af8b, 0x0000afcb,
+	0x0000afe6, 0x0000aff7, 0x0000b03b, 0x0000b05c,
+	0x0000b06e, 0x0000b080, 0x0000b155, 0x0000b16d,
+	0x0000b20e, 0x0000b29d, 0x0000b2ad, 0x0000b387,
+	0x0000b449, 0x0000b44e, 0x0000b45e, 0x0000b46c,
+	0x0000b47c, 0x0000b48c, 0x0000b49a, 0x0000b4aa,
+	0x0000b4b4, 0x0000b4dd, 0x0000b4f7, 0x0000b512,
 	// Entry 300 - 31F
-	0x0000b551, 0x0000b562, 0x0000b5f9, 0x0000b606,
-	0x0000b621, 0x0000b67a, 0x0000b68e, 0x0000b6ac,
-	0x0000b726, 0x0000b767, 0x0000b7dd, 0x0000b7fc,
-	0x0000b912, 0x0000b92b, 0x0000b971, 0x0000b989,
-	0x0000b9dc, 0x0000ba17, 0x0000baaf, 0x0000badb,
-	0x0000bb01, 0x0000bb35, 0x0000bb4d, 0x0000bb78,
-	0x0000bc21, 0x0000bc2b, 0x0000bcb3, 0x0000bce8,
-	0x0000bd29, 0x0000bea5, 0x0000c024, 0x0000c0fd,
+	0x0000b5a0, 0x0000b5de, 0x0000b5ef, 0x0000b686,
+	0x0000b693, 0x0000b6ae, 0x0000b707, 0x0000b71b,
+	0x0000b739, 0x0000b7b3, 0x0000b7f4, 0x0000b86a,
+	0x0000b889, 0x0000b99f, 0x0000b9b8, 0x0000b9fe,
+	0x0000ba16, 0x0000ba69, 0x0000baa4, 0x0000bb3c,
+	0x0000bb68, 0x0000bb8e, 0x0000bbc2, 0x0000bbda,
+	0x0000bc05, 0x0000bcae, 0x0000bcb8, 0x0000bd40,
+	0x0000bd75, 0x0000bdb6, 0x0000bf32, 0x0000c0b1,
 	// Entry 320 - 33F
-	0x0000c212, 0x0000c32e, 0x0000c347, 0x0000c3c3,
-	0x0000c48c, 0x0000c515, 0x0000c522, 0x0000c574,
-	0x0000c57a, 0x0000c62e, 0x0000c6de, 0x0000c710,
-	0x0000c73c, 0x0000c7a5, 0x0000c84c, 0x0000c90e,
-	0x0000c93e, 0x0000c94b, 0x0000c951, 0x0000c967,
-	0x0000c972, 0x0000c979, 0x0000c984, 0x0000c992,
-	0x0000c99f, 0x0000c9ad, 0x0000c9c6, 0x0000c9f3,
-	0x0000ca9c, 0x0000caaf, 0x0000cab9, 0x0000cb48,
+	0x0000c18a, 0x0000c29f, 0x0000c3bb, 0x0000c3d4,
+	0x0000c450, 0x0000c519, 0x0000c5a2, 0x0000c5af,
+	0x0000c601, 0x0000c607, 0x0000c6bb, 0x0000c76b,
+	0x0000c79d, 0x0000c7c9, 0x0000c832, 0x0000c8d9,
+	0x0000c99b, 0x0000c9cb, 0x0000c9d8, 0x0000c9de,
+	0x0000c9f4, 0x0000c9ff, 0x0000ca06, 0x0000ca11,
+	0x0000ca1f, 0x0000ca2c, 0x0000ca3a, 0x0000ca53,
+	0x0000ca80, 0x0000cb29, 0x0000cb3c, 0x0000cb46,
 	// Entry 340 - 35F
-	0x0000cba9, 0x0000cc05, 0x0000cc17, 0x0000cc31,
-	0x0000cc44, 0x0000cc82, 0x0000ccbe, 0x0000ccdb,
-	0x0000cce8, 0x0000ccf6, 0x0000cd04, 0x0000cd14,
-	0x0000cd50, 0x0000cd8a, 0x0000ce07, 0x0000ce12,
-	0x0000ce3c, 0x0000ce49, 0x0000ce65, 0x0000ce69,
-	0x0000ce7b, 0x0000cf3d, 0x0000cf70, 0x0000cf7b,
-	0x0000cf85, 0x0000cf9a, 0x0000cfa3, 0x0000cfad,
-	0x0000cfc2, 0x0000cfe6, 0x0000d000, 0x0000d015,
+	0x0000cbd5, 0x0000cc36, 0x0000cc92, 0x0000cca4,
+	0x0000ccbe, 0x0000ccd1, 0x0000cd0f, 0x0000cd4b,
+	0x0000cd68, 0x0000cd75, 0x0000cd83, 0x0000cd91,
+	0x0000cda1, 0x0000cddd, 0x0000ce17, 0x0000ce94,
+	0x0000ce9f, 0x0000cec9, 0x0000ced6, 0x0000cef2,
+	0x0000cef6, 0x0000cf08, 0x0000cfca, 0x0000cffd,
+	0x0000d008, 0x0000d012, 0x0000d027, 0x0000d030,
+	0x0000d03a, 0x0000d04f, 0x0000d073, 0x0000d08d,
 	// Entry 360 - 37F
-	0x0000d041, 0x0000d080, 0x0000d085, 0x0000d09a,
-	0x0000d0ac, 0x0000d0e1, 0x0000d0f2, 0x0000d11f,
-	0x0000d14e, 0x0000d270, 0x0000d392, 0x0000d408,
-	0x0000d493, 0x0000d522, 0x0000d589, 0x0000d5cb,
-	0x0000d61d, 0x0000d665, 0x0000d6d8, 0x0000d720,
-	0x0000d74e, 0x0000d77c, 0x0000d7af, 0x0000d7e2,
-} // Size: 3576 bytes
+	0x0000d0a2, 0x0000d0ce, 0x0000d10d, 0x0000d112,
+	0x0000d127, 0x0000d139, 0x0000d16e, 0x0000d17f,
+	0x0000d1ac, 0x0000d1db, 0x0000d2fd, 0x0000d41f,
+	0x0000d495, 0x0000d520, 0x0000d5af, 0x0000d616,
+	0x0000d658, 0x0000d6aa, 0x0000d6f2, 0x0000d765,
+	0x0000d7ad, 0x0000d7db, 0x0000d809, 0x0000d83c,
+	0x0000d86f,
+} // Size: 3580 bytes
 
-const frData string = "" + // Size: 55266 bytes
+const frData string = "" + // Size: 55407 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2308,205 +2312,207 @@ const frData string = "" + // Size: 55266 bytes
 	"ate\x02Filtre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées depuis" +
 	"\x02Créées avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les instances)" +
 	"\x02%[1]s\u202f; %[2]s\x02Action groupée (%[1]s) par %[2]s, commencée le" +
-	" %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorée" +
-	"s car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]" +
-	"s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par " +
-	"une erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ign" +
-	"orées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez " +
-	"de nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[" +
-	"2]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, tra" +
-	"itées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement" +
-	" montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica " +
-	"qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliq" +
-	"ué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur" +
-	"\u202f: %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu" +
-	"\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02Tro" +
-	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
-	"ver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jet" +
-	"ons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnect" +
-	"er\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
-	"\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau" +
-	" horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horair" +
-	"e\u202f: %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
-	"\x02Reprendre le rechargement\x02Cette page se recharge toutes les %[1]d" +
-	" secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne" +
-	" permet de lire que les définitions et les processus\u202f: les tâches e" +
-	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» " +
-	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r à la connexion\x02Retour aux définitions\x02Cette adresse ne mène à ri" +
-	"en, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, o" +
-	"u à rien que vous puissiez voir. Une instance terminée est supprimée, av" +
-	"ec ses occurrences et ses tentatives, une fois la durée de conservation " +
-	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	" %[3]s — instances comptées\u202f: %[4]d, toutes traitées. Elle s’est te" +
+	"rminée le %[5]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s" +
+	" — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car " +
+	"changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02" +
+	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une er" +
+	"reur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées" +
+	"\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
+	"uveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, " +
+	"commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, traitées" +
+	" jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement mont" +
+	"re où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l" +
+	"’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqué" +
+	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur\u202f:" +
+	" %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu\x02Naviga" +
+	"tion principale\x02État\x02Tâches externes\x02Processus\x02Trouver une i" +
+	"nstance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Déf" +
+	"initions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Rév" +
+	"élations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
+	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fus" +
+	"eau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f" +
+	": %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s" +
+	" · sans rechargement automatique\x02Rechargement suspendu\x02Reprendre l" +
+	"e rechargement\x02Cette page se recharge toutes les %[1]d secondes.\x02S" +
+	"uspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet de lire" +
+	" que les définitions et les processus\u202f: les tâches externes et les " +
+	"instances de processus sont réservées aux opérateurs et aux administrate" +
+	"urs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le car" +
+	"actère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-" +
+	"le et réessayez.\x02Retour aux tâches externes\x02Retour à la connexion" +
+	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
+	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
+	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journal " +
+	"d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%[1]s" +
+	"\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes mon" +
+	"trent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez son" +
+	" lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance a ét" +
+	"é effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f»." +
+	" Ses entrées, occurrences et tentatives ont été supprimées avec elle" +
 	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
-	"\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif\u202f" +
-	": «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont été su" +
-	"pprimées avec elle\u202f; le journal d’audit garde les actions d’opérate" +
-	"ur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
-	"voyé depuis cette session de la console, ou il a expiré\u202f: rien n’a " +
-	"été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au " +
-	"formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d" +
-	"\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi" +
-	" et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est" +
-	" pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02" +
-	"Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de" +
-	" nouveau.\x02Temporairement indisponible\x02La base de données est injoi" +
-	"gnable pour le moment. Réessayez dans quelques secondes.\x02Une erreur e" +
-	"st survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02néant\x02Épinglée par\x02aucune version de processus\x02%[" +
-	"1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: l" +
-	"eur copie de travail, leurs révisions immuables et leurs publications no" +
-	"mmées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour" +
-	" l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destin" +
-	"ation pour l’instant.\x02Aucune autre destination.\x02Les points d’accès" +
-	" HTTP qu’appellent les nœuds push. Les valeurs des paramètres de l’URL e" +
-	"t des en-têtes, et les secrets de signature, sont scellés et jamais affi" +
-	"chés. Créez et modifiez les destinations avec relais apply (documents de" +
-	" type Destination) ou par l’API (/api/v1/destinations), qui les supprime" +
-	" aussi.\x02Destinations par nom\x02valeur masquée\x02URL\x02En-têtes env" +
-	"oyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02Appel" +
-	"s\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instance" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus. Il est conservé après l’effacement, quelle que soit la r" +
-	"étention\u202f: écrivez la référence de la demande, pas le nom de la pe" +
-	"rsonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette instan" +
-	"ce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs te" +
-	"ntatives, comme la rétention la supprimerait.\x02Ses entrées, ses sortie" +
-	"s, sa clé métier et les messages des exécutants partent avec elle\u202f;" +
-	" c’est irréversible. Les enregistrements d’audit qui la nomment restent " +
-	"(qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur" +
-	" expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: se" +
-	"ule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effa" +
-	"cement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, " +
-	"tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette ins" +
-	"tance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé " +
-	"et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bl" +
-	"oquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrête" +
-	"r\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en échec" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’a" +
-	"ttente et les incidents de chaque définition maintenant, et ce que ses e" +
-	"xécutants ont terminé dans la dernière heure\u202f: les occurrences ache" +
-	"vées, avec succès ou en échec. Une occurrence reprise depuis compte là o" +
-	"ù elle se termine ensuite\u202f; un échec qui laisse des tentatives com" +
-	"pte sous En attente d’une nouvelle tentative jusqu’à ce que la suivante " +
-	"soit due.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
-	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02En attente d’une nouvelle tentative" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à qu" +
-	"elques secondes d’intervalle, affiché à nouveau à chaque rechargement." +
-	"\x02la plus proche prévue le %[1]s\x02prochaine tentative %[1]s\x02dispo" +
-	"nible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher t" +
-	"outes les définitions\x02La définition %[1]s n’a pas encore d’occurrence" +
-	".\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
-	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
-	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
-	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
-	"%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1" +
-	"]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[" +
-	"1]d en échec\x02Rétention\u202f: les instances terminées sont conservées" +
-	" sans limite, selon le RELAIS_RETENTION d’une autre réplique.\x02Rétenti" +
-	"on\u202f: les instances terminées sont conservées sans limite (RELAIS_RE" +
-	"TENTION).\x02Rétention\u202f: les instances terminées sont supprimées av" +
-	"ec leurs occurrences %[1]s après leur fin, le RELAIS_RETENTION plus long" +
-	" d’une autre réplique.\x02Rétention\u202f: les instances terminées sont " +
-	"supprimées avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION" +
-	").\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’insta" +
-	"nt\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02ma" +
-	"rs\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02d" +
-	"éc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%" +
-	"[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d h" +
-	"eures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minut" +
-	"es\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d seconde" +
-	"s\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opér" +
-	"ateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordr" +
-	"e, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
-	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
-	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
-	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
-	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
-	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
-	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
-	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
-	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
-	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
-	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
-	"un motif, consigné dans le journal d’audit.\x02Son occurrence au nœud %[" +
-	"1]s a échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]" +
-	"s, %[4]s)\u202f: la reprise la propose dès maintenant, ses tentatives re" +
-	"stantes inchangées. L’arrêt annule l’instance et ses occurrences ouverte" +
-	"s. Ni l’une ni l’autre ne termine rien\u202f; chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jam" +
-	"ais\u202f: la rétention conserve les instances terminées sans limite (RE" +
-	"LAIS_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre répliqu" +
-	"e conserve les instances terminées sans limite\x02Supprimée par la réten" +
-	"tion\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
+	".\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette " +
+	"session de la console, ou il a expiré\u202f: rien n’a été fait. Rouvrez " +
+	"le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02Formu" +
+	"laire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rie" +
+	"n n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le de no" +
+	"uveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à temps" +
+	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’a p" +
+	"as pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tempor" +
+	"airement indisponible\x02La base de données est injoignable pour le mome" +
+	"nt. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La c" +
+	"onsole n’a pas pu afficher cette page. Réessayez\u202f; si le problème p" +
+	"ersiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
+	"\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02L" +
+	"es services externes qui prennent des tâches, et les définitions que cha" +
+	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
+	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
+	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
+	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
+	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
+	"ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir" +
+	"\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décom" +
+	"pte des occurrences en cours\u202f; les décomptes s’afficheront quand vo" +
+	"us rechargerez la page.\x02Les décomptes sont indisponibles pour le mome" +
+	"nt.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02" +
+	"Description\x02Définition %[1]s\x02Copie de travail\x02La seule partie m" +
+	"odifiable d’une définition. Les processus ne l’utilisent jamais directem" +
+	"ent\u202f: ils épinglent une révision.\x02Sortie de routage\x02Dernier e" +
+	"nregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: la c" +
+	"opie de travail n’a jamais été figée.\x02Publications\x02Aucune publicat" +
+	"ion pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le" +
+	"\x02Comparer des révisions\x02Liste chaque changement d’une révision à l" +
+	"’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
+	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
+	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
+	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
+	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
+	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
+	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
+	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
+	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
+	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
+	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
+	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
+	"t\x02Épinglée par\x02aucune version de processus\x02%[1]s version %[2]s" +
+	"\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: leur copie de trav" +
+	"ail, leurs révisions immuables et leurs publications nommées.\x02Définit" +
+	"ions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Auc" +
+	"une définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
+	"ication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’insta" +
+	"nt.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellent" +
+	" les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, et" +
+	" les secrets de signature, sont scellés et jamais affichés. Créez et mod" +
+	"ifiez les destinations avec relais apply (documents de type Destination)" +
+	" ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destina" +
+	"tions par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maxi" +
+	"mal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
+	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
+	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
+	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
+	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
+	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
+	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
+	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
+	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
+	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
+	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
+	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
+	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
+	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
+	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
+	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
+	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
+	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
+	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
+	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
+	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
+	"e termine ensuite\u202f; un échec qui laisse des tentatives compte sous " +
+	"En attente d’une nouvelle tentative jusqu’à ce que la suivante soit due." +
+	"\x02L’occurrence en échec d’une instance bloquée compte à la fois dans I" +
+	"nstances bloquées et dans En échec.\x02Réussites et échecs, dernière heu" +
+	"re\x02Définitions, celles qui demandent de l’attention d’abord\x02Défini" +
+	"tion\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus" +
+	" ancienne disponible\x02En attente d’une nouvelle tentative\x02Terminées" +
+	", dernière heure\x02En échec, dernière heure\x02Aucune définition n’a en" +
+	"core d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à quelques second" +
+	"es d’intervalle, affiché à nouveau à chaque rechargement.\x02la plus pro" +
+	"che prévue le %[1]s\x02prochaine tentative %[1]s\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02La définition %[1]s n’a pas encore d’occurrence.\x02Toutes les" +
+	" définitions\x02Réussites et échecs par tranche de 5\u00a0min, dernière " +
+	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
+	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Termin" +
+	"ées\x02Les chiffres du graphique\x02Réussites et échecs par tranche de " +
+	"5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"Rétention\u202f: les instances terminées sont conservées sans limite, se" +
+	"lon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les in" +
+	"stances terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rét" +
+	"ention\u202f: les instances terminées sont supprimées avec leurs occurre" +
+	"nces %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre rép" +
+	"lique.\x02Rétention\u202f: les instances terminées sont supprimées avec " +
+	"leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02Son occurrence au nœud %[1]s a " +
+	"échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]s, %[" +
+	"4]s)\u202f: la reprise la propose dès maintenant, ses tentatives restant" +
+	"es inchangées. L’arrêt annule l’instance et ses occurrences ouvertes. Ni" +
+	" l’une ni l’autre ne termine rien\u202f; chacune demande un motif, consi" +
+	"gné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurre" +
+	"nces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fi" +
+	"n\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais" +
+	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
+	"S_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique c" +
+	"onserve les instances terminées sans limite\x02Supprimée par la rétentio" +
+	"n\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
 	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
 	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
 	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
@@ -2877,4 +2883,4 @@ const frData string = "" + // Size: 55266 bytes
 	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
 	"[1]s sont prises en charge."
 
-	// Total table size 104877 bytes (102KiB); checksum: 855909B3
+	// Total table size 105121 bytes (102KiB); checksum: 5257E418
