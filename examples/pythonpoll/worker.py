@@ -6,7 +6,8 @@ language, two HTTP calls and a timer.
 It serves the add_company_to_crm definition (examples/definitions) as
 examples/crmworker does in Go with the SDK: it adds companies to a CRM,
 here an in-memory map, and reports whether each was created or already
-there. It does what the README's "A worker in any language" asks:
+there. It does what "A worker in any language" (docs/pull-protocol.md)
+asks:
 
 - fetch-and-lock with a long wait, a worker_id unique to the process and a
   fresh request_id per fetch (the same one again after a lost answer);

@@ -495,7 +495,7 @@ func nodeValue(n *yaml.Node, at string) (any, error) {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!timestamp" {
 		// YAML 1.2 has no timestamps: 2026-01-01 is the text written, as
-		// README promises of yes and no. Decoded, it became a time.Time,
+		// docs/commands.md promises of yes and no. Decoded, it became a time.Time,
 		// 2026-01-01T00:00:00Z in JSON (designer QA: a choice's values
 		// changed unsaid, a date literal refused as no date).
 		return n.Value, nil
