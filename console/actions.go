@@ -666,12 +666,19 @@ func bringsForward(a engine.Action, f instanceFilter) bool {
 }
 
 // keptStatus is the status the instances f matches are in, when one: its
-// status, or running when it keeps the instances a retry waits on.
+// status; running when it keeps the instances a retry waits on; held when
+// it names where they are held or the code they failed with (a stop acts
+// on no failed instance, ended, and a running one has no error code).
 func (f instanceFilter) keptStatus() string {
-	if f.RetryingAt != "" {
+	switch {
+	case f.Status != "":
+		return f.Status
+	case f.RetryingAt != "":
 		return engine.InstanceRunning
+	case f.HeldAt != "" || f.ErrorCode != "":
+		return engine.InstanceHeld
 	}
-	return f.Status
+	return ""
 }
 
 // bulkView builds the confirmation for count matching instances.
@@ -756,7 +763,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		{Label: T(ctx, "Business key"), Value: f.BusinessKey, Code: true},
 		{Label: T(ctx, "Error code"), Value: f.ErrorCode, Code: true},
 		{Label: T(ctx, "Held at a node of"), Value: f.HeldAt, Code: true},
-		{Label: T(ctx, "Waiting a retry at a node of"), Value: f.RetryingAt, Code: true},
+		{Label: T(ctx, "Waiting for a retry at a node of"), Value: f.RetryingAt, Code: true},
 		{Label: T(ctx, "Created from"), Value: f.CreatedFrom},
 		{Label: T(ctx, "Created to"), Value: f.CreatedTo},
 	}

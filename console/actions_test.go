@@ -1059,8 +1059,9 @@ func TestARefusedActionIsNotOfferedAgain(t *testing.T) {
 	}
 }
 
-// TestLabelsSayWhatApplies: a bulk stop over held (or running) instances
-// says held (or running), not "running or held"; an occurrence retried by
+// TestLabelsSayWhatApplies: a bulk stop over held (or running) instances,
+// by their status, where they are held or their error code, says held (or
+// running), not "running or held"; an occurrence retried by
 // an operator says its budget counts from that retry; an instance held
 // again after a retry no longer shows "Retried by" above its status.
 func TestLabelsSayWhatApplies(t *testing.T) {
@@ -1085,6 +1086,28 @@ func TestLabelsSayWhatApplies(t *testing.T) {
 		// instances are concerned.
 		if got := text(confirm, "bulk-unfiltered"); !strings.Contains(got, "every process") {
 			t.Errorf("status=%s: unfiltered warning %q", status, got)
+		}
+	}
+
+	// Where they are held, or the code they failed with, keeps held ones
+	// alone (a stop acts on no failed instance, and a running one has no
+	// code): not "running or held" (QA).
+	for query, want := range map[string]string{
+		"held_at=charge_card":    "2 held instances match now.",
+		"error_code=SCORER_DOWN": "1 held instance",
+		"process=scoring":        "running or held",
+	} {
+		list := b.mustGet("/console/instances?"+query, 200)
+		wantLabel := "Stop every held instance…"
+		if strings.HasPrefix(query, "process=") {
+			wantLabel = "Stop every running or held instance…"
+		}
+		if got := text(list, "bulk-stop"); got != wantLabel {
+			t.Errorf("%s: bulk link %q, want %q", query, got, wantLabel)
+		}
+		href, _ := list.doc.Find(`[data-testid=bulk-stop]`).Attr("href")
+		if got := text(b.mustGet(href, 200), "bulk-count"); !strings.Contains(got, want) {
+			t.Errorf("%s: bulk count %q, want %q", query, got, want)
 		}
 	}
 
@@ -1707,7 +1730,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	b := signedIn(t, env.URL, "en", env.Operator)
 	list := b.mustGet("/console/instances?retrying_at=score_company", 200)
 	if n := count(list, "instance-row"); n != 3 {
-		t.Fatalf("%d instances listed as waiting a retry at score_company, want 3", n)
+		t.Fatalf("%d instances listed as waiting for a retry at score_company, want 3", n)
 	}
 	// Each row says why it waits and until when (on-call QA: "—").
 	list.doc.Find(`[data-testid=instance-row]`).Each(func(_ int, row *goquery.Selection) {
@@ -1728,7 +1751,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	}
 	if retrying, held := options("i-retrying-at"), options("i-held-at"); !slices.Contains(retrying, "score_company") || slices.Contains(retrying, "charge_card") ||
 		!slices.Contains(held, "charge_card") {
-		t.Errorf("Waiting a retry offers %v, Held at %v: want score_company and not charge_card, Held at with it", retrying, held)
+		t.Errorf("Waiting for a retry offers %v, Held at %v: want score_company and not charge_card, Held at with it", retrying, held)
 	}
 	if label := collapse(list.doc.Find(`[data-testid=bulk-stop]`).Text()); label != "Stop every running instance…" {
 		t.Errorf("stop offered over retrying_at as %q", label)
@@ -1763,6 +1786,15 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	if _, bad := refused.doc.Find(`#i-held-at`).Attr("aria-invalid"); bad {
 		t.Error("an empty Held at field marked invalid")
 	}
+	// What was asked is a link away: the occurrences waiting after that
+	// code (QA: the refusal named External tasks without a way there).
+	if href, ok := refused.doc.Find(`[data-testid=retrying-occurrences]`).Attr("href"); !ok ||
+		count(b.mustGet(href, 200), "occurrence-row") != 2 || !strings.Contains(href, "error_code=SCORER_SLOW") {
+		t.Errorf("a refused error code over waiting retries links to %q, want the 2 occurrences waiting after SCORER_SLOW", href)
+	}
+	if count(b.get("/console/instances?retrying_at=score_company&error_code=SCORER_SLOW&held_at=score_company"), "retrying-occurrences") != 0 {
+		t.Error("a page refusing held_at too links to waiting occurrences as if only the code were wrong")
+	}
 	// A definition only push nodes call is never retried: refused, not
 	// counted 0 (verifier QA).
 	if r := b.get("/console/instances/bulk?action=retry&retrying_at=charge_card"); r.status != http.StatusBadRequest ||
@@ -1789,7 +1821,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 	// Its summary says what it did and over which filter (the pin to the
 	// count's moment is the console's, not a criterion shown).
 	if got := text(done, "bulk-scope"); !strings.HasPrefix(got, "Bulk retry now by ") ||
-		!strings.HasSuffix(got, "Filter: Waiting a retry at a node of: score_company.") {
+		!strings.HasSuffix(got, "Filter: Waiting for a retry at a node of: score_company.") {
 		t.Errorf("bulk summary %q", got)
 	}
 	for _, occ := range occs {
@@ -1800,7 +1832,7 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 		}
 	}
 	if n := count(b.mustGet("/console/instances?retrying_at=score_company", 200), "instance-row"); n != 0 {
-		t.Errorf("%d still waiting a retry after the bulk retry now", n)
+		t.Errorf("%d still waiting for a retry after the bulk retry now", n)
 	}
 	// The audit log tells it from a held instance's retry (a fresh budget).
 	if log := b.mustGet("/console/audit", 200); strings.Count(log.body, "retry now (attempts unchanged)") != 3 {

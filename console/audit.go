@@ -298,7 +298,7 @@ func bulkFilterText(ctx context.Context, raw json.RawMessage) string {
 		{"business_key_given", T(ctx, "Business key"), func(string) string { return T(ctx, "given (not kept)") }},
 		{"error_code", T(ctx, "Error code"), text},
 		{"held_at", T(ctx, "Held at a node of"), text},
-		{"retrying_at", T(ctx, "Waiting a retry at a node of"), text},
+		{"retrying_at", T(ctx, "Waiting for a retry at a node of"), text},
 		{"created_after", T(ctx, "Created since"), when},
 		{"created_before", T(ctx, "Created before"), when},
 	} {

@@ -101,13 +101,13 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	scope := strings.TrimSpace(r.URL.Query().Get("definition"))
 	v := healthView{
 		Chrome: c.liveChrome(r, T(ctx, "Health"), "health"),
-		Intro: T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.") + " " +
+		Intro: T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting for a retry until its next attempt is due.") + " " +
 			// Two columns of one incident (operator QA: read as 24 problems).
 			T(ctx, "A held instance’s failed occurrence counts in both Held instances and Failed."),
 		ChartLabel:   T(ctx, "Completions and failures, last hour"),
 		TableCaption: T(ctx, "Definitions, those needing attention first"),
 		HeadKey:      T(ctx, "Definition"), HeadOpen: T(ctx, "Open"), HeadHeld: T(ctx, "Held instances"),
-		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"), HeadRetrying: T(ctx, "Waiting a retry"),
+		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"), HeadRetrying: T(ctx, "Waiting for a retry"),
 		HeadCompleted: T(ctx, "Completed, last hour"), HeadFailed1h: T(ctx, "Failed, last hour"),
 		Empty:  T(ctx, "No definition has occurrences yet."),
 		Errors: queryProblems(ctx, r.URL.RawQuery, "definition"),

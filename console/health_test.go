@@ -557,10 +557,10 @@ func TestHealthCountsWaitingRetries(t *testing.T) {
 		return collapse(page.doc.Find(`[data-testid=health-row][data-key=` + key + `] [data-testid=health-retrying]`).Text())
 	}
 	if got := retrying("charge_card"); got != "0" {
-		t.Errorf("waiting a retry of a definition whose failures hold: %q, want 0", got)
+		t.Errorf("waiting for a retry of a definition whose failures hold: %q, want 0", got)
 	}
 	if got := retrying("score_company"); !regexp.MustCompile(`^1 \(next attempt in (59 min|1 h)\)$`).MatchString(got) {
-		t.Errorf("waiting a retry = %q, want 1 with the next attempt in an hour", got)
+		t.Errorf("waiting for a retry = %q, want 1 with the next attempt in an hour", got)
 	}
 	// The count lists their instances, which lead to the occurrences
 	// with their next attempts, and offer to bring the retries forward.

@@ -153,6 +153,9 @@ type instanceListView struct {
 	ProcessOptions, StatusOptions                             []option
 	Filter                                                    instanceFilter
 	Errors                                                    []string
+	// RetryingOnError keeps the link to the waiting occurrences on a page
+	// whose one refusal is an error code over waiting retries.
+	RetryingOnError bool
 	// Invalid are the query parameters an error is about: their fields
 	// say so (aria-invalid) and point at the errors.
 	Invalid map[string]bool
@@ -180,7 +183,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),
 		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"),
-		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), RetryingAtLabel: T(ctx, "Waiting a retry at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), RetryingAtLabel: T(ctx, "Waiting for a retry at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
 		Filter: f, Errors: errs, Invalid: problems.Params,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
@@ -208,8 +211,18 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
 	v.RetryingAtOptions = menuOptions(T(ctx, "Any definition"), menus.retryable, f.RetryingAt)
 	if f.RetryingAt != "" {
-		v.RetryingNote = elided(ctx, T(ctx, "The occurrences of %s waiting a retry, each with its error and its next attempt", f.RetryingAt), f.RetryingAt)
+		v.RetryingNote = elided(ctx, T(ctx, "The occurrences of %s waiting for a retry, each with its error and its next attempt", f.RetryingAt), f.RetryingAt)
 		v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, WaitingRetry: "true"}.href()
+		if f.ErrorCode != "" {
+			// Refused here (a running instance has no code yet), what was
+			// asked is a list away: the occurrences waiting after that
+			// code, linked from the refusal itself (QA: it named External
+			// tasks without a way there).
+			code := f.ErrorCode
+			v.RetryingNote = elided(ctx, T(ctx, "The occurrences of %s waiting for a retry after %s", f.RetryingAt, code), f.RetryingAt)
+			v.RetryingHref = occurrenceFilter{Definition: f.RetryingAt, ErrorCode: code, WaitingRetry: "true"}.href()
+			v.RetryingOnError = f.HeldAt == "" && len(errs) == 1
+		}
 	}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range instanceStatuses {

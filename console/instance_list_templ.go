@@ -404,7 +404,7 @@ func instanceListPage(v instanceListView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.RetryingHref != "" && len(v.Errors) == 0 {
+			if v.RetryingHref != "" && (len(v.Errors) == 0 || v.RetryingOnError) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<p class=\"hint\"><a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

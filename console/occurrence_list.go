@@ -108,7 +108,7 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		ef.WaitingRetry = &waiting
 		if waiting && f.Status != "" && f.Status != engine.StatusAvailable {
 			// Nothing would match, which would read as none waiting.
-			errs.add(T(ctx, "An occurrence waiting a retry is available: choose the status available, or none."), "status", "waiting_retry")
+			errs.add(T(ctx, "An occurrence waiting for a retry is available: choose the status available, or none."), "status", "waiting_retry")
 		}
 	default:
 		errs.add(T(ctx, "Unknown value of the next attempt filter."), "waiting_retry")
@@ -295,7 +295,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	v.DefinitionOptions = menuOptions(T(ctx, "All definitions"), menus.definitions, f.Definition)
 	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
 	v.WaitingOptions = []option{{Value: "", Label: T(ctx, "Any"), Selected: f.WaitingRetry == ""},
-		{Value: "true", Label: T(ctx, "Waiting a retry (due later)"), Selected: f.WaitingRetry == "true"}}
+		{Value: "true", Label: T(ctx, "Waiting for a retry (due later)"), Selected: f.WaitingRetry == "true"}}
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range occurrenceStatuses {
 		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})

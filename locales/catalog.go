@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 386,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          384,
 	"%[1]s; %[2]s":                             383,
-	"%d (0 lowest, 9 highest)":                 566,
-	"%d attempts":                              575,
-	"%d attempts, retry after %s, priority %d": 767,
+	"%d (0 lowest, 9 highest)":                 567,
+	"%d attempts":                              576,
+	"%d attempts, retry after %s, priority %d": 768,
 	"%d breaking":                              292,
 	"%d changes":                               291,
 	"%d completed":                             377,
@@ -55,18 +55,18 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     392,
 	"%d held instances match now.":             79,
 	"%d hours":                                 408,
-	"%d items":                                 848,
-	"%d left":                                  577,
+	"%d items":                                 849,
+	"%d left":                                  578,
 	"%d min":                                   391,
 	"%d minutes":                               409,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
 	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               128,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              846,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              847,
 	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      124,
 	"%d ms": 411,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         755,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 754,
-	"%d occurrences": 684,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         756,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 755,
+	"%d occurrences": 685,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
 	"%d releases": 316,
@@ -77,51 +77,51 @@ var messageKeyToIndex = map[string]int{
 	"%d seconds": 410,
 	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 129,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       130,
-	"%s (a fixed offset, no daylight saving time)":                                                           716,
-	"%s (deferred; settled by %s)":                                                                           642,
-	"%s (deferred; settled with its settle token)":                                                           640,
-	"%s (deferred; settled with its settle token, as %s)":                                                    641,
+	"%s (a fixed offset, no daylight saving time)":                                                           717,
+	"%s (deferred; settled by %s)":                                                                           643,
+	"%s (deferred; settled with its settle token)":                                                           641,
+	"%s (deferred; settled with its settle token, as %s)":                                                    642,
 	"%s (token #%d, %s)": 131,
-	"%s = %s":            761,
+	"%s = %s":            762,
 	"%s ago":             388,
-	"%s at %s":           646,
-	"%s so far":          638,
+	"%s at %s":           647,
+	"%s so far":          639,
 	"%s version %s":      308,
 	"%s versions %s":     309,
-	"%s ← %s":            760,
-	"%s → %s":            762,
+	"%s ← %s":            761,
+	"%s → %s":            763,
 	"%s, %s: %s":         347,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             570,
-	"%s, cut to %s by the destination’s max_timeout":                       569,
-	"%s, multiplied by %s after each failure, up to %s":                    572,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 571,
-	"%s, revision %s":                         529,
-	"%s, version %s":                          530,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             571,
+	"%s, cut to %s by the destination’s max_timeout":                       570,
+	"%s, multiplied by %s after each failure, up to %s":                    573,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 572,
+	"%s, revision %s":                         530,
+	"%s, version %s":                          531,
 	"%s: %s":                                  162,
 	"%s: %s → %s":                             299,
-	"%s: a date is written 2026-12-01.":       700,
+	"%s: a date is written 2026-12-01.":       701,
 	"%s: every revision, present and future":  237,
 	"%s: revision %s":                         238,
 	"%s: revisions %s":                        239,
-	"%s: the first day comes after the last.": 701,
+	"%s: the first day comes after the last.": 702,
 	"%s; %s": 164,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 567,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 568,
 	"%s–%s":                         376,
-	"(%d characters in all)":        850,
-	"(%d handed back, not counted)": 576,
-	"(each item)":                   836,
-	"(in %s)":                       849,
-	"(worker %s)":                   625,
+	"(%d characters in all)":        851,
+	"(%d handed back, not counted)": 577,
+	"(each item)":                   837,
+	"(in %s)":                       850,
+	"(worker %s)":                   626,
 	"0 seconds":                     406,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            813,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 614,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            814,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 615,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       349,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 711,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 712,
 	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        456,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             664,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             665,
 	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           471,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 801,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   800,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 802,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   801,
 	"A version is a process’s: choose the process too.":                                                                                                                                                                    459,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
@@ -139,32 +139,32 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 465,
 	"Action":          134,
 	"All actions":     151,
-	"All consumers":   680,
+	"All consumers":   681,
 	"All definitions": 369,
 	"All its tasks":   236,
 	"All processes":   472,
-	"All statuses":    475,
-	"All workers":     863,
-	"An error code is matched exactly, capitals included.":                              92,
-	"An occurrence waiting a retry is available: choose the status available, or none.": 661,
-	"An operator abandoned the instance.":                                               613,
-	"Any":                                                                               678,
-	"Any definition":                                                                    473,
-	"Apply filters":                                                                     148,
-	"Apr":                                                                               397,
+	"All statuses":    476,
+	"All workers":     864,
+	"An error code is matched exactly, capitals included.":                                  92,
+	"An occurrence waiting for a retry is available: choose the status available, or none.": 662,
+	"An operator abandoned the instance.":                                                   614,
+	"Any":                                                                                   679,
+	"Any definition":                                                                        473,
+	"Apply filters":                                                                         148,
+	"Apr":                                                                                   397,
 	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 361,
-	"Attempts":                         534,
+	"Attempts":                         535,
 	"Audit log":                        141,
 	"Aug":                              401,
-	"Available from":                   587,
+	"Available from":                   588,
 	"Back to definitions":              204,
 	"Back to external tasks":           202,
 	"Back to sign-in":                  203,
 	"Back to the form":                 212,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           781,
-	"Back without saving":              713,
+	"Back to the occurrence":           782,
+	"Back without saving":              714,
 	"Breaks processes":                 268,
 	"Breaks workers":                   269,
 	"Bulk %s applied to %d instances.": 126,
@@ -175,42 +175,42 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     138,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    568,
+	"Call timeout":                    569,
 	"Calls":                           327,
 	"Calls signed (Relais-Signature)": 329,
-	"Camunda 7 facade":                868,
-	"Cancelled: the instance was stopped (%s).":               637,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 636,
+	"Camunda 7 facade":                869,
+	"Cancelled: the instance was stopped (%s).":               638,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 637,
 	"Cannot act on this filter":                               112,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           783,
-	"Cannot reveal it here":                                   779,
+	"Cannot reveal":                                           784,
+	"Cannot reveal it here":                                   780,
 	"Change":                                                  266,
 	"Changes between the two revisions":                       278,
 	"Changes of the Working copy since revision %d":           287,
 	"Choose two existing revisions to compare.":               288,
 	"Classification":                                          245,
 	"Clear filters":                                           149,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            749,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 732,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            750,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 733,
 	"Compare":              265,
 	"Compare revisions":    261,
 	"Completed":            372,
-	"Completed (%s).":      631,
+	"Completed (%s).":      632,
 	"Completed, last hour": 358,
 	"Completions and failures per 5 minutes, last hour: %s":    370,
 	"Completions and failures per 5-minute slot, oldest first": 374,
 	"Completions and failures, last hour":                      350,
-	"Connected":                                                859,
+	"Connected":                                                860,
 	"Constraints":                                              246,
-	"Consumer":                                                 536,
-	"Consumer and worker":                                      675,
+	"Consumer":                                                 537,
+	"Consumer and worker":                                      676,
 	"Consumers":                                                183,
 	"Consumers, oldest first":                                  225,
 	"Counting the occurrences; the counts appear when you reload the page.":         240,
 	"Counts are unavailable right now.":                                             241,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 776,
-	"Counts by status": 670,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 777,
+	"Counts by status": 671,
 	"Created":          422,
 	"Created before":   161,
 	"Created from":     102,
@@ -218,11 +218,11 @@ var messageKeyToIndex = map[string]int{
 	"Created since":    160,
 	"Created to":       103,
 	"Creation date":    460,
-	"Dates":            532,
-	"Deadline":         564,
+	"Dates":            533,
+	"Deadline":         565,
 	"Dec":              405,
-	"Deferred":         591,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 630,
+	"Deferred":         592,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 631,
 	"Definition":                           352,
 	"Definition %s":                        248,
 	"Definition %s has no occurrence yet.": 368,
@@ -230,27 +230,27 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 120,
 	"Definitions":        181,
 	"Definitions by key": 311,
-	"Definitions served": 857,
+	"Definitions served": 858,
 	"Definitions, those needing attention first": 351,
 	"Deleted by retention":                       448,
 	"Description":                                247,
-	"Destination":                                548,
+	"Destination":                                549,
 	"Destinations":                               184,
 	"Destinations by name":                       320,
-	"Destination’s answer":                       541,
+	"Destination’s answer":                       542,
 	"Detail":                                     267,
 	"Did you mean “%s”?":                         115,
 	"Digest":                                     281,
 	"Display settings":                           189,
-	"Display settings saved.":                    719,
+	"Display settings saved.":                    720,
 	"Display settings: ":                         190,
-	"Duration":                                   540,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting a retry until its next attempt is due.": 348,
+	"Duration":                                   541,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting for a retry until its next attempt is due.": 348,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          687,
+	"Earlier attempt:":          688,
 	"End node":                  451,
 	"End node or error":         469,
 	"Ended":                     442,
@@ -259,22 +259,22 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 333,
 	"Erase this instance…": 432,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 337,
-	"Error":                      674,
-	"Error (before any attempt)": 594,
-	"Error (the deadline passed after attempt %d)": 593,
+	"Error":                      675,
+	"Error (before any attempt)": 595,
+	"Error (the deadline passed after attempt %d)": 594,
 	"Error code":       99,
-	"Error message":    543,
+	"Error message":    544,
 	"Error: %s · %s":   170,
-	"Every %d seconds": 718,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 586,
-	"Every attempt, oldest first": 535,
+	"Every %d seconds": 719,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 587,
+	"Every attempt, oldest first": 536,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 142,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  786,
-	"Expired token":                        823,
-	"Expires":                              820,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  787,
+	"Expired token":                        824,
+	"Expires":                              821,
 	"External tasks":                       176,
 	"Failed":                               355,
-	"Failed (%s).":                         635,
+	"Failed (%s).":                         636,
 	"Failed at node":                       453,
 	"Failed occurrence":                    444,
 	"Failed, last hour":                    359,
@@ -285,8 +285,8 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              143,
 	"Find":                                 180,
 	"Find an instance or occurrence":       178,
-	"Finished":                             539,
-	"First page":                           697,
+	"Finished":                             540,
+	"First page":                           698,
 	"Follow it in the audit log (new tab)": 72,
 	"Form not received":                    215,
 	"Form refused":                         210,
@@ -295,9 +295,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     289,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
 	"Grants":                  228,
-	"Graph":                   731,
-	"Graph of %s":             753,
-	"HTTP 2xx, unusable body": 652,
+	"Graph":                   732,
+	"Graph of %s":             754,
+	"HTTP 2xx, unusable body": 653,
 	"Headers sent":            323,
 	"Health":                  175,
 	"Held at a node of":       100,
@@ -305,75 +305,75 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                445,
 	"Held instances":          354,
 	"ID":                      226,
-	"In flight":               858,
+	"In flight":               859,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 371,
 	"Inputs": 271,
-	"Inputs an instance of this version is started with": 742,
-	"Inputs from":                740,
+	"Inputs an instance of this version is started with": 743,
+	"Inputs from":                741,
 	"Inputs of revision %d":      282,
 	"Inputs of the working copy": 273,
 	"Inputs the instance was started with, labelled by process version %d's contract": 430,
-	"Inputs, labelled by revision %d's contract":                                      578,
+	"Inputs, labelled by revision %d's contract":                                      579,
 	"Instance":                  468,
 	"Instances":                 107,
-	"Instances of this version": 743,
+	"Instances of this version": 744,
 	"Invalid request":           200,
-	"It takes every revision its consumer is granted.":     881,
-	"It takes every revision its consumer is granted: %s.": 880,
-	"It takes revision %d only.":                           884,
-	"It takes revisions %s only.":                          886,
+	"It takes every revision its consumer is granted.":     882,
+	"It takes every revision its consumer is granted: %s.": 881,
+	"It takes revision %d only.":                           885,
+	"It takes revisions %s only.":                          887,
 	"Its calls":                                            328,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 334,
-	"Its instance is held here, waiting for an operator.":                            632,
-	"Its instance went on along the node’s error path, and is held at a later node.": 633,
-	"Its instance went on along the node’s error path.":                              634,
+	"Its instance is held here, waiting for an operator.":                            633,
+	"Its instance went on along the node’s error path, and is held at a later node.": 634,
+	"Its instance went on along the node’s error path.":                              635,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      828,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      829,
 	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 436,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
 	"Jan":                     394,
 	"Jul":                     400,
 	"Jun":                     399,
-	"Keep it":                 830,
+	"Keep it":                 831,
 	"Keep it held":            16,
 	"Keep it running":         15,
 	"Keep the instance":       330,
 	"Key":                     312,
-	"Kind":                    735,
+	"Kind":                    736,
 	"Language":                172,
 	"Last changed":            325,
-	"Last error (attempt %d)": 592,
-	"Last reserved":           589,
+	"Last error (attempt %d)": 593,
+	"Last reserved":           590,
 	"Last saved":              252,
-	"Last seen":               860,
-	"Last used":               819,
-	"Latest":                  744,
+	"Last seen":               861,
+	"Last used":               820,
+	"Latest":                  745,
 	"Latest revision":         313,
 	"Lists every change from one revision to another, and whom it may break.": 262,
-	"Local time in %s": 715,
-	"Lock expired %s — waiting to be offered again.": 622,
-	"Lock expires":    590,
+	"Local time in %s": 716,
+	"Lock expired %s — waiting to be offered again.": 623,
+	"Lock expires":    591,
 	"Longest timeout": 324,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 290,
 	"Main navigation":     174,
 	"Mar":                 396,
-	"Maximum attempts":    560,
+	"Maximum attempts":    561,
 	"May":                 398,
-	"Message":             672,
-	"Message from Relais": 660,
-	"Message from Relais, quoting the destination’s answer":            659,
-	"Message from the worker (its own words, protected values masked)": 658,
-	"Method not allowed": 790,
-	"Mode":               558,
-	"More filters: instance, revision, consumer, destination, dates": 666,
+	"Message":             673,
+	"Message from Relais": 661,
+	"Message from Relais, quoting the destination’s answer":            660,
+	"Message from the worker (its own words, protected values masked)": 659,
+	"Method not allowed": 791,
+	"Mode":               559,
+	"More filters: instance, revision, consumer, destination, dates": 667,
 	"Name":                    227,
-	"Never":                   717,
-	"Next attempt":            588,
-	"Next attempt or settled": 676,
+	"Never":                   718,
+	"Next attempt":            589,
+	"Next attempt or settled": 677,
 	"Next node":               421,
-	"Next page":               696,
+	"Next page":               697,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 155,
 	"No consumer yet.":                                    222,
 	"No definition has occurrences yet.":                  360,
@@ -381,45 +381,45 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                  315,
 	"No destination yet.":                                 317,
 	"No inputs.":                                          272,
-	"No inputs: an instance starts with an empty object.": 741,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    799,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 797,
+	"No inputs: an instance starts with an empty object.": 742,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    800,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 798,
 	"No instance matches these filters.": 470,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 798,
-	"No live worker takes %s now (Workers page).":                                               616,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 617,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           618,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          619,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 799,
+	"No live worker takes %s now (Workers page).":                                               617,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 618,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           619,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          620,
 	"No more consumers.":                                   223,
 	"No more destinations.":                                318,
-	"No occurrence matches these filters.":                 677,
+	"No occurrence matches these filters.":                 678,
 	"No operator action matches.":                          150,
 	"No operator has acted on this instance.":              426,
-	"No outputs yet: the occurrence has not completed.":    581,
+	"No outputs yet: the occurrence has not completed.":    582,
 	"No outputs.":                                          275,
-	"No outputs: the occurrence ended without completing.": 583,
+	"No outputs: the occurrence ended without completing.": 584,
 	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         726,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             877,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             876,
+	"No process is published yet.":                         727,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             878,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             877,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 169,
 	"No release yet.": 256,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 770,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 771,
 	"No revision yet: the Working copy has never been snapshotted.":                     254,
-	"No token.":              817,
-	"No value was revealed.": 788,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              547,
-	"No worker has reserved this occurrence yet.":                                        544,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 878,
-	"No worker is connected.":           861,
-	"No worker serves this definition.": 864,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 875,
+	"No token.":              818,
+	"No value was revealed.": 789,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              548,
+	"No worker has reserved this occurrence yet.":                                        545,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 879,
+	"No worker is connected.":           862,
+	"No worker serves this definition.": 865,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 876,
 	"Node":                  418,
-	"Nodes":                 733,
-	"Nodes of this version": 750,
-	"Nodes of this version, with their occurrences now": 734,
+	"Nodes":                 734,
+	"Nodes of this version": 751,
+	"Nodes of this version, with their occurrences now": 735,
 	"Nodes reached, in order":                           417,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
 	"Not allowed": 198,
@@ -428,87 +428,87 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 205,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 206,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             795,
+	"Nothing to find: the search box is empty.":                             796,
 	"Nothing was done.":        35,
 	"Nov":                      404,
-	"Now":                      553,
+	"Now":                      554,
 	"Occurrence":               419,
-	"Occurrence %s":            531,
+	"Occurrence %s":            532,
 	"Occurrence offered again": 137,
-	"Occurrences now":          739,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          873,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 874,
-	"Occurrences, newest first": 671,
+	"Occurrences now":          740,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          874,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 875,
+	"Occurrences, newest first": 672,
 	"Oct":                       403,
-	"Offered from %s — %s.":     621,
+	"Offered from %s — %s.":     622,
 	"Oldest claimable waits":    356,
-	"On error":                  738,
-	"On success":                737,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         784,
-	"Only administrators may reveal a sensitive value.":                                                           777,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 814,
+	"On error":                  739,
+	"On success":                738,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         785,
+	"Only administrators may reveal a sensitive value.":                                                           778,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 815,
 	"Open":             353,
 	"Operator actions": 414,
 	"Operator actions on this instance, newest first": 427,
 	"Operator actions, newest first":                  154,
 	"Other criteria":                                  104,
-	"Outcome":                                         542,
+	"Outcome":                                         543,
 	"Outputs":                                         274,
 	"Outputs of revision %d":                          283,
 	"Outputs of the working copy":                     276,
-	"Outputs, labelled by revision %d's contract":     580,
-	"Pages": 694,
-	"Paste your token in the field: it is empty.": 811,
+	"Outputs, labelled by revision %d's contract":     581,
+	"Pages": 695,
+	"Paste your token in the field: it is empty.": 812,
 	"Path":                            415,
 	"Pause reloading":                 197,
 	"Pinned by":                       306,
-	"Pinned revision":                 736,
-	"Policy":                          533,
-	"Previous page":                   695,
-	"Priority":                        565,
+	"Pinned revision":                 737,
+	"Policy":                          534,
+	"Previous page":                   696,
+	"Priority":                        566,
 	"Process":                         95,
-	"Process %s":                      729,
+	"Process %s":                      730,
 	"Process %s has no version %d.":   116,
-	"Process and node":                673,
+	"Process and node":                674,
 	"Process inputs":                  429,
 	"Process instance":                136,
 	"Process instance %s":             412,
 	"Process instances":               462,
 	"Process instances, newest first": 467,
 	"Processes":                       177,
-	"Processes by key":                724,
-	"Protocol":                        856,
+	"Processes by key":                725,
+	"Protocol":                        857,
 	"Published":                       260,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 722,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       723,
-	"Push destination": 667,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 723,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       724,
+	"Push destination": 668,
 	"Reason":           135,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            559,
+	"Reason given by the worker":                            560,
 	"Recorded operator actions":                             425,
 	"Relais console":                                        171,
-	"Relais has not called the destination yet.":            550,
-	"Relais is calling the destination (since %s).":         627,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 552,
-	"Relais never called the destination: the occurrence ended before any call.":                                    551,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        648,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 650,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     647,
+	"Relais has not called the destination yet.":            551,
+	"Relais is calling the destination (since %s).":         628,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 553,
+	"Relais never called the destination: the occurrence ended before any call.":                                    552,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        649,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 651,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     648,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           649,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           650,
 	"Release":                       257,
 	"Releases":                      255,
 	"Releases, oldest first":        277,
-	"Reload lists and detail pages": 710,
+	"Reload lists and detail pages": 711,
 	"Reloading paused":              194,
-	"Reloading paused: this page stays as it is until you resume.": 721,
-	"Reloading resumed.":                  720,
-	"Replica":                             549,
+	"Reloading paused: this page stays as it is until you resume.": 722,
+	"Reloading resumed.":                  721,
+	"Replica":                             550,
 	"Required":                            244,
-	"Reserved":                            538,
-	"Reserved by %s.":                     629,
-	"Reserved by %s; lock until %s — %s.": 628,
+	"Reserved":                            539,
+	"Reserved by %s.":                     630,
+	"Reserved by %s; lock until %s — %s.": 629,
 	"Reserved now":                        235,
 	"Resume":                              195,
 	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         382,
@@ -518,57 +518,57 @@ var messageKeyToIndex = map[string]int{
 	"Retried by %s at %s — “%s”": 440,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 562,
+	"Retries": 563,
 	"Retries brought forward for %d instances: their workers take them now.": 127,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             620,
-	"Retry delay":                                   561,
+	"Retry at %s — %s.":                             621,
+	"Retry delay":                                   562,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             554,
+	"Retry or abandon it from its instance":                                                                             555,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 595,
+	"Retryable": 596,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 584,
-	"Revealed by %s at %s; recorded in the audit log.": 782,
+	"Reveal — this is recorded": 585,
+	"Revealed by %s at %s; recorded in the audit log.": 783,
 	"Reveals":               186,
-	"Reveals, newest first": 787,
+	"Reveals, newest first": 788,
 	"Revision":              258,
 	"Revision %d":           279,
 	"Revisions":             253,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 882,
-	"Revoke the %s token “%s”?": 827,
-	"Revoke the token":          829,
-	"Revoke token %d":           826,
-	"Revoke…":                   824,
-	"Role":                      818,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 883,
+	"Revoke the %s token “%s”?": 828,
+	"Revoke the token":          830,
+	"Revoke token %d":           827,
+	"Revoke…":                   825,
+	"Role":                      819,
 	"Route":                     420,
 	"Routing output":            251,
-	"Row %s":                    698,
-	"Rows %s–%s":                699,
-	"Save settings":             712,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      778,
+	"Row %s":                    699,
+	"Rows %s–%s":                700,
+	"Save settings":             713,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      779,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 331,
-	"Search":                               793,
-	"Secret values can never be revealed.": 785,
+	"Search":                               794,
+	"Secret values can never be revealed.": 786,
 	"Sep":                                  402,
-	"Served by %d workers":                 879,
+	"Served by %d workers":                 880,
 	"Settled":                              423,
-	"Settlement date":                      665,
+	"Settlement date":                      666,
 	"Show all definitions":                 367,
-	"Show times in":                        708,
+	"Show times in":                        709,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 156,
-	"Sign in": 806,
-	"Sign in with an operator, designer or administrator token.": 807,
+	"Sign in": 807,
+	"Sign in with an operator, designer or administrator token.": 808,
 	"Sign out":             188,
 	"Signed in as %s (%s)": 187,
 	"Since revision %d:":   285,
@@ -578,9 +578,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
 	"Something went wrong": 220,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 815,
-	"Staff tokens, oldest first": 816,
-	"Start node":                 730,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 816,
+	"Staff tokens, oldest first": 817,
+	"Start node":                 731,
 	"Started":                    441,
 	"State":                      230,
 	"Status":                     97,
@@ -603,74 +603,75 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 310,
 	"Tasks":                   231,
 	"Temporarily unavailable": 218,
-	"That is too long to be an id or a business key.":                                           796,
+	"That is too long to be an id or a business key.":                                           797,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 556,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 557,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 319,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    284,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            607,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            608,
 	"The bulk action must be its id (a UUID).":                                      153,
-	"The call could not be prepared.":                                               608,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 773,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 626,
+	"The call could not be prepared.":                                               609,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 774,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 627,
 	"The chart’s numbers": 373,
 	"The confirmed count is missing: start again from the list.":                                                                                                        122,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       221,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      709,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      710,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 123,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             219,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            605,
-	"The destination answered HTTP %s.":     615,
-	"The destination could not be reached.": 609,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    599,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         600,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   598,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 597,
-	"The destination’s answer was too large.": 610,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            606,
+	"The destination answered HTTP %s.":     616,
+	"The destination could not be reached.": 610,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    600,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         601,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   599,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 598,
+	"The destination’s answer was too large.": 611,
 	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 457,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  224,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      201,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                612,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         644,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      645,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    643,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            611,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               602,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 601,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     603,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             604,
-	"The latest %d attempts, oldest first":                                                                                                                 555,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                613,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         645,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      646,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    644,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            612,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               603,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 602,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     604,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             605,
+	"The latest %d attempts, oldest first":                                                                                                                 556,
 	"The next page counts them and asks for a reason before anything changes.":                                                                             466,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 416,
-	"The occurrences of %s waiting a retry, each with its error and its next attempt":                                                                      474,
+	"The occurrences of %s waiting for a retry after %s":                                                                                                   475,
+	"The occurrences of %s waiting for a retry, each with its error and its next attempt":                                                                  474,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         250,
-	"The page cursor is invalid: go back to the first page.":                                                                                               706,
+	"The page cursor is invalid: go back to the first page.":                                                                                               707,
 	"The page size must be between 1 and %d.":                                                                                                              461,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  705,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  706,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 152,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            606,
-	"The revision must be a whole number, 1 or more.":                                                                                                      663,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    809,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           803,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        833,
+	"The result did not match the revision's outputs contract.":                                                                                            607,
+	"The revision must be a whole number, 1 or more.":                                                                                                      664,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    810,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           804,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        834,
 	"The version must be a whole number from 1.":                                                                                                           458,
 	"These revisions have the same contracts.":                                                                                                             270,
-	"These settings are kept in this browser only.":                                                                                                        707,
-	"They take every revision their consumer is granted.":                                                                                                  883,
-	"They take revision %d only.":                                                                                                                          885,
-	"They take revisions %s only.":                                                                                                                         887,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     702,
+	"These settings are kept in this browser only.":                                                                                                        708,
+	"They take every revision their consumer is granted.":                                                                                                  884,
+	"They take revision %d only.":                                                                                                                          886,
+	"They take revisions %s only.":                                                                                                                         888,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     703,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             125,
-	"This contract has no inputs.":                                                                                                                         579,
-	"This contract has no outputs.":                                                                                                                        582,
+	"This contract has no inputs.":                                                                                                                         580,
+	"This contract has no outputs.":                                                                                                                        583,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
 	"This form could not be read: nothing was done. Send it again.":                                                                                        217,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   216,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         214,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         211,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  792,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  793,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 338,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
@@ -692,244 +693,244 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  209,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            832,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           831,
-	"This page does not accept that request.": 791,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            833,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           832,
+	"This page does not accept that request.": 792,
 	"This page reloads every %d seconds.":     196,
 	"This process takes no inputs.":           431,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 780,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 781,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 812,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 751,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            752,
+	"This token is unknown, revoked or expired.": 813,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 752,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            753,
 	"Times in %s · no auto-reload":    193,
 	"Times in %s · reload every %d s": 192,
 	"Times in %s · reloading paused":  191,
 	"To revision":                     264,
-	"Token":                           808,
+	"Token":                           809,
 	"Tokens":                          185,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 810,
-	"Totals of all definitions, not narrowed by the other filters":         683,
-	"Totals of definition %s, not narrowed by the other filters":           682,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 811,
+	"Totals of all definitions, not narrowed by the other filters":         684,
+	"Totals of definition %s, not narrowed by the other filters":           683,
 	"Type": 243,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 794,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 795,
 	"URL":                              322,
-	"UTC (coordinated universal time)": 714,
+	"UTC (coordinated universal time)": 715,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                113,
 	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 703,
-	"Unknown parameter “%s”.":                      704,
-	"Unknown status “%s” (did you mean “%s”?).":    476,
-	"Unknown status “%s”.":                         478,
-	"Unknown value of the next attempt filter.":    662,
-	"Value":                        428,
-	"Version":                      96,
-	"Versions, newest first":       725,
-	"Waiting a retry":              357,
-	"Waiting a retry (due later)":  679,
-	"Waiting a retry at a node of": 101,
-	"Waiting for Relais to call the destination since %s (%s).": 623,
-	"Waiting for a worker since %s (%s).":                       624,
-	"When":                                                      132,
-	"Who":                                                       133,
-	"Whole message":                                             546,
-	"Why (recorded with the reveal)":                            585,
-	"Worker":                                                    855,
-	"Worker id":                                                 537,
-	"Workers":                                                   182,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        853,
+	"Unknown parameter “%s” (did you mean “%s”?).": 704,
+	"Unknown parameter “%s”.":                      705,
+	"Unknown status “%s” (did you mean “%s”?).":    477,
+	"Unknown status “%s”.":                         479,
+	"Unknown value of the next attempt filter.":    663,
+	"Value":                  428,
+	"Version":                96,
+	"Versions, newest first": 726,
+	"Waiting for Relais to call the destination since %s (%s).": 624,
+	"Waiting for a retry":                 357,
+	"Waiting for a retry (due later)":     680,
+	"Waiting for a retry at a node of":    101,
+	"Waiting for a worker since %s (%s).": 625,
+	"When":                                132,
+	"Who":                                 133,
+	"Whole message":                       547,
+	"Why (recorded with the reveal)":      586,
+	"Worker":                              856,
+	"Worker id":                           538,
+	"Workers":                             182,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        854,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 854,
-	"Workers serving %s":                   862,
+	"Workers seen within three heartbeats": 855,
+	"Workers serving %s":                   863,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
 	"Working copy":        249,
-	"You are signed out.": 802,
+	"You are signed out.": 803,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              199,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 804,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          805,
-	"[redacted]":                          657,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 805,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          806,
+	"[redacted]":                          658,
 	"a token’s name, exact":               144,
 	"abandon":                             4,
 	"active":                              232,
-	"administrator":                       507,
-	"after %s’s retry at %s":              557,
+	"administrator":                       508,
+	"after %s’s retry at %s":              558,
 	"an incident: retry, abandon or stop": 342,
-	"answer too large":                    655,
+	"answer too large":                    656,
 	"any":                                 463,
-	"any other code → %s":                 765,
+	"any other code → %s":                 766,
 	"any other error":                     340,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 685,
-	"at least %d characters":                   837,
-	"at least %d items":                        844,
-	"at most %d":                               573,
-	"at most %d characters":                    838,
-	"at most %d items":                         845,
-	"at most %d since the last operator retry": 574,
-	"available":                                479,
-	"boolean":                                  494,
-	"call in progress since":                   691,
-	"cancelled":                                484,
-	"choice":                                   497,
-	"claimable since":                          690,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 686,
+	"at least %d characters":                   838,
+	"at least %d items":                        845,
+	"at most %d":                               574,
+	"at most %d characters":                    839,
+	"at most %d items":                         846,
+	"at most %d since the last operator retry": 575,
+	"available":                                480,
+	"boolean":                                  495,
+	"call in progress since":                   692,
+	"cancelled":                                485,
+	"choice":                                   498,
+	"claimable since":                          691,
 	"claimable since %s":                       364,
-	"classification changed":                   518,
-	"completed":                                482,
-	"constraint changed":                       519,
-	"consumer":                                 510,
-	"consumer #%s":                             639,
-	"date":                                     495,
-	"date and time":                            496,
-	"deadline %s":                              769,
-	"deferred":                                 481,
-	"deferred since":                           693,
+	"classification changed":                   519,
+	"completed":                                483,
+	"constraint changed":                       520,
+	"consumer":                                 511,
+	"consumer #%s":                             640,
+	"date":                                     496,
+	"date and time":                            497,
+	"deadline %s":                              770,
+	"deferred":                                 482,
+	"deferred since":                           694,
 	"deleted":                                  140,
-	"designer":                                 509,
-	"disconnected":                             490,
-	"each item of %s":                          835,
-	"end (completes)":                          758,
-	"end (fails)":                              759,
+	"designer":                                 510,
+	"disconnected":                             491,
+	"each item of %s":                          836,
+	"end (completes)":                          759,
+	"end (fails)":                              760,
 	"end: completes the instance":              343,
 	"end: fails the instance":                  344,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         449,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 450,
 	"erase":                                  6,
-	"every revision its consumer is granted": 869,
-	"every revision its consumer is granted: %s":   865,
+	"every revision its consumer is granted": 870,
+	"every revision its consumer is granted: %s":   866,
 	"exact, case-sensitive":                        464,
 	"exact; instances deleted since are not found": 145,
-	"expired":                             487,
-	"failed":                              483,
-	"fails the instance":                  766,
-	"field added":                         513,
-	"field removed":                       514,
-	"format":                              524,
-	"format %s":                           840,
+	"expired":                             488,
+	"failed":                              484,
+	"fails the instance":                  767,
+	"field added":                         514,
+	"field removed":                       515,
+	"format":                              525,
+	"format %s":                           841,
 	"from":                                146,
 	"given (not kept)":                    159,
-	"held":                                486,
+	"held":                                487,
 	"held for an operator":                341,
 	"held, then abandoned by an operator": 455,
 	"held, then stopped by an operator":   454,
-	"hidden (secret)":                     504,
-	"hidden (sensitive)":                  503,
-	"hold (an incident for an operator)":  764,
+	"hidden (secret)":                     505,
+	"hidden (sensitive)":                  504,
+	"hold (an incident for an operator)":  765,
 	"id or business key":                  179,
 	"in %s":                               387,
-	"in progress":                         545,
-	"instance held here":                  681,
-	"instance id":                         669,
-	"instances held":                      774,
-	"instances held: %s":                  775,
-	"integer":                             492,
-	"its name, exactly":                   668,
+	"in progress":                         546,
+	"instance held here":                  682,
+	"instance id":                         670,
+	"instances held":                      775,
+	"instances held: %s":                  776,
+	"integer":                             493,
+	"its name, exactly":                   669,
 	"just now":                            389,
-	"list":                                499,
-	"lock until":                          692,
-	"long polling":                        867,
+	"list":                                500,
+	"lock until":                          693,
+	"long polling":                        868,
 	"long wait":                           365,
 	"masked value":                        321,
-	"maximum":                             526,
-	"maximum %s":                          842,
-	"maximum items":                       528,
-	"maximum length":                      522,
-	"minimum":                             525,
-	"minimum %s":                          841,
-	"minimum items":                       527,
-	"minimum length":                      521,
-	"never":                               821,
+	"maximum":                             527,
+	"maximum %s":                          843,
+	"maximum items":                       529,
+	"maximum length":                      523,
+	"minimum":                             526,
+	"minimum %s":                          842,
+	"minimum items":                       528,
+	"minimum length":                      522,
+	"never":                               822,
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 447,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       446,
-	"next attempt":                 689,
+	"next attempt":                 690,
 	"next attempt %s":              363,
-	"no":                           512,
-	"no answer within the timeout": 653,
-	"no connection":                654,
+	"no":                           513,
+	"no answer within the timeout": 654,
+	"no connection":                655,
 	"no grant: it takes nothing":   234,
 	"no header":                    326,
 	"no process version":           307,
 	"no worker":                    366,
-	"no worker takes revision %d":  871,
-	"no worker takes revisions %s": 872,
-	"no: the latest is version %d": 746,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 596,
+	"no worker takes revision %d":  872,
+	"no worker takes revisions %s": 873,
+	"no: the latest is version %d": 747,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 597,
 	"none":                  304,
 	"none (every instance)": 163,
-	"none (revealed before reasons were asked for)": 789,
+	"none (revealed before reasons were asked for)": 790,
 	"none given": 105,
 	"none yet":   314,
-	"none: a failed call takes the node’s error path": 563,
-	"normal":       500,
-	"not provided": 847,
+	"none: a failed call takes the node’s error path": 564,
+	"normal":       501,
+	"not provided": 848,
 	"not set":      305,
-	"not yet":      822,
-	"null":         851,
-	"number":       493,
-	"object":       498,
-	"older versions, from version %d (each links the one before)": 728,
+	"not yet":      823,
+	"null":         852,
+	"number":       494,
+	"object":       499,
+	"older versions, from version %d (each links the one before)": 729,
 	"on error":                           339,
-	"one attempt, no retry, priority %d": 768,
-	"one of: %s":                         843,
-	"operator":                           508,
+	"one attempt, no retry, priority %d": 769,
+	"one of: %s":                         844,
+	"operator":                           509,
 	"optional %s field of type %s":       301,
 	"optional field of type %s":          303,
 	"optional → required":                294,
-	"pattern":                            523,
-	"pattern %s":                         839,
-	"pull":                               756,
+	"pattern":                            524,
+	"pattern %s":                         840,
+	"pull":                               757,
 	"pull %s":                            346,
-	"pull (a worker fetches it)":         505,
+	"pull (a worker fetches it)":         506,
 	"push %s":                            345,
-	"push (Relais calls the service)":    506,
-	"push to %s":                         757,
-	"rejected":                           488,
-	"released":                           489,
+	"push (Relais calls the service)":    507,
+	"push to %s":                         758,
+	"rejected":                           489,
+	"released":                           490,
 	"required %s field of type %s":       300,
-	"required changed":                   516,
+	"required changed":                   517,
 	"required field of type %s":          302,
 	"required → optional":                295,
-	"reserved":                           480,
+	"reserved":                           481,
 	"retry":                              3,
 	"retry now":                          157,
 	"retry now (attempts unchanged)":     139,
-	"revision %d":                        686,
-	"revisions %s":                       870,
+	"revision %d":                        687,
+	"revisions %s":                       871,
 	"revoked":                            233,
-	"routing changed":                    520,
-	"routing output":                     834,
+	"routing changed":                    521,
+	"routing output":                     835,
 	"routing output %s → %s":             293,
-	"running":                            485,
-	"secret":                             502,
-	"sensitive":                          501,
-	"settled":                            688,
+	"running":                            486,
+	"secret":                             503,
+	"sensitive":                          502,
+	"settled":                            689,
 	"stop":                               5,
-	"stream":                             866,
-	"text":                               491,
+	"stream":                             867,
+	"text":                               492,
 	"the contracts are the same (the name or a description changed).": 286,
 	"the soonest due %s":       362,
-	"this session":             825,
-	"timeout %s":               771,
-	"timeout %s (the default)": 772,
+	"this session":             826,
+	"timeout %s":               772,
+	"timeout %s (the default)": 773,
 	"to":                       147,
-	"type changed":             515,
-	"unexpected value":         852,
-	"unknown":                  656,
+	"type changed":             516,
+	"unexpected value":         853,
+	"unknown":                  657,
 	"values added: %s":         296,
-	"values changed":           517,
+	"values changed":           518,
 	"values removed: %s":       297,
 	"values reordered":         298,
-	"version %d":               727,
-	"version %d →":             748,
-	"waiting":                  651,
-	"yes":                      511,
-	"yes: a start that names no version runs this one":                                                                      745,
+	"version %d":               728,
+	"version %d →":             749,
+	"waiting":                  652,
+	"yes":                      512,
+	"yes: a start that names no version runs this one":                                                                      746,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 207,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     477,
-	"← version %d": 747,
-	"→ %s":         763,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     478,
+	"← version %d": 748,
+	"→ %s":         764,
 }
 
-var enIndex = []uint32{ // 889 elements
+var enIndex = []uint32{ // 890 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -959,231 +960,231 @@ var enIndex = []uint32{ // 889 elements
 	0x00001b9a, 0x00001bcf, 0x00001c48, 0x00001cc1,
 	// Entry 60 - 7F
 	0x00001cc9, 0x00001cd1, 0x00001cd8, 0x00001ce5,
-	0x00001cf0, 0x00001d02, 0x00001d1f, 0x00001d2c,
-	0x00001d37, 0x00001d46, 0x00001d51, 0x00001d6b,
-	0x00001d75, 0x00001da8, 0x00001ef2, 0x000021e8,
-	0x00002317, 0x00002331, 0x00002343, 0x00002364,
-	0x0000237e, 0x000023a2, 0x000023c6, 0x000023ed,
-	0x0000245d, 0x000024c0, 0x000024e8, 0x00002523,
-	0x000025c8, 0x000026f7, 0x00002770, 0x000027c5,
+	0x00001cf0, 0x00001d02, 0x00001d23, 0x00001d30,
+	0x00001d3b, 0x00001d4a, 0x00001d55, 0x00001d6f,
+	0x00001d79, 0x00001dac, 0x00001ef6, 0x000021ec,
+	0x0000231b, 0x00002335, 0x00002347, 0x00002368,
+	0x00002382, 0x000023a6, 0x000023ca, 0x000023f1,
+	0x00002461, 0x000024c4, 0x000024ec, 0x00002527,
+	0x000025cc, 0x000026fb, 0x00002774, 0x000027c9,
 	// Entry 80 - 9F
-	0x0000285b, 0x0000292f, 0x00002a08, 0x00002ab7,
-	0x00002ad3, 0x00002ad8, 0x00002adc, 0x00002ae3,
-	0x00002aea, 0x00002afb, 0x00002b14, 0x00002b20,
-	0x00002b3f, 0x00002b47, 0x00002b51, 0x00002c39,
-	0x00002c41, 0x00002c59, 0x00002c86, 0x00002c8b,
-	0x00002c8e, 0x00002c9c, 0x00002caa, 0x00002cc6,
-	0x00002cd2, 0x00002d67, 0x00002d90, 0x00002daf,
-	0x00002e07, 0x00002edf, 0x00002ee9, 0x00002ef8,
+	0x0000285f, 0x00002933, 0x00002a0c, 0x00002abb,
+	0x00002ad7, 0x00002adc, 0x00002ae0, 0x00002ae7,
+	0x00002aee, 0x00002aff, 0x00002b18, 0x00002b24,
+	0x00002b43, 0x00002b4b, 0x00002b55, 0x00002c3d,
+	0x00002c45, 0x00002c5d, 0x00002c8a, 0x00002c8f,
+	0x00002c92, 0x00002ca0, 0x00002cae, 0x00002cca,
+	0x00002cd6, 0x00002d6b, 0x00002d94, 0x00002db3,
+	0x00002e0b, 0x00002ee3, 0x00002eed, 0x00002efc,
 	// Entry A0 - BF
-	0x00002f09, 0x00002f17, 0x00002f26, 0x00002f33,
-	0x00002f49, 0x00002f56, 0x00002fb5, 0x00003048,
-	0x000030fd, 0x00003191, 0x00003210, 0x00003226,
-	0x00003235, 0x0000323e, 0x0000324e, 0x0000325e,
-	0x00003265, 0x00003274, 0x0000327e, 0x0000329d,
-	0x000032b0, 0x000032b5, 0x000032c1, 0x000032c9,
-	0x000032d3, 0x000032e0, 0x000032e7, 0x000032ef,
-	0x0000330a, 0x00003313, 0x00003324, 0x0000333b,
+	0x00002f0d, 0x00002f1b, 0x00002f2a, 0x00002f37,
+	0x00002f4d, 0x00002f5a, 0x00002fb9, 0x0000304c,
+	0x00003101, 0x00003195, 0x00003214, 0x0000322a,
+	0x00003239, 0x00003242, 0x00003252, 0x00003262,
+	0x00003269, 0x00003278, 0x00003282, 0x000032a1,
+	0x000032b4, 0x000032b9, 0x000032c5, 0x000032cd,
+	0x000032d7, 0x000032e4, 0x000032eb, 0x000032f3,
+	0x0000330e, 0x00003317, 0x00003328, 0x0000333f,
 	// Entry C0 - DF
-	0x0000335e, 0x00003385, 0x000033a6, 0x000033b7,
-	0x000033be, 0x000033e5, 0x000033f5, 0x00003401,
-	0x0000347f, 0x0000348f, 0x000034f7, 0x0000350e,
-	0x0000351e, 0x00003532, 0x0000356f, 0x00003688,
-	0x00003705, 0x0000370f, 0x000037ca, 0x000037d7,
-	0x00003854, 0x00003865, 0x00003874, 0x000038d4,
-	0x000038e6, 0x00003929, 0x00003967, 0x0000397f,
-	0x000039c5, 0x000039da, 0x00003a49, 0x00003a5a,
+	0x00003362, 0x00003389, 0x000033aa, 0x000033bb,
+	0x000033c2, 0x000033e9, 0x000033f9, 0x00003405,
+	0x00003483, 0x00003493, 0x000034fb, 0x00003512,
+	0x00003522, 0x00003536, 0x00003573, 0x0000368c,
+	0x00003709, 0x00003713, 0x000037ce, 0x000037db,
+	0x00003858, 0x00003869, 0x00003878, 0x000038d8,
+	0x000038ea, 0x0000392d, 0x0000396b, 0x00003983,
+	0x000039c9, 0x000039de, 0x00003a4d, 0x00003a5e,
 	// Entry E0 - FF
-	0x00003a6d, 0x00003b32, 0x00003b4a, 0x00003b4d,
-	0x00003b52, 0x00003b59, 0x00003b64, 0x00003b6a,
-	0x00003b70, 0x00003b77, 0x00003b7f, 0x00003b9a,
-	0x00003ba7, 0x00003bb5, 0x00003bdf, 0x00003bf5,
-	0x00003c0c, 0x00003c52, 0x00003c74, 0x00003c7a,
-	0x00003c7f, 0x00003c88, 0x00003c97, 0x00003ca3,
-	0x00003caf, 0x00003cc0, 0x00003ccd, 0x00003d2a,
-	0x00003d39, 0x00003d44, 0x00003d4e, 0x00003d8c,
+	0x00003a71, 0x00003b36, 0x00003b4e, 0x00003b51,
+	0x00003b56, 0x00003b5d, 0x00003b68, 0x00003b6e,
+	0x00003b74, 0x00003b7b, 0x00003b83, 0x00003b9e,
+	0x00003bab, 0x00003bb9, 0x00003be3, 0x00003bf9,
+	0x00003c10, 0x00003c56, 0x00003c78, 0x00003c7e,
+	0x00003c83, 0x00003c8c, 0x00003c9b, 0x00003ca7,
+	0x00003cb3, 0x00003cc4, 0x00003cd1, 0x00003d2e,
+	0x00003d3d, 0x00003d48, 0x00003d52, 0x00003d90,
 	// Entry 100 - 11F
-	0x00003d95, 0x00003da5, 0x00003dad, 0x00003db6,
-	0x00003dbc, 0x00003dc6, 0x00003dd8, 0x00003e20,
-	0x00003e2e, 0x00003e3a, 0x00003e42, 0x00003e49,
-	0x00003e50, 0x00003e61, 0x00003e70, 0x00003e99,
-	0x00003ea0, 0x00003eab, 0x00003ec6, 0x00003ece,
-	0x00003eda, 0x00003ef6, 0x00003f0d, 0x00003f2f,
-	0x00003f3e, 0x00003f4a, 0x00003f51, 0x00003f6a,
-	0x00003f84, 0x0000402d, 0x00004043, 0x00004083,
+	0x00003d99, 0x00003da9, 0x00003db1, 0x00003dba,
+	0x00003dc0, 0x00003dca, 0x00003ddc, 0x00003e24,
+	0x00003e32, 0x00003e3e, 0x00003e46, 0x00003e4d,
+	0x00003e54, 0x00003e65, 0x00003e74, 0x00003e9d,
+	0x00003ea4, 0x00003eaf, 0x00003eca, 0x00003ed2,
+	0x00003ede, 0x00003efa, 0x00003f11, 0x00003f33,
+	0x00003f42, 0x00003f4e, 0x00003f55, 0x00003f6e,
+	0x00003f88, 0x00004031, 0x00004047, 0x00004087,
 	// Entry 120 - 13F
-	0x000040b4, 0x000040de, 0x00004105, 0x0000417c,
-	0x000041a0, 0x000041c7, 0x000041e6, 0x000041fc,
-	0x00004212, 0x00004226, 0x0000423c, 0x0000424d,
-	0x00004264, 0x00004287, 0x000042aa, 0x000042c7,
-	0x000042e4, 0x000042e9, 0x000042f1, 0x000042fb,
-	0x0000430e, 0x00004322, 0x00004337, 0x00004383,
-	0x00004396, 0x0000439a, 0x000043aa, 0x000043b3,
-	0x000043c6, 0x000043ec, 0x00004400, 0x00004416,
+	0x000040b8, 0x000040e2, 0x00004109, 0x00004180,
+	0x000041a4, 0x000041cb, 0x000041ea, 0x00004200,
+	0x00004216, 0x0000422a, 0x00004240, 0x00004251,
+	0x00004268, 0x0000428b, 0x000042ae, 0x000042cb,
+	0x000042e8, 0x000042ed, 0x000042f5, 0x000042ff,
+	0x00004312, 0x00004326, 0x0000433b, 0x00004387,
+	0x0000439a, 0x0000439e, 0x000043ae, 0x000043b7,
+	0x000043ca, 0x000043f0, 0x00004404, 0x0000441a,
 	// Entry 140 - 15F
-	0x0000452c, 0x00004541, 0x0000454e, 0x00004552,
-	0x0000455f, 0x0000456f, 0x0000457c, 0x00004586,
-	0x0000458c, 0x00004596, 0x000045b6, 0x000045c8,
-	0x0000467c, 0x00004699, 0x00004707, 0x000047c7,
-	0x000047da, 0x00004827, 0x0000488b, 0x000048ef,
-	0x000048f8, 0x00004908, 0x0000491d, 0x00004941,
-	0x0000495d, 0x00004975, 0x00004980, 0x0000498b,
-	0x0000499f, 0x00004abf, 0x00004b0f, 0x00004b33,
+	0x00004530, 0x00004545, 0x00004552, 0x00004556,
+	0x00004563, 0x00004573, 0x00004580, 0x0000458a,
+	0x00004590, 0x0000459a, 0x000045ba, 0x000045cc,
+	0x00004680, 0x0000469d, 0x0000470b, 0x000047cb,
+	0x000047de, 0x0000482b, 0x0000488f, 0x000048f3,
+	0x000048fc, 0x0000490c, 0x00004921, 0x00004945,
+	0x00004961, 0x00004979, 0x00004984, 0x0000498f,
+	0x000049a3, 0x00004ac7, 0x00004b17, 0x00004b3b,
 	// Entry 160 - 17F
-	0x00004b5e, 0x00004b69, 0x00004b6e, 0x00004b7d,
-	0x00004b84, 0x00004b9b, 0x00004bab, 0x00004bc0,
-	0x00004bd2, 0x00004bf5, 0x00004c42, 0x00004c58,
-	0x00004c6b, 0x00004c81, 0x00004c8b, 0x00004c95,
-	0x00004caa, 0x00004cd2, 0x00004ce2, 0x00004d1b,
-	0x00004d6f, 0x00004d79, 0x00004d8f, 0x00004dc8,
-	0x00004dcd, 0x00004ddb, 0x00004e04, 0x00004e27,
-	0x00004e7a, 0x00004eba, 0x00004f3b, 0x00004fa2,
+	0x00004b66, 0x00004b71, 0x00004b76, 0x00004b85,
+	0x00004b8c, 0x00004ba3, 0x00004bb7, 0x00004bcc,
+	0x00004bde, 0x00004c01, 0x00004c4e, 0x00004c64,
+	0x00004c77, 0x00004c8d, 0x00004c97, 0x00004ca1,
+	0x00004cb6, 0x00004cde, 0x00004cee, 0x00004d27,
+	0x00004d7b, 0x00004d85, 0x00004d9b, 0x00004dd4,
+	0x00004dd9, 0x00004de7, 0x00004e10, 0x00004e33,
+	0x00004e86, 0x00004ec6, 0x00004f47, 0x00004fae,
 	// Entry 180 - 19F
-	0x00004faf, 0x00004fcf, 0x00004fdb, 0x00004ff4,
-	0x00004ffd, 0x00005007, 0x00005010, 0x00005018,
-	0x00005022, 0x0000502a, 0x00005032, 0x00005036,
-	0x0000503a, 0x0000503e, 0x00005042, 0x00005046,
-	0x0000504a, 0x0000504e, 0x00005052, 0x00005056,
-	0x0000505a, 0x0000505e, 0x00005062, 0x0000506c,
-	0x0000508a, 0x000050aa, 0x000050ce, 0x000050f2,
-	0x000050fb, 0x00005112, 0x0000511a, 0x0000512b,
+	0x00004fbb, 0x00004fdb, 0x00004fe7, 0x00005000,
+	0x00005009, 0x00005013, 0x0000501c, 0x00005024,
+	0x0000502e, 0x00005036, 0x0000503e, 0x00005042,
+	0x00005046, 0x0000504a, 0x0000504e, 0x00005052,
+	0x00005056, 0x0000505a, 0x0000505e, 0x00005062,
+	0x00005066, 0x0000506a, 0x0000506e, 0x00005078,
+	0x00005096, 0x000050b6, 0x000050da, 0x000050fe,
+	0x00005107, 0x0000511e, 0x00005126, 0x00005137,
 	// Entry 1A0 - 1BF
-	0x00005130, 0x00005175, 0x0000518d, 0x00005192,
-	0x0000519d, 0x000051a3, 0x000051ad, 0x000051b5,
-	0x000051bd, 0x000051e7, 0x00005201, 0x00005229,
-	0x00005259, 0x0000525f, 0x0000526e, 0x000052c1,
-	0x000052df, 0x000052f6, 0x000053a6, 0x000054c8,
-	0x00005587, 0x00005698, 0x000056ef, 0x00005719,
-	0x00005745, 0x0000576f, 0x00005777, 0x0000577d,
-	0x0000578a, 0x0000579c, 0x000057a5, 0x000057e7,
+	0x0000513c, 0x00005181, 0x00005199, 0x0000519e,
+	0x000051a9, 0x000051af, 0x000051b9, 0x000051c1,
+	0x000051c9, 0x000051f3, 0x0000520d, 0x00005235,
+	0x00005265, 0x0000526b, 0x0000527a, 0x000052cd,
+	0x000052eb, 0x00005302, 0x000053b2, 0x000054d4,
+	0x00005593, 0x000056a4, 0x000056fb, 0x00005725,
+	0x00005751, 0x0000577b, 0x00005783, 0x00005789,
+	0x00005796, 0x000057a8, 0x000057b1, 0x000057f3,
 	// Entry 1C0 - 1DF
-	0x00005831, 0x00005846, 0x00005878, 0x000058c4,
-	0x000058cd, 0x000058df, 0x000058ee, 0x00005910,
-	0x00005934, 0x00005982, 0x00005a8c, 0x00005ab7,
-	0x00005aeb, 0x00005af9, 0x00005b24, 0x00005b36,
-	0x00005b3a, 0x00005b50, 0x00005b7a, 0x00005bc3,
-	0x00005be3, 0x00005bec, 0x00005bfe, 0x00005c21,
-	0x00005cbc, 0x00005cca, 0x00005cd9, 0x00005d2c,
-	0x00005d39, 0x00005d71, 0x00005dda, 0x00005df6,
+	0x0000583d, 0x00005852, 0x00005884, 0x000058d0,
+	0x000058d9, 0x000058eb, 0x000058fa, 0x0000591c,
+	0x00005940, 0x0000598e, 0x00005a98, 0x00005ac3,
+	0x00005af7, 0x00005b05, 0x00005b30, 0x00005b42,
+	0x00005b46, 0x00005b5c, 0x00005b86, 0x00005bcf,
+	0x00005bef, 0x00005bf8, 0x00005c0a, 0x00005c2d,
+	0x00005cc8, 0x00005cd6, 0x00005ce5, 0x00005d3c,
+	0x00005d75, 0x00005d82, 0x00005dba, 0x00005e23,
 	// Entry 1E0 - 1FF
-	0x00005e00, 0x00005e09, 0x00005e12, 0x00005e1c,
-	0x00005e23, 0x00005e2d, 0x00005e35, 0x00005e3a,
-	0x00005e42, 0x00005e4b, 0x00005e54, 0x00005e61,
-	0x00005e66, 0x00005e6e, 0x00005e75, 0x00005e7d,
-	0x00005e82, 0x00005e90, 0x00005e97, 0x00005e9e,
-	0x00005ea3, 0x00005eaa, 0x00005eb4, 0x00005ebb,
-	0x00005ece, 0x00005ede, 0x00005ef9, 0x00005f19,
-	0x00005f27, 0x00005f30, 0x00005f39, 0x00005f42,
+	0x00005e3f, 0x00005e49, 0x00005e52, 0x00005e5b,
+	0x00005e65, 0x00005e6c, 0x00005e76, 0x00005e7e,
+	0x00005e83, 0x00005e8b, 0x00005e94, 0x00005e9d,
+	0x00005eaa, 0x00005eaf, 0x00005eb7, 0x00005ebe,
+	0x00005ec6, 0x00005ecb, 0x00005ed9, 0x00005ee0,
+	0x00005ee7, 0x00005eec, 0x00005ef3, 0x00005efd,
+	0x00005f04, 0x00005f17, 0x00005f27, 0x00005f42,
+	0x00005f62, 0x00005f70, 0x00005f79, 0x00005f82,
 	// Entry 200 - 21F
-	0x00005f46, 0x00005f49, 0x00005f55, 0x00005f63,
-	0x00005f70, 0x00005f81, 0x00005f90, 0x00005fa7,
-	0x00005fba, 0x00005fca, 0x00005fd9, 0x00005fe8,
-	0x00005ff0, 0x00005ff7, 0x00005fff, 0x00006007,
-	0x00006015, 0x00006023, 0x00006039, 0x0000604e,
-	0x0000605f, 0x00006065, 0x0000606c, 0x00006075,
-	0x00006091, 0x0000609a, 0x000060a4, 0x000060ad,
-	0x000060b6, 0x000060bf, 0x000060d6, 0x000060de,
+	0x00005f8b, 0x00005f8f, 0x00005f92, 0x00005f9e,
+	0x00005fac, 0x00005fb9, 0x00005fca, 0x00005fd9,
+	0x00005ff0, 0x00006003, 0x00006013, 0x00006022,
+	0x00006031, 0x00006039, 0x00006040, 0x00006048,
+	0x00006050, 0x0000605e, 0x0000606c, 0x00006082,
+	0x00006097, 0x000060a8, 0x000060ae, 0x000060b5,
+	0x000060be, 0x000060da, 0x000060e3, 0x000060ed,
+	0x000060f6, 0x000060ff, 0x00006108, 0x0000611f,
 	// Entry 220 - 23F
-	0x000060ec, 0x00006118, 0x00006124, 0x00006132,
-	0x00006178, 0x00006184, 0x0000618c, 0x000061b7,
-	0x00006202, 0x000062c4, 0x000062c8, 0x000062ee,
-	0x00006316, 0x00006379, 0x00006398, 0x0000639d,
-	0x000063b8, 0x000063c9, 0x000063d5, 0x000063dd,
-	0x0000640f, 0x00006418, 0x00006421, 0x0000643d,
-	0x0000649e, 0x000064ab, 0x000064e2, 0x00006511,
-	0x00006561, 0x0000659c, 0x000065aa, 0x000065d6,
+	0x00006127, 0x00006135, 0x00006161, 0x0000616d,
+	0x0000617b, 0x000061c1, 0x000061cd, 0x000061d5,
+	0x00006200, 0x0000624b, 0x0000630d, 0x00006311,
+	0x00006337, 0x0000635f, 0x000063c2, 0x000063e1,
+	0x000063e6, 0x00006401, 0x00006412, 0x0000641e,
+	0x00006426, 0x00006458, 0x00006461, 0x0000646a,
+	0x00006486, 0x000064e7, 0x000064f4, 0x0000652b,
+	0x0000655a, 0x000065aa, 0x000065e5, 0x000065f3,
 	// Entry 240 - 25F
-	0x000065fc, 0x0000661d, 0x00006628, 0x00006656,
-	0x00006673, 0x000066a2, 0x000066d4, 0x000066f2,
-	0x00006727, 0x00006743, 0x00006762, 0x000067bd,
-	0x000067cc, 0x000067d9, 0x000067e7, 0x000067f4,
-	0x000067fd, 0x00006818, 0x00006848, 0x00006863,
-	0x0000686d, 0x000068bf, 0x0000697f, 0x000069db,
-	0x00006a59, 0x00006acf, 0x00006ba2, 0x00006c65,
-	0x00006c9d, 0x00006cfd, 0x00006d54, 0x00006d8e,
+	0x0000661f, 0x00006645, 0x00006666, 0x00006671,
+	0x0000669f, 0x000066bc, 0x000066eb, 0x0000671d,
+	0x0000673b, 0x00006770, 0x0000678c, 0x000067ab,
+	0x00006806, 0x00006815, 0x00006822, 0x00006830,
+	0x0000683d, 0x00006846, 0x00006861, 0x00006891,
+	0x000068ac, 0x000068b6, 0x00006908, 0x000069c8,
+	0x00006a24, 0x00006aa2, 0x00006b18, 0x00006beb,
+	0x00006cae, 0x00006ce6, 0x00006d46, 0x00006d9d,
 	// Entry 260 - 27F
-	0x00006e9b, 0x00006ebb, 0x00006ee1, 0x00006f0b,
-	0x00006f7c, 0x00006fb9, 0x00006fdd, 0x00007081,
-	0x000070a6, 0x000070d5, 0x00007135, 0x0000718e,
-	0x000071e8, 0x00007202, 0x00007220, 0x00007254,
-	0x00007294, 0x000072be, 0x000072cd, 0x00007398,
-	0x000073c9, 0x000073f8, 0x0000740b, 0x00007480,
-	0x00007493, 0x000074c7, 0x00007518, 0x0000754c,
-	0x0000755c, 0x000075a3, 0x000075d0, 0x000075dd,
+	0x00006dd7, 0x00006ee4, 0x00006f04, 0x00006f2a,
+	0x00006f54, 0x00006fc5, 0x00007002, 0x00007026,
+	0x000070ca, 0x000070ef, 0x0000711e, 0x0000717e,
+	0x000071d7, 0x00007231, 0x0000724b, 0x00007269,
+	0x0000729d, 0x000072dd, 0x00007307, 0x00007316,
+	0x000073e1, 0x00007412, 0x00007441, 0x00007454,
+	0x000074c9, 0x000074dc, 0x00007510, 0x00007561,
+	0x00007595, 0x000075a5, 0x000075ec, 0x00007619,
 	// Entry 280 - 29F
-	0x000075ed, 0x0000761d, 0x00007657, 0x0000767a,
-	0x000076f1, 0x00007773, 0x000077f8, 0x00007807,
-	0x00007857, 0x000078b7, 0x00007923, 0x0000799a,
-	0x000079a2, 0x000079ba, 0x000079d7, 0x000079e5,
-	0x000079f6, 0x000079fe, 0x00007a09, 0x00007a4a,
-	0x00007a82, 0x00007a96, 0x00007ae8, 0x00007b12,
-	0x00007b42, 0x00007b7d, 0x00007b8d, 0x00007bcc,
-	0x00007bdd, 0x00007bef, 0x00007bfb, 0x00007c0c,
+	0x00007626, 0x00007636, 0x00007666, 0x000076a0,
+	0x000076c3, 0x0000773a, 0x000077bc, 0x00007841,
+	0x00007850, 0x000078a0, 0x00007900, 0x0000796c,
+	0x000079e3, 0x000079eb, 0x00007a03, 0x00007a20,
+	0x00007a2e, 0x00007a3f, 0x00007a47, 0x00007a52,
+	0x00007a93, 0x00007acb, 0x00007adf, 0x00007b35,
+	0x00007b5f, 0x00007b8f, 0x00007bca, 0x00007bda,
+	0x00007c19, 0x00007c2a, 0x00007c3c, 0x00007c48,
 	// Entry 2A0 - 2BF
-	0x00007c26, 0x00007c2e, 0x00007c3f, 0x00007c45,
-	0x00007c59, 0x00007c71, 0x00007c96, 0x00007c9a,
-	0x00007cb6, 0x00007cc4, 0x00007cd7, 0x00007d15,
-	0x00007d52, 0x00007d7e, 0x00007dd6, 0x00007de5,
-	0x00007df6, 0x00007dfe, 0x00007e0b, 0x00007e1b,
-	0x00007e32, 0x00007e3d, 0x00007e4c, 0x00007e52,
-	0x00007e60, 0x00007e6a, 0x00007e75, 0x00007e7f,
-	0x00007e92, 0x00007eb7, 0x00007ee2, 0x00007f73,
+	0x00007c59, 0x00007c73, 0x00007c7b, 0x00007c8c,
+	0x00007c92, 0x00007ca6, 0x00007cbe, 0x00007ce3,
+	0x00007ce7, 0x00007d07, 0x00007d15, 0x00007d28,
+	0x00007d66, 0x00007da3, 0x00007dcf, 0x00007e27,
+	0x00007e36, 0x00007e47, 0x00007e4f, 0x00007e5c,
+	0x00007e6c, 0x00007e83, 0x00007e8e, 0x00007e9d,
+	0x00007ea3, 0x00007eb1, 0x00007ebb, 0x00007ec6,
+	0x00007ed0, 0x00007ee3, 0x00007f08, 0x00007f33,
 	// Entry 2C0 - 2DF
-	0x00007fae, 0x00007fcd, 0x0000800b, 0x00008042,
-	0x00008070, 0x0000807e, 0x0000811d, 0x0000813b,
-	0x00008292, 0x000082a0, 0x000082b4, 0x000082d5,
-	0x000082e9, 0x00008319, 0x0000831f, 0x00008333,
-	0x0000834b, 0x0000835e, 0x0000839b, 0x0000840e,
-	0x0000845b, 0x0000846c, 0x00008483, 0x000084a0,
-	0x000084ae, 0x000084ed, 0x000084fb, 0x00008506,
-	0x0000850c, 0x000085fe, 0x00008604, 0x00008636,
+	0x00007fc4, 0x00007fff, 0x0000801e, 0x0000805c,
+	0x00008093, 0x000080c1, 0x000080cf, 0x0000816e,
+	0x0000818c, 0x000082e3, 0x000082f1, 0x00008305,
+	0x00008326, 0x0000833a, 0x0000836a, 0x00008370,
+	0x00008384, 0x0000839c, 0x000083af, 0x000083ec,
+	0x0000845f, 0x000084ac, 0x000084bd, 0x000084d4,
+	0x000084f1, 0x000084ff, 0x0000853e, 0x0000854c,
+	0x00008557, 0x0000855d, 0x0000864f, 0x00008655,
 	// Entry 2E0 - 2FF
-	0x0000863b, 0x0000864b, 0x00008656, 0x0000865f,
-	0x0000866f, 0x0000867b, 0x000086af, 0x000086e2,
-	0x000086fc, 0x00008703, 0x00008734, 0x00008754,
-	0x00008766, 0x00008778, 0x0000881d, 0x00008833,
-	0x000088b8, 0x00008932, 0x00008941, 0x000089fb,
-	0x00008a4c, 0x00008a51, 0x00008a5f, 0x00008a6f,
-	0x00008a7b, 0x00008a8b, 0x00008a99, 0x00008aa9,
-	0x00008ab3, 0x00008ad6, 0x00008aef, 0x00008b02,
+	0x00008687, 0x0000868c, 0x0000869c, 0x000086a7,
+	0x000086b0, 0x000086c0, 0x000086cc, 0x00008700,
+	0x00008733, 0x0000874d, 0x00008754, 0x00008785,
+	0x000087a5, 0x000087b7, 0x000087c9, 0x0000886e,
+	0x00008884, 0x00008909, 0x00008983, 0x00008992,
+	0x00008a4c, 0x00008a9d, 0x00008aa2, 0x00008ab0,
+	0x00008ac0, 0x00008acc, 0x00008adc, 0x00008aea,
+	0x00008afa, 0x00008b04, 0x00008b27, 0x00008b40,
 	// Entry 300 - 31F
-	0x00008b6e, 0x00008b94, 0x00008ba3, 0x00008bf5,
-	0x00008c03, 0x00008c1f, 0x00008c6d, 0x00008c7c,
-	0x00008c92, 0x00008ce6, 0x00008d18, 0x00008d70,
-	0x00008d86, 0x00008e54, 0x00008e6b, 0x00008ea2,
-	0x00008eb0, 0x00008ef4, 0x00008f19, 0x00008f90,
-	0x00008fa6, 0x00008fbd, 0x00008feb, 0x00008ffe,
-	0x00009026, 0x000090aa, 0x000090b1, 0x00009119,
-	0x00009143, 0x00009173, 0x000092c8, 0x00009402,
+	0x00008b53, 0x00008bbf, 0x00008be5, 0x00008bf4,
+	0x00008c46, 0x00008c54, 0x00008c70, 0x00008cbe,
+	0x00008ccd, 0x00008ce3, 0x00008d37, 0x00008d69,
+	0x00008dc1, 0x00008dd7, 0x00008ea5, 0x00008ebc,
+	0x00008ef3, 0x00008f01, 0x00008f45, 0x00008f6a,
+	0x00008fe1, 0x00008ff7, 0x0000900e, 0x0000903c,
+	0x0000904f, 0x00009077, 0x000090fb, 0x00009102,
+	0x0000916a, 0x00009194, 0x000091c4, 0x00009319,
 	// Entry 320 - 33F
-	0x000094a2, 0x00009579, 0x00009652, 0x00009666,
-	0x000096c1, 0x0000976c, 0x000097ee, 0x000097f6,
-	0x00009831, 0x00009837, 0x000098c9, 0x00009961,
-	0x0000998d, 0x000099b8, 0x00009a06, 0x00009a72,
-	0x00009b19, 0x00009b34, 0x00009b3e, 0x00009b43,
-	0x00009b4d, 0x00009b55, 0x00009b5b, 0x00009b63,
-	0x00009b71, 0x00009b7b, 0x00009b88, 0x00009b9b,
-	0x00009bbf, 0x00009c3f, 0x00009c50, 0x00009c58,
+	0x00009453, 0x000094f3, 0x000095ca, 0x000096a3,
+	0x000096b7, 0x00009712, 0x000097bd, 0x0000983f,
+	0x00009847, 0x00009882, 0x00009888, 0x0000991a,
+	0x000099b2, 0x000099de, 0x00009a09, 0x00009a57,
+	0x00009ac3, 0x00009b6a, 0x00009b85, 0x00009b8f,
+	0x00009b94, 0x00009b9e, 0x00009ba6, 0x00009bac,
+	0x00009bb4, 0x00009bc2, 0x00009bcc, 0x00009bd9,
+	0x00009bec, 0x00009c10, 0x00009c90, 0x00009ca1,
 	// Entry 340 - 35F
-	0x00009ccd, 0x00009d21, 0x00009d69, 0x00009d78,
-	0x00009d8b, 0x00009d97, 0x00009dd3, 0x00009e0d,
-	0x00009e1b, 0x00009e28, 0x00009e36, 0x00009e44,
-	0x00009e52, 0x00009e84, 0x00009eb4, 0x00009f10,
-	0x00009f1d, 0x00009f3d, 0x00009f48, 0x00009f62,
-	0x00009f67, 0x00009f78, 0x00009ffe, 0x0000a023,
-	0x0000a02a, 0x0000a033, 0x0000a046, 0x0000a050,
-	0x0000a05a, 0x0000a064, 0x0000a07c, 0x0000a092,
+	0x00009ca9, 0x00009d1e, 0x00009d72, 0x00009dba,
+	0x00009dc9, 0x00009ddc, 0x00009de8, 0x00009e24,
+	0x00009e5e, 0x00009e6c, 0x00009e79, 0x00009e87,
+	0x00009e95, 0x00009ea3, 0x00009ed5, 0x00009f05,
+	0x00009f61, 0x00009f6e, 0x00009f8e, 0x00009f99,
+	0x00009fb3, 0x00009fb8, 0x00009fc9, 0x0000a04f,
+	0x0000a074, 0x0000a07b, 0x0000a084, 0x0000a097,
+	0x0000a0a1, 0x0000a0ab, 0x0000a0b5, 0x0000a0cd,
 	// Entry 360 - 37F
-	0x0000a09e, 0x0000a0c0, 0x0000a0ee, 0x0000a0f5,
-	0x0000a102, 0x0000a113, 0x0000a13a, 0x0000a14a,
-	0x0000a169, 0x0000a189, 0x0000a261, 0x0000a342,
-	0x0000a396, 0x0000a3e6, 0x0000a446, 0x0000a499,
-	0x0000a4d1, 0x0000a509, 0x0000a53a, 0x0000a58a,
-	0x0000a5be, 0x0000a5dc, 0x0000a5fb, 0x0000a61a,
-	0x0000a63a,
-} // Size: 3580 bytes
+	0x0000a0e3, 0x0000a0ef, 0x0000a111, 0x0000a13f,
+	0x0000a146, 0x0000a153, 0x0000a164, 0x0000a18b,
+	0x0000a19b, 0x0000a1ba, 0x0000a1da, 0x0000a2b2,
+	0x0000a393, 0x0000a3e7, 0x0000a437, 0x0000a497,
+	0x0000a4ea, 0x0000a522, 0x0000a55a, 0x0000a58b,
+	0x0000a5db, 0x0000a60f, 0x0000a62d, 0x0000a64c,
+	0x0000a66b, 0x0000a68b,
+} // Size: 3584 bytes
 
-const enData string = "" + // Size: 42554 bytes
+const enData string = "" + // Size: 42635 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1294,49 +1295,49 @@ const enData string = "" + // Size: 42554 bytes
 	"ocess.\x02No process, business key, error code or creation date narrows " +
 	"this filter: it applies to the instances of every process.\x02Process" +
 	"\x02Version\x02Status\x02Business key\x02Error code\x02Held at a node of" +
-	"\x02Waiting a retry at a node of\x02Created from\x02Created to\x02Other " +
-	"criteria\x02none given\x02By process and error code\x02Instances\x02The " +
-	"%[1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02" +
-	"\x9f\x01\x02%[1]d of them is calling a destination now: a stop aborts th" +
-	"e call, but the destination may already have acted on the request (a car" +
-	"d charged: check with it).\x00\xa0\x01\x02%[1]d of them are calling a de" +
-	"stination now: a stop aborts the call, but the destination may already h" +
-	"ave acted on the request (a card charged: check with it).\x14\x01\x81" +
-	"\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push call that may ha" +
-	"ve been carried out all the same: it ended outcome_unknown or deadline_e" +
-	"xceeded (its answer was lost, or came after the timeout), or invalid_out" +
-	"puts (the destination answered a success whose outputs the contract refu" +
-	"sed). Check at the destination that it did not act before retrying, or i" +
-	"t acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d of them are he" +
-	"ld at a push call that may have been carried out all the same: it ended " +
-	"outcome_unknown or deadline_exceeded (its answer was lost, or came after" +
-	" the timeout), or invalid_outputs (the destination answered a success wh" +
-	"ose outputs the contract refused). Check at the destination that it did " +
-	"not act before retrying, or it acts twice (a card charged twice).\x14" +
-	"\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before a" +
-	"ny attempt (its inputs could not be built): it cannot be retried and is " +
-	"left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances f" +
-	"ailed before any attempt (their inputs could not be built): they cannot " +
-	"be retried and are left out. Abandon or stop them.\x02Cannot act on this" +
-	" filter\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did you " +
-	"mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process has t" +
-	"he key “%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter tak" +
-	"es the key of a definition: the one the node an instance is held at runs" +
-	", not the node’s name.\x02Definition %[1]s is only called by push nodes," +
-	" which are never retried: none of its retries waits.\x02Definition %[1]s" +
-	" has no revision %[2]d.\x02The confirmed count is missing: start again f" +
-	"rom the list.\x02The count changed since it was taken (it was %[1]d): in" +
-	"stances were settled, retried or acted on meanwhile. Nothing was done; c" +
-	"heck the new count and confirm again.\x14\x01\x81\x01\x00\x02\x93\x01" +
-	"\x02%[1]d more waits a retry again since the count (its retry came due a" +
-	"nd failed again): go back to the list and count again to bring it forwar" +
-	"d too.\x00\x91\x01\x02%[1]d more wait a retry again since the count (the" +
-	"irs came due and failed again): go back to the list and count again to b" +
-	"ring them forward too.\x02This bulk action was already applied (the form" +
-	" was sent again): its records are in the audit log. Nothing more was don" +
-	"e.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'" +
-	"\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02R" +
-	"etry brought forward for %[1]d instance: its workers take it now.\x00J" +
+	"\x02Waiting for a retry at a node of\x02Created from\x02Created to\x02Ot" +
+	"her criteria\x02none given\x02By process and error code\x02Instances\x02" +
+	"The %[1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00" +
+	"\x02\x9f\x01\x02%[1]d of them is calling a destination now: a stop abort" +
+	"s the call, but the destination may already have acted on the request (a" +
+	" card charged: check with it).\x00\xa0\x01\x02%[1]d of them are calling " +
+	"a destination now: a stop aborts the call, but the destination may alrea" +
+	"dy have acted on the request (a card charged: check with it).\x14\x01" +
+	"\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push call that ma" +
+	"y have been carried out all the same: it ended outcome_unknown or deadli" +
+	"ne_exceeded (its answer was lost, or came after the timeout), or invalid" +
+	"_outputs (the destination answered a success whose outputs the contract " +
+	"refused). Check at the destination that it did not act before retrying, " +
+	"or it acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d of them ar" +
+	"e held at a push call that may have been carried out all the same: it en" +
+	"ded outcome_unknown or deadline_exceeded (its answer was lost, or came a" +
+	"fter the timeout), or invalid_outputs (the destination answered a succes" +
+	"s whose outputs the contract refused). Check at the destination that it " +
+	"did not act before retrying, or it acts twice (a card charged twice)." +
+	"\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed befo" +
+	"re any attempt (its inputs could not be built): it cannot be retried and" +
+	" is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instanc" +
+	"es failed before any attempt (their inputs could not be built): they can" +
+	"not be retried and are left out. Abandon or stop them.\x02Cannot act on " +
+	"this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did " +
+	"you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process h" +
+	"as the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter" +
+	" takes the key of a definition: the one the node an instance is held at " +
+	"runs, not the node’s name.\x02Definition %[1]s is only called by push no" +
+	"des, which are never retried: none of its retries waits.\x02Definition %" +
+	"[1]s has no revision %[2]d.\x02The confirmed count is missing: start aga" +
+	"in from the list.\x02The count changed since it was taken (it was %[1]d)" +
+	": instances were settled, retried or acted on meanwhile. Nothing was don" +
+	"e; check the new count and confirm again.\x14\x01\x81\x01\x00\x02\x93" +
+	"\x01\x02%[1]d more waits a retry again since the count (its retry came d" +
+	"ue and failed again): go back to the list and count again to bring it fo" +
+	"rward too.\x00\x91\x01\x02%[1]d more wait a retry again since the count " +
+	"(theirs came due and failed again): go back to the list and count again " +
+	"to bring them forward too.\x02This bulk action was already applied (the " +
+	"form was sent again): its records are in the audit log. Nothing more was" +
+	" done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00" +
+	"'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02" +
+	"Retry brought forward for %[1]d instance: its workers take it now.\x00J" +
 	"\x02Retries brought forward for %[1]d instances: their workers take them" +
 	" now.\x14\x01\x81\x01\x00\x02c\x02%[1]d more no longer waited as counted" +
 	": its retry came due, or it ended or was acted on meanwhile.\x00h\x02%[1" +
@@ -1471,72 +1472,72 @@ const enData string = "" + // Size: 42554 bytes
 	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
 	"orkers finished in the last hour: occurrences that ended completed or fa" +
 	"iled. An occurrence retried since counts where it ends next; a failed at" +
-	"tempt with attempts left counts under Waiting a retry until its next att" +
-	"empt is due.\x02A held instance’s failed occurrence counts in both Held " +
-	"instances and Failed.\x02Completions and failures, last hour\x02Definiti" +
-	"ons, those needing attention first\x02Definition\x02Open\x02Held instanc" +
-	"es\x02Failed\x02Oldest claimable waits\x02Waiting a retry\x02Completed, " +
-	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
-	"As of %[1]s (%[2]s); recounted every few seconds, shown anew at each rel" +
-	"oad.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable since %" +
-	"[1]s\x02long wait\x02no worker\x02Show all definitions\x02Definition %[1" +
-	"]s has no occurrence yet.\x02All definitions\x02Completions and failures" +
-	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
-	"table after the chart gives each 5-minute slot.\x02Completed\x02The char" +
-	"t’s numbers\x02Completions and failures per 5-minute slot, oldest first" +
-	"\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept forever," +
-	" another replica’s RELAIS_RETENTION.\x02Retention: ended instances are k" +
-	"ept forever (RELAIS_RETENTION).\x02Retention: ended instances are delete" +
-	"d with their occurrences %[1]s after they end, another replica’s longer " +
-	"RELAIS_RETENTION.\x02Retention: ended instances are deleted with their o" +
-	"ccurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%" +
-	"[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]" +
-	"s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Its occurrence at node %[" +
-	"1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry off" +
-	"ers it now, its attempts left unchanged. Stopping cancels the instance a" +
-	"nd its open occurrences. Neither completes anything; each asks for a rea" +
-	"son, recorded in the audit log.\x02Stopping cancels the instance and its" +
-	" open occurrences. It does not complete anything.\x02Stopped by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed o" +
-	"ccurrence\x02Held for\x02never: retention keeps ended instances forever " +
-	"(RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps en" +
-	"ded instances forever\x02Deleted by retention\x02ended instances are kep" +
-	"t %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another re" +
-	"plica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fail" +
-	"ed at node\x02held, then stopped by an operator\x02held, then abandoned " +
-	"by an operator\x02A retry waits on a running instance only: choose the s" +
-	"tatus running, or none.\x02The error code and “Held at a node of” filter" +
-	" held and failed instances, by the code they stopped with and where; a r" +
-	"unning instance has neither: leave them out. The code a retry waits afte" +
-	"r is shown on each row, and External tasks filter waiting retries by it." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"tempt with attempts left counts under Waiting for a retry until its next" +
+	" attempt is due.\x02A held instance’s failed occurrence counts in both H" +
+	"eld instances and Failed.\x02Completions and failures, last hour\x02Defi" +
+	"nitions, those needing attention first\x02Definition\x02Open\x02Held ins" +
+	"tances\x02Failed\x02Oldest claimable waits\x02Waiting for a retry\x02Com" +
+	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
+	"yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown anew at " +
+	"each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable" +
+	" since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02Defini" +
+	"tion %[1]s has no occurrence yet.\x02All definitions\x02Completions and " +
+	"failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2" +
+	"]s. The table after the chart gives each 5-minute slot.\x02Completed\x02" +
+	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
+	"t first\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d comp" +
+	"leted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d fa" +
+	"iled\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept fore" +
+	"ver, another replica’s RELAIS_RETENTION.\x02Retention: ended instances a" +
+	"re kept forever (RELAIS_RETENTION).\x02Retention: ended instances are de" +
+	"leted with their occurrences %[1]s after they end, another replica’s lon" +
+	"ger RELAIS_RETENTION.\x02Retention: ended instances are deleted with the" +
+	"ir occurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
+	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
+	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
+	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
+	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
+	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
+	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
+	" acted on this instance.\x02Operator actions on this instance, newest fi" +
+	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
+	"labelled by process version %[1]d's contract\x02This process takes no in" +
+	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
+	"rator you may erase it now rather than wait for retention (a data subjec" +
+	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
+	"nstance is held at a failed node: an incident. It cannot be retried: its" +
+	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
+	"t be built), so it would fail the same way. Abandon fails the instance; " +
+	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
+	"his instance is held at a failed node: an incident. Retry offers the fai" +
+	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02Its occurrence at node " +
+	"%[1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry o" +
+	"ffers it now, its attempts left unchanged. Stopping cancels the instance" +
+	" and its open occurrences. Neither completes anything; each asks for a r" +
+	"eason, recorded in the audit log.\x02Stopping cancels the instance and i" +
+	"ts open occurrences. It does not complete anything.\x02Stopped by %[1]s " +
+	"at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed" +
+	" occurrence\x02Held for\x02never: retention keeps ended instances foreve" +
+	"r (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps " +
+	"ended instances forever\x02Deleted by retention\x02ended instances are k" +
+	"ept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another " +
+	"replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fa" +
+	"iled at node\x02held, then stopped by an operator\x02held, then abandone" +
+	"d by an operator\x02A retry waits on a running instance only: choose the" +
+	" status running, or none.\x02The error code and “Held at a node of” filt" +
+	"er held and failed instances, by the code they stopped with and where; a" +
+	" running instance has neither: leave them out. The code a retry waits af" +
+	"ter is shown on each row, and External tasks filter waiting retries by i" +
+	"t.\x02The version must be a whole number from 1.\x02A version is a proce" +
+	"ss’s: choose the process too.\x02Creation date\x02The page size must be " +
 	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
 	"e\x02Act on every instance this filter matches\x02The next page counts t" +
 	"hem and asks for a reason before anything changes.\x02Process instances," +
@@ -1544,30 +1545,31 @@ const enData string = "" + // Size: 42554 bytes
 	"ese filters.\x02A running instance has no error code yet: occurrences th" +
 	"at failed with it and wait for their retry are listed under External tas" +
 	"ks, filtered by that code.\x02All processes\x02Any definition\x02The occ" +
-	"urrences of %[1]s waiting a retry, each with its error and its next atte" +
-	"mpt\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02“%[1]s” is the status of an instance, not of a task: the Instances p" +
-	"age lists the instances with it.\x02Unknown status “%[1]s”.\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"urrences of %[1]s waiting for a retry, each with its error and its next " +
+	"attempt\x02The occurrences of %[1]s waiting for a retry after %[2]s\x02A" +
+	"ll statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s" +
+	"” is the status of an instance, not of a task: the Instances page list" +
+	"s the instances with it.\x02Unknown status “%[1]s”.\x02available\x02rese" +
+	"rved\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (sec" +
+	"ret)\x02pull (a worker fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No worker has reserved this occurrence yet.\x02in progress\x02Wh" +
+	"ole message\x02No worker ever reserved this occurrence: it ended before " +
+	"any attempt.\x02Destination\x02Replica\x02Relais has not called the dest" +
+	"ination yet.\x02Relais never called the destination: the occurrence ende" +
+	"d before any call.\x02Relais keeps the destination’s status code only wh" +
+	"en it refused the call (destination_http_NNN); a completed call answered" +
+	" 2xx. The duration runs from the claim of the call to its settlement." +
 	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
 	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
 	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
@@ -1657,176 +1659,176 @@ const enData string = "" + // Size: 42554 bytes
 	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
 	"worker (its own words, protected values masked)\x02Message from Relais, " +
 	"quoting the destination’s answer\x02Message from Relais\x02An occurrence" +
-	" waiting a retry is available: choose the status available, or none.\x02" +
-	"Unknown value of the next attempt filter.\x02The revision must be a whol" +
-	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
-	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
-	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
-	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02Any\x02Waiting a retry (due " +
-	"later)\x02All consumers\x02instance held here\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"ecounted every few seconds, shown anew at each reload.\x02revision %[1]d" +
-	"\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since\x02ca" +
-	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
-	"s page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[" +
-	"1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes after t" +
-	"he last.\x02This address holds a parameter that cannot be read (a percen" +
-	"t sign not followed by two hexadecimal digits, or a semicolon): correct " +
-	"the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Un" +
-	"known parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: " +
-	"give it once.\x02The page cursor is invalid: go back to the first page." +
-	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
-	"e console runs no script, so it cannot read your computer’s time zone: c" +
-	"hoose a place, whose daylight saving time is followed, or a fixed offset" +
-	" from UTC.\x02Reload lists and detail pages\x02A reload empties what you" +
-	" typed but did not apply (filters, the search box) and moves the focus b" +
-	"ack to the top of the page: “Pause reloading”, on every page that reload" +
-	"s, stops it until you resume. Pages where you type a reason (confirmatio" +
-	"ns, and occurrences with a value to reveal) never reload on their own, n" +
-	"or does a revealed value.\x02Save settings\x02Back without saving\x02UTC" +
-	" (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed o" +
-	"ffset, no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Displ" +
-	"ay settings saved.\x02Reloading resumed.\x02Reloading paused: this page " +
-	"stays as it is until you resume.\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02older versions, from version %[" +
-	"1]d (each links the one before)\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
-	" an empty object.\x02Inputs an instance of this version is started with" +
-	"\x02Instances of this version\x02Latest\x02yes: a start that names no ve" +
-	"rsion runs this one\x02no: the latest is version %[1]d\x02← version %[1]" +
-	"d\x02version %[1]d →\x02Columns follow the longest path from the start n" +
-	"ode. Solid arrows are successes (labelled with their route), dashed ones" +
-	" failures (labelled with their error codes).\x02Nodes of this version" +
+	" waiting for a retry is available: choose the status available, or none." +
+	"\x02Unknown value of the next attempt filter.\x02The revision must be a " +
+	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
+	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
+	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02Any\x02Waiting for a " +
+	"retry (due later)\x02All consumers\x02instance held here\x02Totals of de" +
+	"finition %[1]s, not narrowed by the other filters\x02Totals of all defin" +
+	"itions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are recounted every few seconds, shown anew at each reload.\x02" +
+	"revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimab" +
+	"le since\x02call in progress since\x02lock until\x02deferred since\x02Pa" +
+	"ges\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1" +
+	"]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02This address holds a parameter that cannot be " +
+	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
+	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
+	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
+	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
+	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
+	"imes in\x02The console runs no script, so it cannot read your computer’s" +
+	" time zone: choose a place, whose daylight saving time is followed, or a" +
+	" fixed offset from UTC.\x02Reload lists and detail pages\x02A reload emp" +
+	"ties what you typed but did not apply (filters, the search box) and move" +
+	"s the focus back to the top of the page: “Pause reloading”, on every pag" +
+	"e that reloads, stops it until you resume. Pages where you type a reason" +
+	" (confirmations, and occurrences with a value to reveal) never reload on" +
+	" their own, nor does a revealed value.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1" +
+	"]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[1]d sec" +
+	"onds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pause" +
+	"d: this page stays as it is until you resume.\x02Published process versi" +
+	"ons: their nodes, routes and pinned revisions, drawn, with where their o" +
+	"ccurrences are now.\x02Published process versions: their nodes, routes a" +
+	"nd pinned revisions, drawn.\x02Processes by key\x02Versions, newest firs" +
+	"t\x02No process is published yet.\x02version %[1]d\x02older versions, fr" +
+	"om version %[1]d (each links the one before)\x02Process %[1]s\x02Start n" +
+	"ode\x02Graph\x02Columns follow the longest path from the start node. Sol" +
+	"id arrows are successes (labelled with their route), dashed ones failure" +
+	"s (labelled with their error codes). Each box says how many of this vers" +
+	"ion’s occurrences are at that node now.\x02Nodes\x02Nodes of this versio" +
+	"n, with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
+	" starts with an empty object.\x02Inputs an instance of this version is s" +
+	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
+	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
+	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
 	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can run: the d" +
-	"eadline ends the occurrence before its retry delay passes.\x02timeout %[" +
-	"1]s\x02timeout %[1]s (the default)\x02The call may last past the deadlin" +
-	"e, which cuts it short (deadline_exceeded).\x02instances held\x02instanc" +
-	"es held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every few second" +
-	"s, shown anew at each reload.\x02Only administrators may reveal a sensit" +
-	"ive value.\x02Say why you reveal this value: the reason is recorded with" +
-	" the reveal in the audit log.\x02Cannot reveal it here\x02This replica l" +
-	"acks the data key the value was sealed with, so it cannot open it (nothi" +
-	"ng was recorded). Another replica may reveal it; ask your administrator " +
-	"to start every replica with the same data keys.\x02Back to the occurrenc" +
-	"e\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page. An ended instance is deleted once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
-	"ce has it as its business key. An ended instance is deleted, with its oc" +
-	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
-	" passed, or at once when an administrator erases it; the audit log keeps" +
-	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
-	"iness key, and it is not a whole id: the lists show the end of each id. " +
-	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
-	"ess is not used: you are signed in already. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02A token in the addres" +
-	"s is not used: paste it in the field below. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02You are signed out." +
-	"\x02The token you signed in with is revoked, and you are signed out: sig" +
-	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server), so your last ac" +
-	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
-	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
-	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
-	"operator, designer or administrator token.\x02Token\x02The token is chec" +
-	"ked once and never stored in your browser; a session cookie stands for i" +
-	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
-	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
-	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
-	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
-	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
-	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
-	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
-	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
-	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
-	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
-	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
-	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
-	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
-	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
-	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
-	" in with: revoking it signs you out. Its next request is refused. This c" +
-	"annot be undone.\x02This is the last usable administrator token: create " +
-	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02each item of %[1]s" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
-	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
-	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
-	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
-	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
-	"ers to it, with their consumers granted it (a worker naming no revision " +
-	"takes those its consumer is granted; a process version pins it).\x02Occu" +
-	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
-	"e workers to them, with their consumers granted them (a worker naming no" +
-	" revision takes those its consumer is granted; a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
-	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
-	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
-	"hey take every revision their consumer is granted.\x02It takes revision " +
-	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
-	"s only.\x02They take revisions %[1]s only."
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
+	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
+	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
+	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every" +
+	" few seconds, shown anew at each reload.\x02Only administrators may reve" +
+	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
+	"corded with the reveal in the audit log.\x02Cannot reveal it here\x02Thi" +
+	"s replica lacks the data key the value was sealed with, so it cannot ope" +
+	"n it (nothing was recorded). Another replica may reveal it; ask your adm" +
+	"inistrator to start every replica with the same data keys.\x02Back to th" +
+	"e occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
+	"s its business key. A business key is found only whole and exactly as gi" +
+	"ven, capitals and accents included: a list shows a long one shortened, s" +
+	"o copy it from its instance’s page. An ended instance is deleted once th" +
+	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
+	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
+	"en in the address is not used: you are signed in already. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02A token" +
+	" in the address is not used: paste it in the field below. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02You are" +
+	" signed out.\x02The token you signed in with is revoked, and you are sig" +
+	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
+	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
+	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
+	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
+	" in with an operator, designer or administrator token.\x02Token\x02The t" +
+	"oken is checked once and never stored in your browser; a session cookie " +
+	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
+	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
+	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
+	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
+	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
+	"perators) that are not revoked. Consumer tokens are managed with their c" +
+	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
+	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
+	") was revoked: its next request is refused.\x02routing output\x02each it" +
+	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
+	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
+	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
+	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
+	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
+	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
+	"bscribe workers to it, with their consumers granted it (a worker naming " +
+	"no revision takes those its consumer is granted; a process version pins " +
+	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
+	"em: subscribe workers to them, with their consumers granted them (a work" +
+	"er naming no revision takes those its consumer is granted; a process ver" +
+	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x02No process uses this definition yet: " +
+	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
+	"nition: Relais calls its destinations (push), and it needs no worker." +
+	"\x02No worker is connected for this definition; none of its occurrences " +
+	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
+	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 889 elements
+var frIndex = []uint32{ // 890 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1961,126 +1963,126 @@ var frIndex = []uint32{ // 889 elements
 	0x00007859, 0x00007870, 0x000078a4, 0x000078ee,
 	0x00007923, 0x0000792c, 0x00007943, 0x00007971,
 	0x00007a3c, 0x00007a4f, 0x00007a61, 0x00007ad3,
-	0x00007ae4, 0x00007b30, 0x00007baa, 0x00007bce,
+	0x00007b1f, 0x00007b30, 0x00007b7c, 0x00007bf6,
 	// Entry 1E0 - 1FF
-	0x00007bd9, 0x00007be4, 0x00007bef, 0x00007bf9,
-	0x00007c03, 0x00007c0c, 0x00007c15, 0x00007c1e,
-	0x00007c27, 0x00007c30, 0x00007c37, 0x00007c45,
-	0x00007c4b, 0x00007c52, 0x00007c59, 0x00007c62,
-	0x00007c67, 0x00007c75, 0x00007c7b, 0x00007c81,
-	0x00007c87, 0x00007c8f, 0x00007c98, 0x00007ca1,
-	0x00007cb4, 0x00007cc5, 0x00007ce8, 0x00007d09,
-	0x00007d18, 0x00007d23, 0x00007d2e, 0x00007d3b,
+	0x00007c1a, 0x00007c25, 0x00007c30, 0x00007c3b,
+	0x00007c45, 0x00007c4f, 0x00007c58, 0x00007c61,
+	0x00007c6a, 0x00007c73, 0x00007c7c, 0x00007c83,
+	0x00007c91, 0x00007c97, 0x00007c9e, 0x00007ca5,
+	0x00007cae, 0x00007cb3, 0x00007cc1, 0x00007cc7,
+	0x00007ccd, 0x00007cd3, 0x00007cdb, 0x00007ce4,
+	0x00007ced, 0x00007d00, 0x00007d11, 0x00007d34,
+	0x00007d55, 0x00007d64, 0x00007d6f, 0x00007d7a,
 	// Entry 200 - 21F
-	0x00007d3f, 0x00007d43, 0x00007d51, 0x00007d5f,
-	0x00007d6d, 0x00007d8d, 0x00007da0, 0x00007db9,
-	0x00007dce, 0x00007ddf, 0x00007df1, 0x00007e03,
-	0x00007e09, 0x00007e10, 0x00007e18, 0x00007e20,
-	0x00007e3e, 0x00007e5c, 0x00007e73, 0x00007e88,
-	0x00007e99, 0x00007e9f, 0x00007eb8, 0x00007ec3,
-	0x00007ef7, 0x00007f04, 0x00007f22, 0x00007f30,
-	0x00007f39, 0x00007f40, 0x00007f5b, 0x00007f65,
+	0x00007d87, 0x00007d8b, 0x00007d8f, 0x00007d9d,
+	0x00007dab, 0x00007db9, 0x00007dd9, 0x00007dec,
+	0x00007e05, 0x00007e1a, 0x00007e2b, 0x00007e3d,
+	0x00007e4f, 0x00007e55, 0x00007e5c, 0x00007e64,
+	0x00007e6c, 0x00007e8a, 0x00007ea8, 0x00007ebf,
+	0x00007ed4, 0x00007ee5, 0x00007eeb, 0x00007f04,
+	0x00007f0f, 0x00007f43, 0x00007f50, 0x00007f6e,
+	0x00007f7c, 0x00007f85, 0x00007f8c, 0x00007fa7,
 	// Entry 220 - 23F
-	0x00007f78, 0x00007fb2, 0x00007fbb, 0x00007fca,
-	0x0000802e, 0x0000803a, 0x00008044, 0x00008074,
-	0x000080cf, 0x000081b6, 0x000081c1, 0x000081f4,
-	0x00008232, 0x000082ab, 0x000082d0, 0x000082d5,
-	0x000082f5, 0x00008312, 0x00008332, 0x00008347,
-	0x00008388, 0x00008393, 0x0000839d, 0x000083c6,
-	0x0000843b, 0x0000844c, 0x00008489, 0x000084bd,
-	0x0000851e, 0x00008568, 0x00008576, 0x000085b2,
+	0x00007fb1, 0x00007fc4, 0x00007ffe, 0x00008007,
+	0x00008016, 0x0000807a, 0x00008086, 0x00008090,
+	0x000080c0, 0x0000811b, 0x00008202, 0x0000820d,
+	0x00008240, 0x0000827e, 0x000082f7, 0x0000831c,
+	0x00008321, 0x00008341, 0x0000835e, 0x0000837e,
+	0x00008393, 0x000083d4, 0x000083df, 0x000083e9,
+	0x00008412, 0x00008487, 0x00008498, 0x000084d5,
+	0x00008509, 0x0000856a, 0x000085b4, 0x000085c2,
 	// Entry 240 - 25F
-	0x000085dc, 0x00008621, 0x00008649, 0x00008688,
-	0x000086a9, 0x000086e7, 0x00008727, 0x00008747,
-	0x00008788, 0x000087b2, 0x000087d9, 0x0000885c,
-	0x00008874, 0x00008888, 0x0000889f, 0x000088ad,
-	0x000088b8, 0x000088db, 0x00008919, 0x00008938,
-	0x00008954, 0x000089c2, 0x00008a94, 0x00008af3,
-	0x00008b78, 0x00008bf5, 0x00008d09, 0x00008e0c,
-	0x00008e53, 0x00008ee0, 0x00008f4f, 0x00008f95,
+	0x000085fe, 0x00008628, 0x0000866d, 0x00008695,
+	0x000086d4, 0x000086f5, 0x00008733, 0x00008773,
+	0x00008793, 0x000087d4, 0x000087fe, 0x00008825,
+	0x000088a8, 0x000088c0, 0x000088d4, 0x000088eb,
+	0x000088f9, 0x00008904, 0x00008927, 0x00008965,
+	0x00008984, 0x000089a0, 0x00008a0e, 0x00008ae0,
+	0x00008b3f, 0x00008bc4, 0x00008c41, 0x00008d55,
+	0x00008e58, 0x00008e9f, 0x00008f2c, 0x00008f9b,
 	// Entry 260 - 27F
-	0x000090e2, 0x0000910a, 0x0000912d, 0x00009164,
-	0x000091f5, 0x00009248, 0x00009271, 0x00009353,
-	0x00009379, 0x000093c0, 0x00009444, 0x000094bf,
-	0x0000953c, 0x00009564, 0x0000958c, 0x000095d3,
-	0x0000961d, 0x00009650, 0x00009663, 0x0000976b,
-	0x00009799, 0x000097d5, 0x000097eb, 0x0000987f,
-	0x00009892, 0x000098cf, 0x00009928, 0x00009964,
-	0x00009977, 0x000099cb, 0x00009a00, 0x00009a12,
+	0x00008fe1, 0x0000912e, 0x00009156, 0x00009179,
+	0x000091b0, 0x00009241, 0x00009294, 0x000092bd,
+	0x0000939f, 0x000093c5, 0x0000940c, 0x00009490,
+	0x0000950b, 0x00009588, 0x000095b0, 0x000095d8,
+	0x0000961f, 0x00009669, 0x0000969c, 0x000096af,
+	0x000097b7, 0x000097e5, 0x00009821, 0x00009837,
+	0x000098cb, 0x000098de, 0x0000991b, 0x00009974,
+	0x000099b0, 0x000099c3, 0x00009a17, 0x00009a4c,
 	// Entry 280 - 29F
-	0x00009a29, 0x00009a68, 0x00009aba, 0x00009ae6,
-	0x00009b83, 0x00009c29, 0x00009cd6, 0x00009ce6,
-	0x00009d46, 0x00009db7, 0x00009e3c, 0x00009ed1,
-	0x00009edc, 0x00009ef9, 0x00009f18, 0x00009f29,
-	0x00009f43, 0x00009f4c, 0x00009f56, 0x00009fa4,
-	0x00009fe9, 0x0000a008, 0x0000a085, 0x0000a0b7,
-	0x0000a0ec, 0x0000a13d, 0x0000a14e, 0x0000a198,
-	0x0000a1ae, 0x0000a1c2, 0x0000a1db, 0x0000a1f1,
+	0x00009a5e, 0x00009a75, 0x00009ab4, 0x00009b06,
+	0x00009b32, 0x00009bcf, 0x00009c75, 0x00009d22,
+	0x00009d32, 0x00009d92, 0x00009e03, 0x00009e88,
+	0x00009f1d, 0x00009f28, 0x00009f45, 0x00009f64,
+	0x00009f75, 0x00009f8f, 0x00009f98, 0x00009fa2,
+	0x00009ff0, 0x0000a035, 0x0000a054, 0x0000a0d1,
+	0x0000a103, 0x0000a138, 0x0000a189, 0x0000a19a,
+	0x0000a1e4, 0x0000a1fa, 0x0000a20e, 0x0000a227,
 	// Entry 2A0 - 2BF
-	0x0000a21b, 0x0000a223, 0x0000a236, 0x0000a23d,
-	0x0000a258, 0x0000a278, 0x0000a2a8, 0x0000a2b4,
-	0x0000a2ee, 0x0000a305, 0x0000a31b, 0x0000a353,
-	0x0000a38e, 0x0000a3ba, 0x0000a43d, 0x0000a44e,
-	0x0000a468, 0x0000a473, 0x0000a487, 0x0000a499,
-	0x0000a4af, 0x0000a4c1, 0x0000a4d3, 0x0000a4d9,
-	0x0000a4eb, 0x0000a4f9, 0x0000a508, 0x0000a514,
-	0x0000a52a, 0x0000a554, 0x0000a587, 0x0000a62f,
+	0x0000a23d, 0x0000a267, 0x0000a26f, 0x0000a282,
+	0x0000a289, 0x0000a2a4, 0x0000a2c4, 0x0000a2f4,
+	0x0000a300, 0x0000a33a, 0x0000a351, 0x0000a367,
+	0x0000a39f, 0x0000a3da, 0x0000a406, 0x0000a489,
+	0x0000a49a, 0x0000a4b4, 0x0000a4bf, 0x0000a4d3,
+	0x0000a4e5, 0x0000a4fb, 0x0000a50d, 0x0000a51f,
+	0x0000a525, 0x0000a537, 0x0000a545, 0x0000a554,
+	0x0000a560, 0x0000a576, 0x0000a5a0, 0x0000a5d3,
 	// Entry 2C0 - 2DF
-	0x0000a67f, 0x0000a6a7, 0x0000a6f9, 0x0000a73b,
-	0x0000a777, 0x0000a78e, 0x0000a858, 0x0000a885,
-	0x0000aa3f, 0x0000aa59, 0x0000aa72, 0x0000aa93,
-	0x0000aaaa, 0x0000aad7, 0x0000aade, 0x0000aaf8,
-	0x0000ab1e, 0x0000ab33, 0x0000ab8d, 0x0000ac22,
-	0x0000ac85, 0x0000ac98, 0x0000acbf, 0x0000ace7,
-	0x0000acf5, 0x0000ad49, 0x0000ad59, 0x0000ad6a,
-	0x0000ad71, 0x0000aea7, 0x0000aeae, 0x0000aee8,
+	0x0000a67b, 0x0000a6cb, 0x0000a6f3, 0x0000a745,
+	0x0000a787, 0x0000a7c3, 0x0000a7da, 0x0000a8a4,
+	0x0000a8d1, 0x0000aa8b, 0x0000aaa5, 0x0000aabe,
+	0x0000aadf, 0x0000aaf6, 0x0000ab23, 0x0000ab2a,
+	0x0000ab44, 0x0000ab6a, 0x0000ab7f, 0x0000abd9,
+	0x0000ac6e, 0x0000acd1, 0x0000ace4, 0x0000ad0b,
+	0x0000ad33, 0x0000ad41, 0x0000ad95, 0x0000ada5,
+	0x0000adb6, 0x0000adbd, 0x0000aef3, 0x0000aefa,
 	// Entry 2E0 - 2FF
-	0x0000aeed, 0x0000af02, 0x0000af16, 0x0000af28,
-	0x0000af3e, 0x0000af4e, 0x0000af8b, 0x0000afcb,
-	0x0000afe6, 0x0000aff7, 0x0000b03b, 0x0000b05c,
-	0x0000b06e, 0x0000b080, 0x0000b155, 0x0000b16d,
-	0x0000b20e, 0x0000b29d, 0x0000b2ad, 0x0000b387,
-	0x0000b449, 0x0000b44e, 0x0000b45e, 0x0000b46c,
-	0x0000b47c, 0x0000b48c, 0x0000b49a, 0x0000b4aa,
-	0x0000b4b4, 0x0000b4dd, 0x0000b4f7, 0x0000b512,
+	0x0000af34, 0x0000af39, 0x0000af4e, 0x0000af62,
+	0x0000af74, 0x0000af8a, 0x0000af9a, 0x0000afd7,
+	0x0000b017, 0x0000b032, 0x0000b043, 0x0000b087,
+	0x0000b0a8, 0x0000b0ba, 0x0000b0cc, 0x0000b1a1,
+	0x0000b1b9, 0x0000b25a, 0x0000b2e9, 0x0000b2f9,
+	0x0000b3d3, 0x0000b495, 0x0000b49a, 0x0000b4aa,
+	0x0000b4b8, 0x0000b4c8, 0x0000b4d8, 0x0000b4e6,
+	0x0000b4f6, 0x0000b500, 0x0000b529, 0x0000b543,
 	// Entry 300 - 31F
-	0x0000b5a0, 0x0000b5de, 0x0000b5ef, 0x0000b686,
-	0x0000b693, 0x0000b6ae, 0x0000b707, 0x0000b71b,
-	0x0000b739, 0x0000b7b3, 0x0000b7f4, 0x0000b86a,
-	0x0000b889, 0x0000b99f, 0x0000b9b8, 0x0000b9fe,
-	0x0000ba16, 0x0000ba69, 0x0000baa4, 0x0000bb3c,
-	0x0000bb68, 0x0000bb8e, 0x0000bbc2, 0x0000bbda,
-	0x0000bc05, 0x0000bcae, 0x0000bcb8, 0x0000bd40,
-	0x0000bd75, 0x0000bdb6, 0x0000bf32, 0x0000c0b1,
+	0x0000b55e, 0x0000b5ec, 0x0000b62a, 0x0000b63b,
+	0x0000b6d2, 0x0000b6df, 0x0000b6fa, 0x0000b753,
+	0x0000b767, 0x0000b785, 0x0000b7ff, 0x0000b840,
+	0x0000b8b6, 0x0000b8d5, 0x0000b9eb, 0x0000ba04,
+	0x0000ba4a, 0x0000ba62, 0x0000bab5, 0x0000baf0,
+	0x0000bb88, 0x0000bbb4, 0x0000bbda, 0x0000bc0e,
+	0x0000bc26, 0x0000bc51, 0x0000bcfa, 0x0000bd04,
+	0x0000bd8c, 0x0000bdc1, 0x0000be02, 0x0000bf7e,
 	// Entry 320 - 33F
-	0x0000c18a, 0x0000c29f, 0x0000c3bb, 0x0000c3d4,
-	0x0000c450, 0x0000c519, 0x0000c5a2, 0x0000c5af,
-	0x0000c601, 0x0000c607, 0x0000c6bb, 0x0000c76b,
-	0x0000c79d, 0x0000c7c9, 0x0000c832, 0x0000c8d9,
-	0x0000c99b, 0x0000c9cb, 0x0000c9d8, 0x0000c9de,
-	0x0000c9f4, 0x0000c9ff, 0x0000ca06, 0x0000ca11,
-	0x0000ca1f, 0x0000ca2c, 0x0000ca3a, 0x0000ca53,
-	0x0000ca80, 0x0000cb29, 0x0000cb3c, 0x0000cb46,
+	0x0000c0fd, 0x0000c1d6, 0x0000c2eb, 0x0000c407,
+	0x0000c420, 0x0000c49c, 0x0000c565, 0x0000c5ee,
+	0x0000c5fb, 0x0000c64d, 0x0000c653, 0x0000c707,
+	0x0000c7b7, 0x0000c7e9, 0x0000c815, 0x0000c87e,
+	0x0000c925, 0x0000c9e7, 0x0000ca17, 0x0000ca24,
+	0x0000ca2a, 0x0000ca40, 0x0000ca4b, 0x0000ca52,
+	0x0000ca5d, 0x0000ca6b, 0x0000ca78, 0x0000ca86,
+	0x0000ca9f, 0x0000cacc, 0x0000cb75, 0x0000cb88,
 	// Entry 340 - 35F
-	0x0000cbd5, 0x0000cc36, 0x0000cc92, 0x0000cca4,
-	0x0000ccbe, 0x0000ccd1, 0x0000cd0f, 0x0000cd4b,
-	0x0000cd68, 0x0000cd75, 0x0000cd83, 0x0000cd91,
-	0x0000cda1, 0x0000cddd, 0x0000ce17, 0x0000ce94,
-	0x0000ce9f, 0x0000cec9, 0x0000ced6, 0x0000cef2,
-	0x0000cef6, 0x0000cf08, 0x0000cfca, 0x0000cffd,
-	0x0000d008, 0x0000d012, 0x0000d027, 0x0000d030,
-	0x0000d03a, 0x0000d04f, 0x0000d073, 0x0000d08d,
+	0x0000cb92, 0x0000cc21, 0x0000cc82, 0x0000ccde,
+	0x0000ccf0, 0x0000cd0a, 0x0000cd1d, 0x0000cd5b,
+	0x0000cd97, 0x0000cdb4, 0x0000cdc1, 0x0000cdcf,
+	0x0000cddd, 0x0000cded, 0x0000ce29, 0x0000ce63,
+	0x0000cee0, 0x0000ceeb, 0x0000cf15, 0x0000cf22,
+	0x0000cf3e, 0x0000cf42, 0x0000cf54, 0x0000d016,
+	0x0000d049, 0x0000d054, 0x0000d05e, 0x0000d073,
+	0x0000d07c, 0x0000d086, 0x0000d09b, 0x0000d0bf,
 	// Entry 360 - 37F
-	0x0000d0a2, 0x0000d0ce, 0x0000d10d, 0x0000d112,
-	0x0000d127, 0x0000d139, 0x0000d16e, 0x0000d17f,
-	0x0000d1ac, 0x0000d1db, 0x0000d2fd, 0x0000d41f,
-	0x0000d495, 0x0000d520, 0x0000d5af, 0x0000d616,
-	0x0000d658, 0x0000d6aa, 0x0000d6f2, 0x0000d765,
-	0x0000d7ad, 0x0000d7db, 0x0000d809, 0x0000d83c,
-	0x0000d86f,
-} // Size: 3580 bytes
+	0x0000d0d9, 0x0000d0ee, 0x0000d11a, 0x0000d159,
+	0x0000d15e, 0x0000d173, 0x0000d185, 0x0000d1ba,
+	0x0000d1cb, 0x0000d1f8, 0x0000d227, 0x0000d349,
+	0x0000d46b, 0x0000d4e1, 0x0000d56c, 0x0000d5fb,
+	0x0000d662, 0x0000d6a4, 0x0000d6f6, 0x0000d73e,
+	0x0000d7b1, 0x0000d7f9, 0x0000d827, 0x0000d855,
+	0x0000d888, 0x0000d8bb,
+} // Size: 3584 bytes
 
-const frData string = "" + // Size: 55407 bytes
+const frData string = "" + // Size: 55483 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2536,351 +2538,352 @@ const frData string = "" + // Size: 55407 bytes
 	"t leur nouvelle tentative sont listées dans les tâches externes, filtrée" +
 	"s par ce code.\x02Tous les processus\x02Toute définition\x02Les occurren" +
 	"ces de %[1]s en attente d’une nouvelle tentative, chacune avec son erreu" +
-	"r et sa prochaine tentative\x02Tous les statuts\x02Statut inconnu\u202f:" +
-	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
-	"«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f" +
-	": la page Instances liste les instances qui l’ont.\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02te" +
-	"rminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejet" +
-	"ée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02" +
-	"date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutan" +
-	"t la récupère)\x02push (Relais appelle le service)\x02administrateur\x02" +
-	"opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté" +
-	"\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02val" +
-	"eurs modifiées\x02classification modifiée\x02contrainte modifiée\x02rout" +
-	"age modifié\x02longueur minimale\x02longueur maximale\x02motif\x02format" +
-	"\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’" +
-	"éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence" +
-	" %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les ten" +
-	"tatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’" +
-	"exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destinati" +
-	"on\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé" +
-	" cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a " +
-	"jamais réservé cette occurrence\u202f: elle a pris fin avant toute tenta" +
-	"tive.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la dest" +
-	"ination.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence " +
-	"a pris fin avant tout appel.\x02Relais ne conserve le code de statut de " +
-	"la destination que lorsqu’elle a refusé l’appel (destination_http_NNN)" +
-	"\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la prise" +
-	" en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou " +
-	"l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, les " +
-	"plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) n" +
-	"e sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste tout" +
-	"es.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par l’" +
-	"exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentat" +
-	"ive\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
-	"hemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse" +
-	", 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_" +
-	"timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Déla" +
-	"i d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destination" +
-	"\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai mu" +
-	"ltiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relai" +
-	"s)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
-	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
-	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
-	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
-	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
-	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
-	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
-	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La réponse de la destination est inutilisable\u202f: elle doit" +
-	" être un seul objet JSON, rien après, dont le membre outputs respecte le" +
-	" contrat de sorties de la révision. Son message dit ce qui n’allait pas." +
-	"\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle " +
-	"a pu agir malgré tout.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
-	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02Le v" +
-	"errou de la dernière tentative a expiré sans tentative restante, après q" +
-	"ue Relais a refusé le rapport de son exécutant (%[1]s\u202f; voir les te" +
-	"ntatives de l’occurrence en échec)\u202f: l’exécutant a répondu, et c’es" +
-	"t sa réponse qui doit changer, pas son verrou.\x02Le verrou de la derniè" +
-	"re tentative a expiré sans tentative restante, après que Relais a refusé" +
-	" le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dessou" +
-	"s)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, p" +
-	"as son verrou.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Le flux de l’exécutant de la dernière tentative s’est " +
-	"terminé (l’exécutant est parti ou a été écarté) sans tentative restante." +
-	"\x02L’échéance est passée avant que l’occurrence soit terminée\u202f: au" +
-	"cune tentative n’a abouti à temps.\x02Le résultat ne respectait pas le c" +
-	"ontrat de sorties de la révision.\x02La réponse à l’appel a été perdue (" +
-	"la connexion s’est rompue après l’envoi de la requête, ou Relais s’est a" +
-	"rrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
-	"\u202f: on ignore si la destination a agi, donc Relais ne l’appelle pas " +
-	"de nouveau de lui-même (la reprise par un opérateur le fait).\x02L’appel" +
-	" n’a pas pu être préparé.\x02La destination était injoignable.\x02La rép" +
-	"onse de la destination était trop volumineuse.\x02La dernière tentative " +
-	"a pris fin sans résultat (son verrou a expiré, ou le flux de son exécuta" +
-	"nt s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu " +
-	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
-	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
-	"nouvelle tentative restante (retries\u202f: 0, aucun retries envoyé, que" +
-	" Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’es" +
-	"t pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Au" +
-	"cun exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Au" +
-	"cun exécutant actif ne prend la révision %[1]d\u202f: les exécutants act" +
-	"ifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne" +
-	" prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les r" +
-	"évisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée" +
-	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
-	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
-	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
-	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
-	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
-	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
-	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
-	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
-	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
-	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
-	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
-	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
-	"stance a suivi le chemin d’erreur du nœud, et est bloquée à un nœud suiv" +
-	"ant.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éc" +
-	"hec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]" +
-	"s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1" +
-	"]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; " +
-	"clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (diffé" +
-	"rée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l" +
-	"’exécutant détenait la tâche\u202f: son compte rendu est refusé, mais " +
-	"il a peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant" +
-	" l’appel, qui a été interrompu\u202f: la destination a peut-être déjà do" +
-	"nné suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrê" +
-	"tée pendant que la tâche était différée\u202f: sa clôture par identifian" +
-	"t est refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1" +
-	"]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%" +
-	"[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de" +
-	" cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un aut" +
-	"re.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)" +
-	"\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02Rel" +
-	"ais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]" +
-	"s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02e" +
-	"n attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le déla" +
-	"i\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué" +
-	"]\x02Message de l’exécutant (ses propres termes, valeurs protégées masqu" +
-	"ées)\x02Message de Relais (en anglais), citant la réponse de la destina" +
-	"tion\x02Message de Relais (en anglais)\x02Une occurrence en attente d’un" +
-	"e nouvelle tentative est disponible\u202f: choisissez le statut «\u202fd" +
-	"isponible\u202f», ou aucun.\x02Valeur inconnue du filtre de prochaine te" +
-	"ntative.\x02La révision doit être un nombre entier, 1 ou plus.\x02Une ré" +
-	"vision est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Peu importe\x02En attente d’une nouve" +
-	"lle tentative (prévue plus tard)\x02Tous les consommateurs\x02instance b" +
-	"loquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
-	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
-	"%[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques secondes d’in" +
-	"tervalle, affichés à nouveau à chaque rechargement.\x02révision\u00a0%[1" +
-	"]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02" +
-	"disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée" +
-	" depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page" +
-	"\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit" +
-	" 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02" +
-	"Cette adresse contient un paramètre illisible (un signe pour cent qui n’" +
-	"est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f:" +
-	" corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vo" +
-	"uliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]" +
-	"d fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invali" +
-	"de\u202f: revenez à la première page.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un" +
-	" décalage fixe par rapport à UTC.\x02Recharger les listes et les pages d" +
-	"e détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer" +
-	" (filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
-	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02Aucune nouvelle t" +
-	"entative ne peut avoir lieu\u202f: l’échéance met fin à l’occurrence ava" +
-	"nt que son délai de nouvelle tentative ne soit écoulé.\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02L’appel peut durer au-delà de l’échéance" +
-	", qui l’interrompt (deadline_exceeded).\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; refaits à " +
-	"quelques secondes d’intervalle, affichés à nouveau à chaque rechargement" +
-	".\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02D" +
-	"ites pourquoi vous révélez cette valeur\u202f: le motif est consigné ave" +
-	"c la révélation dans le journal d’audit.\x02Impossible de la révéler ici" +
-	"\x02Cette réplique n’a pas la clé de données qui a scellé la valeur et n" +
-	"e peut donc pas l’ouvrir (rien n’a été enregistré). Une autre réplique p" +
-	"eut la révéler\u202f; demandez à votre administrateur de démarrer toutes" +
-	" les répliques avec les mêmes clés de données.\x02Retour à l’occurrence" +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance. Une instance terminée est supprimée une fois la d" +
-	"urée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admin" +
-	"istrateur l’efface.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu" +
-	"’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"r et sa prochaine tentative\x02Les occurrences de %[1]s en attente d’une" +
+	" nouvelle tentative après %[2]s\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant que l’occurrence soit terminée" +
+	"\u202f: aucune tentative n’a abouti à temps.\x02Le résultat ne respectai" +
+	"t pas le contrat de sorties de la révision.\x02La réponse à l’appel a ét" +
+	"é perdue (la connexion s’est rompue après l’envoi de la requête, ou Rel" +
+	"ais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enr" +
+	"egistrer)\u202f: on ignore si la destination a agi, donc Relais ne l’app" +
+	"elle pas de nouveau de lui-même (la reprise par un opérateur le fait)." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02La dernière" +
+	" tentative a pris fin sans résultat (son verrou a expiré, ou le flux de " +
+	"son exécutant s’est terminé), sans tentative restante.\x02Les entrées n’" +
+	"ont pas pu être construites à partir des liaisons du processus.\x02Un op" +
+	"érateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un " +
+	"échec sans nouvelle tentative restante (retries\u202f: 0, aucun retries" +
+	" envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occ" +
+	"urrence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP " +
+	"%[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécut" +
+	"ants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucu" +
+	"n exécutant actif ne prend la révision %[1]d\u202f: les exécutants actif" +
+	"s de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif n" +
+	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenn" +
+	"ent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
+	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
+	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
+	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
+	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02Une occurrence en attente " +
+	"d’une nouvelle tentative est disponible\u202f: choisissez le statut «" +
+	"\u202fdisponible\u202f», ou aucun.\x02Valeur inconnue du filtre de proch" +
+	"aine tentative.\x02La révision doit être un nombre entier, 1 ou plus." +
+	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
+	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
+	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
+	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
+	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
+	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
+	"ne occurrence ne correspond à ces filtres.\x02Peu importe\x02En attente " +
+	"d’une nouvelle tentative (prévue plus tard)\x02Tous les consommateurs" +
+	"\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les autr" +
+	"es filtres\x02Totaux de toutes les définitions, sans les autres filtres" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques s" +
+	"econdes d’intervalle, affichés à nouveau à chaque rechargement.\x02révis" +
+	"ion\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
+	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
+	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
+	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
+	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
+	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
+	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
+	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
+	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
+	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
+	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
+	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
+	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
+	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
+	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
+	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
+	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
+	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
+	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
+	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
+	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
+	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
+	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
+	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
+	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
+	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
+	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
+	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105121 bytes (102KiB); checksum: 5257E418
+	// Total table size 105286 bytes (102KiB); checksum: A53178A8
