@@ -57,13 +57,26 @@ type graphNode struct {
 	Label string
 }
 
-// graphLine is one line of text in a box.
+// graphLine is one line of text in a box. Between two lines the drawing
+// puts a space, which SVG does not show but a screen reader and axe read
+// ("crm pull …", not "crmpull …"), unless Glued: the line goes on with the
+// word the line before it cut.
 type graphLine struct {
 	Class, Text string
+	Glued       bool
 }
 
 // TextX is where the box's text starts.
 func (n graphNode) TextX() string { return strconv.Itoa(n.X + graphTextInset) }
+
+// Gap is what goes before the box's i-th line of Text in the markup: a
+// space, unless it is the first or goes on with a word cut (see graphLine).
+func (n graphNode) Gap(i int) string {
+	if i == 0 || n.Text[i].Glued {
+		return ""
+	}
+	return " "
+}
 
 // LineY is the baseline of the box's i-th line of Text.
 func (n graphNode) LineY(i int) string { return strconv.Itoa(n.Y + 20 + i*graphLineGap) }
@@ -101,9 +114,9 @@ func (n graphNode) widestWord() int {
 func (n *graphNode) layout(w int) {
 	inner := w - 2*graphTextInset
 	n.W, n.Text = w, nil
-	add := func(class string, lines []string) {
+	add := func(class string, lines []wrappedLine) {
 		for _, l := range lines {
-			n.Text = append(n.Text, graphLine{Class: class, Text: l})
+			n.Text = append(n.Text, graphLine{Class: class, Text: l.Text, Glued: l.Glued})
 		}
 	}
 	if n.Href == "" {
@@ -122,43 +135,53 @@ func (n *graphNode) layout(w int) {
 
 // wrapWords breaks s into lines at most inner wide, between its parts
 // (split at sep; "" keeps s one part), and a part wider than a line
-// between its words, then in pieces.
-func wrapWords(s, sep string, inner int, perChar float64) []string {
+// between its words, then in pieces: a piece after the first is glued to
+// the line before it (one word, read without a space).
+func wrapWords(s, sep string, inner int, perChar float64) []wrappedLine {
 	parts := []string{s}
 	if sep != "" {
 		parts = strings.Split(s, sep)
 	}
-	var lines []string
-	cur := ""
+	var lines []wrappedLine
+	cur := wrappedLine{}
 	for _, part := range parts {
 		switch {
-		case cur == "":
-			cur = part
-		case textWidth(cur+sep+part, perChar) <= inner:
-			cur += sep + part
+		case cur.Text == "":
+			cur.Text = part
+		case textWidth(cur.Text+sep+part, perChar) <= inner:
+			cur.Text += sep + part
 		default:
 			lines = append(lines, cur)
-			cur = part
+			cur = wrappedLine{Text: part}
 		}
-		if textWidth(cur, perChar) > inner {
-			if sep != " " && strings.Contains(cur, " ") {
+		if textWidth(cur.Text, perChar) > inner {
+			if sep != " " && strings.Contains(cur.Text, " ") {
 				// A count wider than the line: between its words.
-				words := wrapWords(cur, " ", inner, perChar)
+				words := wrapWords(cur.Text, " ", inner, perChar)
+				words[0].Glued = cur.Glued
 				lines = append(lines, words[:len(words)-1]...)
 				cur = words[len(words)-1]
 				continue
 			}
 			// One word wider than the box at its widest: in pieces.
-			r := []rune(cur)
+			r := []rune(cur.Text)
 			per := max(1, int(float64(inner)/perChar))
 			for len(r) > per {
-				lines = append(lines, string(r[:per]))
+				lines = append(lines, wrappedLine{Text: string(r[:per]), Glued: cur.Glued})
 				r = r[per:]
+				cur.Glued = true
 			}
-			cur = string(r)
+			cur.Text = string(r)
 		}
 	}
 	return append(lines, cur)
+}
+
+// wrappedLine is one line of wrapped text; Glued when it goes on with the
+// word the line before it cut.
+type wrappedLine struct {
+	Text  string
+	Glued bool
 }
 
 // graphEdge is one arrow of the drawing.
