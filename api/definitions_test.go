@@ -425,6 +425,14 @@ func TestWorkingDryRun(t *testing.T) {
 	if r.Status != 201 || r.Header.Get("Relais-Applied") != "false" || r.JSON(t)["key"] != "dry_key" || r.Header.Get("Location") != "" {
 		t.Errorf("dry run of a new definition: %d %s (Relais-Applied %q), want 201 as the save would answer, not applied", r.Status, r.Body, r.Header.Get("Relais-Applied"))
 	}
+	// Its times are written as every other, to the microsecond (evaluator
+	// QA: nine digits).
+	for _, field := range []string{"created_at", "updated_at"} {
+		v, _ := r.JSON(t)[field].(string)
+		if _, frac, _ := strings.Cut(strings.TrimSuffix(v, "Z"), "."); v == "" || len(frac) > 6 {
+			t.Errorf("dry run's %s %q, want a time to the microsecond", field, v)
+		}
+	}
 	if r := env.Do("GET", "/api/v1/definitions/dry_key", env.Designer, nil); r.Status != 404 {
 		t.Errorf("the dry run stored the definition: %d", r.Status)
 	}

@@ -115,7 +115,8 @@ func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) 
 	if err != nil && !created {
 		return Definition{}, false, err
 	}
-	now := e.Now()
+	// As PostgreSQL keeps it, to the microsecond (the API writes times so).
+	now := e.Now().Truncate(time.Microsecond)
 	if created {
 		d = Definition{Key: key, CreatedAt: now}
 	}
