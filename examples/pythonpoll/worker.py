@@ -219,8 +219,10 @@ def run(task):
             failure = {"error_code": "invalid_outputs", "message": ("the outputs violate the contract: " + why)[:2000], "retryable": False}
         res = settle(task, "fail", failure)
         if res is not None:
+            # Not the message, which may quote what the task was given (Relais
+            # scrubs its copy; a log line would keep it as sent).
             log("failed", occurrence=occurrence, attempt=task["attempt"], error_code=failure["error_code"],
-                message=failure["message"], status=res.get("status"), attempts_left=res.get("attempts_left"))
+                status=res.get("status"), attempts_left=res.get("attempts_left"))
     finally:
         settle_refusal.pop(occurrence, None)
         done.set()
