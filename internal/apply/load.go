@@ -242,7 +242,7 @@ func Load(paths ...string) ([]Document, []Problem, error) {
 	var problems []Problem
 	read := map[string]bool{}
 	for _, path := range paths {
-		files, err := documentFiles(path)
+		files, others, err := documentFiles(path)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -272,6 +272,13 @@ func Load(paths ...string) ([]Document, []Problem, error) {
 		if !found {
 			// As with kubectl apply: a path that names nothing to apply
 			// is most likely the wrong path, and succeeding would hide it.
+			slices.Sort(others)
+			others = slices.Compact(others)
+			if len(files) == 0 && len(others) > 0 {
+				// Not "holds none" of a folder that shows some (evaluator
+				// QA: a worker's package.json and buf.gen.yaml).
+				return nil, nil, fmt.Errorf("no documents found in %s: its only .yaml, .yml or .json files are other tools' (%s), which apply skips", path, strings.Join(others, ", "))
+			}
 			if len(files) == 0 {
 				return nil, nil, fmt.Errorf("no documents found in %s: it holds no .yaml, .yml or .json file", path)
 			}
@@ -300,16 +307,16 @@ func Load(paths ...string) ([]Document, []Problem, error) {
 	return docs, problems, nil
 }
 
-// documentFiles lists the files Load reads for path.
-func documentFiles(path string) ([]string, error) {
+// documentFiles lists the files Load reads for path, and the names of the
+// other tools' files its walk skipped (see otherTools).
+func documentFiles(path string) (files, others []string, err error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !info.IsDir() {
-		return []string{path}, nil
+		return []string{path}, nil, nil
 	}
-	var files []string
 	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -317,6 +324,9 @@ func documentFiles(path string) ([]string, error) {
 		if p != path && skipped(d) {
 			if d.IsDir() {
 				return filepath.SkipDir
+			}
+			if otherTools[d.Name()] {
+				others = append(others, d.Name())
 			}
 			return nil
 		}
@@ -329,10 +339,10 @@ func documentFiles(path string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sort.Strings(files)
-	return files, nil
+	return files, others, nil
 }
 
 var separator = regexp.MustCompile(`(?m)^---\s*$`)
