@@ -461,3 +461,18 @@ func TestSearchPathOfTheURLIsSetAfterConnecting(t *testing.T) {
 		t.Errorf("migrations table in %q (%v), want relais_here", where, err)
 	}
 }
+
+// TestDistinctLines: pgx's line per attempt, the same twice with
+// sslmode=prefer, is said once; other lines and their order stay.
+func TestDistinctLines(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"failed to connect:\n\ta: refused\n\ta: refused": "failed to connect:\n\ta: refused",
+		"failed to connect:\n\ta: refused\n\tb: refused": "failed to connect:\n\ta: refused\n\tb: refused",
+		"one line": "one line",
+	} {
+		if got := distinctLines(in); got != want {
+			t.Errorf("distinctLines(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

