@@ -227,8 +227,8 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		default:
 			ch.PrefsText = T(ctx, "Times in %s · no auto-reload", zone)
 		}
-		if id := currentOf(ctx).id; id != "" && r.Method == http.MethodGet {
-			ch.Flash = c.sessions.takeFlash(id, r.URL.Path, r.URL.Query())
+		if cur := currentOf(ctx); cur.id != "" && cur.hasFlash && r.Method == http.MethodGet {
+			ch.Flash = c.sessions.takeFlash(ctx, cur.id, r.URL.Path, r.URL.Query())
 		}
 	}
 	return ch

@@ -116,7 +116,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
+	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(eng, logger), throttle: newSignInThrottle(), now: time.Now,
 		menus: snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL).QuietWhen(engine.PoolClosed)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
 	c.countsOf = eng.FreshOccurrenceCounts
@@ -150,6 +150,8 @@ type current struct {
 	// reloadPaused: live pages do not reload themselves (the operator
 	// paused them).
 	reloadPaused bool
+	// hasFlash: a notice waits for a page; without one no page asks.
+	hasFlash bool
 }
 
 func currentOf(ctx context.Context) current {
@@ -165,15 +167,24 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		if ck, err := r.Cookie(sessionCookie); err == nil {
 			id = ck.Value
 		}
-		sess, ok := c.sessions.get(id, c.now())
+		sess, ok, err := c.sessions.get(r.Context(), id, c.now())
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		var principal auth.Principal
 		if ok {
 			p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
 			switch {
 			case err == nil && canOpenConsole(p.Role):
-				sess.principal = p
+				principal = p
 			case err == nil || isUnknownToken(err):
-				// Revoked since sign-in: the session ends with the token.
-				c.sessions.delete(id)
+				// Revoked since sign-in: the session ends with the token
+				// (which every request looks up: a failed delete leaves a
+				// row nobody can use, purged once expired).
+				if err := c.sessions.delete(r.Context(), id); err != nil {
+					c.logger.Warn("console: a revoked token's session could not be deleted", "err", err)
+				}
 				ok = false
 			default:
 				c.serverError(w, r, err)
@@ -189,8 +200,8 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		}
 		// The session is the request's before its form is read: a form
 		// refused is answered on a page of the operator's session.
-		ctx := auth.WithPrincipal(r.Context(), sess.principal)
-		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf, reloadPaused: sess.reloadPaused})
+		ctx := auth.WithPrincipal(r.Context(), principal)
+		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf, reloadPaused: sess.reloadPaused, hasFlash: sess.hasFlash})
 		r = r.WithContext(ctx)
 		if r.Method == http.MethodPost {
 			if !c.readForm(w, r) {
@@ -421,8 +432,8 @@ func (c *Console) optionalSession(r *http.Request) *http.Request {
 	if err != nil {
 		return r
 	}
-	sess, ok := c.sessions.get(ck.Value, c.now())
-	if !ok {
+	sess, ok, err := c.sessions.get(r.Context(), ck.Value, c.now())
+	if !ok || err != nil {
 		return r
 	}
 	p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
@@ -430,7 +441,7 @@ func (c *Console) optionalSession(r *http.Request) *http.Request {
 		return r
 	}
 	ctx := auth.WithPrincipal(r.Context(), p)
-	ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: ck.Value, csrf: sess.csrf})
+	ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: ck.Value, csrf: sess.csrf, hasFlash: sess.hasFlash})
 	return r.WithContext(ctx)
 }
 
@@ -439,7 +450,7 @@ func (c *Console) optionalSession(r *http.Request) *http.Request {
 func (c *Console) redirectWithFlash(w http.ResponseWriter, r *http.Request, target string, msg flash) {
 	path, rawQuery, _ := strings.Cut(target, "?")
 	query, _ := url.ParseQuery(rawQuery)
-	c.sessions.setFlash(currentOf(r.Context()).id, path, query, msg)
+	c.sessions.setFlash(r.Context(), currentOf(r.Context()).id, path, query, msg)
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 

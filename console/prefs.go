@@ -270,7 +270,10 @@ func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, preferenceCookie(r, refreshCookie, strconv.Itoa(parseRefresh(r.PostFormValue("refresh"))), year))
 	// Choosing a period again means wanting pages to reload: a pause
 	// ends with it.
-	c.sessions.setReloadPaused(currentOf(r.Context()).id, false)
+	if err := c.sessions.setReloadPaused(r.Context(), currentOf(r.Context()).id, false); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	next := consolePath(r.PostFormValue("next"))
 	if next == "" {
 		next = homePath
@@ -292,7 +295,10 @@ const reloadPath = basePath + "/preferences/reload"
 func (c *Console) setReloadPaused(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	paused := r.PostFormValue("pause") == "1"
-	c.sessions.setReloadPaused(currentOf(ctx).id, paused)
+	if err := c.sessions.setReloadPaused(ctx, currentOf(ctx).id, paused); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	// Back to the page, never off the console nor to sign-in, saying
 	// what changed: the button's new label, far down the page, was all
 	// a keyboard's user learnt of it.

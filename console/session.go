@@ -1,18 +1,19 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"maps"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/forwarded"
 )
 
@@ -37,63 +38,56 @@ const (
 
 // session is one signed-in browser.
 type session struct {
-	principal auth.Principal
 	// tokenHash is the stored form of the token signed in with (not the
 	// token): every request looks it up again so that revoking the token
 	// ends its console sessions at once.
 	tokenHash []byte
 	csrf      string
-	expires   time.Time
-	// ends is maxSessionAge after the sign-in: expires never passes it.
-	ends time.Time
-	// flash is a notice for the next page this session opens: what a
-	// form did, shown once after its redirect (Post/Redirect/Get).
-	flash flash
 	// reloadPaused keeps live pages from reloading themselves until the
 	// operator resumes (or saves the display settings): a reload empties
 	// what was typed but not applied, and no script can tell that someone
 	// is typing.
 	reloadPaused bool
+	// hasFlash: a notice waits for a page (see flash).
+	hasFlash bool
 }
 
 // flash is what a form did, for the page its redirect opens. The zero
 // flash shows nothing.
 type flash struct {
 	// Text says what happened.
-	Text string
+	Text string `json:"text"`
 	// Warning marks an action that did not happen (it no longer applied,
 	// someone else acted first): shown as a warning, not a success.
-	Warning bool
+	Warning bool `json:"warning,omitempty"`
 	// Reason is the reason typed for an action that did not happen, shown
 	// under NotRecorded (which says it was not recorded); empty when there
 	// is none.
-	Reason, NotRecorded string
-	// page is the path of the page the notice is for (its form's
+	Reason      string `json:"reason,omitempty"`
+	NotRecorded string `json:"not_recorded,omitempty"`
+	// Page is the path of the page the notice is for (its form's
 	// redirect): another page opened meanwhile, in another tab or instead
-	// of following the redirect, does not show it. query is its query
-	// string's parameters, when the redirect has some: the audit log of
-	// one bulk action does not show another's notice (on-call QA).
-	page  string
-	query url.Values
+	// of following the redirect, does not show it. Query is its query
+	// string, when the redirect has one (url.Values.Encode's): the audit
+	// log of one bulk action does not show another's notice (on-call QA).
+	Page  string `json:"page"`
+	Query string `json:"query,omitempty"`
 }
 
-// sessionStore keeps sessions in this replica's memory, keyed by the
-// SHA-256 of the session id so that the store itself holds nothing a
-// browser could present.
-//
-// The store is per replica: with several replicas behind a load balancer,
-// either route the console with sticky sessions or accept that an operator
-// whose request lands on another replica signs in again. Restarting a
-// replica signs everyone out of it, which is also how an operator would
-// revoke all sessions in an emergency.
+// sessionStore keeps the console's sessions in the database (see
+// engine.ConsoleSession), keyed by the SHA-256 of the session id so that
+// the store itself holds nothing a browser could present: any replica
+// serves any session, and a restart ends none. Ending every session at
+// once is revoking the tokens they were opened with.
 type sessionStore struct {
+	eng       *engine.Engine
+	logger    *slog.Logger
 	mu        sync.Mutex
-	sessions  map[[32]byte]*session
 	lastSweep time.Time
 }
 
-func newSessionStore() *sessionStore {
-	return &sessionStore{sessions: map[[32]byte]*session{}}
+func newSessionStore(eng *engine.Engine, logger *slog.Logger) *sessionStore {
+	return &sessionStore{eng: eng, logger: logger}
 }
 
 // randomToken returns 256 random bits, base64url encoded.
@@ -103,97 +97,87 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func sessionKey(id string) [32]byte { return sha256.Sum256([]byte(id)) }
+func sessionKey(id string) []byte {
+	k := sha256.Sum256([]byte(id))
+	return k[:]
+}
 
-// create starts a session for p and returns its id.
-func (s *sessionStore) create(p auth.Principal, tokenHash []byte, now time.Time) (string, session) {
+// create starts a session for the token of tokenHash and returns its id.
+func (s *sessionStore) create(ctx context.Context, tokenHash []byte, now time.Time) (string, error) {
+	s.sweep(ctx, now)
 	id := randomToken()
-	sess := &session{principal: p, tokenHash: tokenHash, csrf: randomToken(), expires: now.Add(idleTimeout), ends: now.Add(maxSessionAge)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked(now)
-	s.sessions[sessionKey(id)] = sess
-	return id, *sess
+	err := s.eng.CreateConsoleSession(ctx, sessionKey(id), tokenHash, randomToken(), now, now.Add(idleTimeout), now.Add(maxSessionAge))
+	return id, err
 }
 
 // get returns the live session of id and pushes its expiry back: the
 // timeout counts idleness, up to maxSessionAge after the sign-in.
-func (s *sessionStore) get(id string, now time.Time) (session, bool) {
+func (s *sessionStore) get(ctx context.Context, id string, now time.Time) (session, bool, error) {
 	if id == "" {
-		return session{}, false
+		return session{}, false, nil
 	}
-	k := sessionKey(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.sessions[k]
-	if !ok {
-		return session{}, false
+	sess, ok, err := s.eng.ConsoleSession(ctx, sessionKey(id), now, now.Add(idleTimeout))
+	if !ok || err != nil {
+		return session{}, false, err
 	}
-	if !now.Before(sess.expires) {
-		delete(s.sessions, k)
-		return session{}, false
-	}
-	sess.expires = now.Add(idleTimeout)
-	if sess.expires.After(sess.ends) {
-		sess.expires = sess.ends
-	}
-	return *sess, true
+	return session{tokenHash: sess.TokenHash, csrf: sess.CSRF, reloadPaused: sess.ReloadPaused, hasFlash: sess.HasFlash}, true, nil
 }
 
 // setFlash keeps a notice for the page at path (without its query) that
-// the session of id opens next.
-func (s *sessionStore) setFlash(id, path string, query url.Values, msg flash) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sess, ok := s.sessions[sessionKey(id)]; ok {
-		msg.page, msg.query = path, query
-		sess.flash = msg
+// the session of id opens next. Losing it loses words, not the action it
+// tells of: a failure is logged.
+func (s *sessionStore) setFlash(ctx context.Context, id, path string, query url.Values, msg flash) {
+	msg.Page, msg.Query = path, query.Encode()
+	b, err := json.Marshal(msg)
+	if err == nil {
+		err = s.eng.SetConsoleFlash(ctx, sessionKey(id), b)
+	}
+	if err != nil {
+		s.logger.Warn("console: the notice of a form's outcome could not be kept", "page", path, "err", err)
 	}
 }
 
 // takeFlash returns the session's notice if it is for the page at path
 // (with the redirect's query parameters, if it had some), and forgets it:
 // a reload does not show it again.
-func (s *sessionStore) takeFlash(id, path string, query url.Values) flash {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.sessions[sessionKey(id)]
-	if !ok || sess.flash.page != path || len(sess.flash.query) > 0 && !maps.EqualFunc(sess.flash.query, query, slices.Equal) {
+func (s *sessionStore) takeFlash(ctx context.Context, id, path string, query url.Values) flash {
+	b, err := s.eng.TakeConsoleFlash(ctx, sessionKey(id), path, query.Encode())
+	var msg flash
+	if err == nil && b != nil {
+		err = json.Unmarshal(b, &msg)
+	}
+	if err != nil {
+		s.logger.Warn("console: the notice of a form's outcome could not be read", "page", path, "err", err)
 		return flash{}
 	}
-	msg := sess.flash
-	sess.flash = flash{}
 	return msg
 }
 
 // setReloadPaused pauses or resumes the auto-reload of the session of
 // id's live pages.
-func (s *sessionStore) setReloadPaused(id string, paused bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sess, ok := s.sessions[sessionKey(id)]; ok {
-		sess.reloadPaused = paused
-	}
+func (s *sessionStore) setReloadPaused(ctx context.Context, id string, paused bool) error {
+	return s.eng.SetConsoleReloadPaused(ctx, sessionKey(id), paused)
 }
 
 // delete ends the session of id, if any.
-func (s *sessionStore) delete(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.sessions, sessionKey(id))
+func (s *sessionStore) delete(ctx context.Context, id string) error {
+	return s.eng.DeleteConsoleSession(ctx, sessionKey(id))
 }
 
-// sweepLocked drops expired sessions at most once a minute, so that
+// sweep drops expired sessions at most once a minute per replica, so that
 // abandoned sessions do not accumulate without a background goroutine.
-func (s *sessionStore) sweepLocked(now time.Time) {
-	if now.Sub(s.lastSweep) < sweepEvery {
+func (s *sessionStore) sweep(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	due := now.Sub(s.lastSweep) >= sweepEvery
+	if due {
+		s.lastSweep = now
+	}
+	s.mu.Unlock()
+	if !due {
 		return
 	}
-	s.lastSweep = now
-	for k, sess := range s.sessions {
-		if !now.Before(sess.expires) {
-			delete(s.sessions, k)
-		}
+	if _, err := s.eng.PurgeConsoleSessions(ctx, now); err != nil {
+		s.logger.Warn("console: expired sessions could not be purged; the next sign-in tries again", "err", err)
 	}
 }
 

@@ -732,3 +732,48 @@ func TestMissingInstancePagesMentionRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsAreEveryReplicas: console sessions live in the database. A
+// second console on it (another replica, or the first restarted) serves a
+// session the first opened, shows the notice of a form posted to the
+// first, keeps its paused reloads, and a sign-out on one ends the session
+// on both (evaluator QA: a restart signed everyone out, and replicas
+// behind a load balancer needed sticky routing).
+func TestSessionsAreEveryReplicas(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	first := signedIn(t, env.URL, "en", env.Operator)
+	secondURL, _ := ownConsole(t, env)
+	// The cookie jar keys cookies by host, not port: the same browser.
+	second := *first
+	second.base = secondURL
+	second.mustGet("/console/definitions", 200)
+
+	page := first.mustGet("/console/health", 200)
+	r := first.do("POST", "/console/preferences/reload", url.Values{"csrf": {csrfOf(t, page)}, "pause": {"1"}, "next": {"/console/health"}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/health" {
+		t.Fatalf("pause reloading: %d %q", r.status, r.header.Get("Location"))
+	}
+	shown := second.mustGet("/console/health", 200)
+	if got := text(shown, "flash"); !strings.HasPrefix(got, "Reloading paused") {
+		t.Errorf("the other replica shows the notice %q, want the pause's", got)
+	}
+	if n := shown.doc.Find(`meta[http-equiv=refresh]`).Length(); n != 0 {
+		t.Error("the other replica reloads a page its session paused")
+	}
+	if got := text(first.mustGet("/console/health", 200), "flash"); got != "" {
+		t.Errorf("the notice shown again on a reload: %q", got)
+	}
+	// The CSRF token is the session's, whichever replica gave the form.
+	u, _ := url.Parse(env.URL + "/console/")
+	kept := first.client.Jar.Cookies(u)
+	r = second.do("POST", "/console/sign-out", url.Values{"csrf": {csrfOf(t, page)}})
+	if r.header.Get("Location") != "/console/sign-in?signed-out=1" {
+		t.Fatalf("sign-out on the other replica: %d %q", r.status, r.header.Get("Location"))
+	}
+	// The session itself is gone, not only this browser's cookie.
+	first.client.Jar.SetCookies(u, kept)
+	if r := first.get("/console/definitions"); r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "ended=1") {
+		t.Errorf("after a sign-out on the other replica, its cookie presented to the first: %d %q, want the sign-in of an ended session", r.status, r.header.Get("Location"))
+	}
+}

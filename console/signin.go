@@ -48,13 +48,13 @@ func addressTokenNotice(ctx context.Context, signedIn bool) string {
 // signInPage shows the form. A browser that is already signed in goes on.
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if _, ok := c.sessions.get(ck.Value, c.now()); ok {
+		if _, ok, _ := c.sessions.get(r.Context(), ck.Value, c.now()); ok {
 			next := safeNext(r.URL.Query().Get("next"))
 			if addressToken(r) {
 				// Signed in, it goes on, but says so too (verifier QA).
 				// (This page has no session in its context: the cookie's.)
 				path, _, _ := strings.Cut(next, "?")
-				c.sessions.setFlash(ck.Value, path, nil, flash{Text: addressTokenNotice(r.Context(), true), Warning: true})
+				c.sessions.setFlash(r.Context(), ck.Value, path, nil, flash{Text: addressTokenNotice(r.Context(), true), Warning: true})
 			}
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
@@ -166,7 +166,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	// A fresh id on every sign-in: an id planted before sign-in is never
 	// promoted (no session fixation).
-	id, _ := c.sessions.create(p, auth.Hash(token), c.now())
+	id, err := c.sessions.create(ctx, auth.Hash(token), c.now())
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	http.SetCookie(w, cookie(r, sessionCookie, id, 0))
 	http.SetCookie(w, cookie(r, signInCookie, "", -1))
 	c.logger.Info("console: signed in", "name", p.Name, "role", p.Role)
@@ -179,7 +183,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 
 // signOut ends the session (its CSRF token was checked by requireSession).
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	c.sessions.delete(currentOf(r.Context()).id)
+	// Not said signed out while the session lives on (the cookie gone
+	// from this browser, but not the session from the database).
+	if err := c.sessions.delete(r.Context(), currentOf(r.Context()).id); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	http.SetCookie(w, cookie(r, sessionCookie, "", -1))
 	http.Redirect(w, r, basePath+"/sign-in?signed-out=1", http.StatusSeeOther)
 }

@@ -192,7 +192,11 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 		// The session went with it: the sign-in page says the revocation
 		// was done (console QA: it only said a session had ended, for one
 		// of five reasons).
-		c.sessions.delete(currentOf(ctx).id)
+		// The token is revoked: its sessions are over whatever the delete
+		// does (every request looks the token up).
+		if err := c.sessions.delete(ctx, currentOf(ctx).id); err != nil {
+			c.logger.Warn("console: a revoked token's session could not be deleted", "err", err)
+		}
 		http.SetCookie(w, cookie(r, sessionCookie, "", -1))
 		http.Redirect(w, r, basePath+"/sign-in?revoked=1", http.StatusSeeOther)
 		return

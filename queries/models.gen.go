@@ -50,6 +50,17 @@ type BulkAction struct {
 	Stopped      bool
 }
 
+type ConsoleSession struct {
+	Key          []byte
+	TokenHash    []byte
+	Csrf         string
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	EndsAt       time.Time
+	ReloadPaused bool
+	Flash        json.RawMessage
+}
+
 type Consumer struct {
 	ID        int64
 	Name      string
