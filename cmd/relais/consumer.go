@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/internal/apply"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/suggest"
 )
 
@@ -175,6 +176,11 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 			}
 			body := map[string]any{}
 			if *overlap != "" {
+				// Read here, it is refused as the flag the user typed
+				// (evaluator QA: "400 invalid_json" for --overlap 10m).
+				if _, err := isoduration.Parse(*overlap); err != nil {
+					return fmt.Errorf("--overlap: %w", err)
+				}
 				body["overlap"] = *overlap
 			}
 			var out struct {

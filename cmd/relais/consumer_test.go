@@ -122,6 +122,7 @@ func TestConsumerCommand(t *testing.T) {
 		{[]string{"create", "--grant", "k"}, "--name is missing: usage: relais consumer create"},
 		{[]string{"create", "--name", "x", "--grant", "k=one"}, `revisions are "all" or revision numbers`},
 		{[]string{"rotate", "abc"}, `"abc" is not a consumer id`},
+		{[]string{"rotate", "3", "--overlap", "10m"}, `--overlap: "10m": not an ISO-8601 duration`},
 		{[]string{"revoke"}, "usage: relais consumer revoke ID"},
 		{[]string{"grant", "1"}, "usage: relais consumer grant ID --grant"},
 		{[]string{"grnt"}, `did you mean "grant"?`},
