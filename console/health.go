@@ -177,7 +177,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 				row.Retrying = number(ctx, dh.Retrying)
 				row.RetryingHref = instanceFilter{RetryingAt: key}.href()
 				due := formatTime(ctx, *dh.RetryDue)
-				row.RetryingTitle, row.RetryingNote = T(ctx, "the soonest due %s", due.Text), T(ctx, "next attempt %s", due.Rel)
+				row.RetryingTitle, row.RetryingNote = T(ctx, "the soonest due %s", due.Text), nextAttempt(ctx, *dh.RetryDue)
 				row.Attention = true
 			}
 			var done, failed int64

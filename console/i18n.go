@@ -307,6 +307,15 @@ func listTimePtr(ctx context.Context, t *time.Time) timeView {
 	return listTime(ctx, *t)
 }
 
+// nextAttempt says when a waiting retry is due, how soon and at what time
+// ("next attempt in 29 min, at 15:20 UTC"): an on-call operator planning
+// around it reads the time, not only the countdown (QA: the time was in a
+// tooltip only).
+func nextAttempt(ctx context.Context, due time.Time) string {
+	rel, at := relative(ctx, due), clockTime(ctx, due)
+	return T(ctx, "next attempt %s, at %s", rel, at)
+}
+
 // clockTime is a short form of an instant for sentences: "15:20 UTC" on
 // the current day, "Dec 2, 15:20 UTC" on another.
 func clockTime(ctx context.Context, t time.Time) string {

@@ -284,7 +284,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 				if wr.ErrorCode != nil {
 					row.ErrorCode = *wr.ErrorCode
 				}
-				row.Waiting = T(ctx, "next attempt %s", formatTime(ctx, wr.Due).Rel)
+				row.Waiting = nextAttempt(ctx, wr.Due)
 			}
 			v.Rows = append(v.Rows, row)
 			ids[i] = in.ID.String()

@@ -41,17 +41,17 @@ func init() {
 var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s":                              385,
 	"%[1]s %[2]s, %[3]s %[4]s":                 386,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          384,
-	"%[1]s; %[2]s":                             383,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          383,
+	"%[1]s; %[2]s":                             382,
 	"%d (0 lowest, 9 highest)":                 567,
 	"%d attempts":                              576,
 	"%d attempts, retry after %s, priority %d": 768,
 	"%d breaking":                              292,
 	"%d changes":                               291,
-	"%d completed":                             377,
+	"%d completed":                             376,
 	"%d d":                                     393,
 	"%d days":                                  407,
-	"%d failed":                                378,
+	"%d failed":                                377,
 	"%d h":                                     392,
 	"%d held instances match now.":             79,
 	"%d hours":                                 408,
@@ -106,7 +106,7 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 702,
 	"%s; %s": 164,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 568,
-	"%s–%s":                         376,
+	"%s–%s":                         375,
 	"(%d characters in all)":        851,
 	"(%d handed back, not counted)": 577,
 	"(each item)":                   837,
@@ -140,7 +140,7 @@ var messageKeyToIndex = map[string]int{
 	"Action":          134,
 	"All actions":     151,
 	"All consumers":   681,
-	"All definitions": 369,
+	"All definitions": 368,
 	"All its tasks":   236,
 	"All processes":   472,
 	"All statuses":    476,
@@ -195,11 +195,11 @@ var messageKeyToIndex = map[string]int{
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 733,
 	"Compare":              265,
 	"Compare revisions":    261,
-	"Completed":            372,
+	"Completed":            371,
 	"Completed (%s).":      632,
 	"Completed, last hour": 358,
-	"Completions and failures per 5 minutes, last hour: %s":    370,
-	"Completions and failures per 5-minute slot, oldest first": 374,
+	"Completions and failures per 5 minutes, last hour: %s":    369,
+	"Completions and failures per 5-minute slot, oldest first": 373,
 	"Completions and failures, last hour":                      350,
 	"Connected":                                                860,
 	"Constraints":                                              246,
@@ -225,7 +225,7 @@ var messageKeyToIndex = map[string]int{
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 631,
 	"Definition":                           352,
 	"Definition %s":                        248,
-	"Definition %s has no occurrence yet.": 368,
+	"Definition %s has no occurrence yet.": 367,
 	"Definition %s has no revision %d.":    121,
 	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 120,
 	"Definitions":        181,
@@ -306,7 +306,7 @@ var messageKeyToIndex = map[string]int{
 	"Held instances":          354,
 	"ID":                      226,
 	"In flight":               859,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 371,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 370,
 	"Inputs": 271,
 	"Inputs an instance of this version is started with": 743,
 	"Inputs from":                741,
@@ -511,10 +511,10 @@ var messageKeyToIndex = map[string]int{
 	"Reserved by %s; lock until %s — %s.": 629,
 	"Reserved now":                        235,
 	"Resume":                              195,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         382,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 381,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             380,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            379,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         381,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 380,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             379,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            378,
 	"Retried by %s at %s — “%s”": 440,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
@@ -564,7 +564,7 @@ var messageKeyToIndex = map[string]int{
 	"Served by %d workers":                 880,
 	"Settled":                              423,
 	"Settlement date":                      666,
-	"Show all definitions":                 367,
+	"Show all definitions":                 366,
 	"Show times in":                        709,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 156,
 	"Sign in": 807,
@@ -573,7 +573,7 @@ var messageKeyToIndex = map[string]int{
 	"Signed in as %s (%s)": 187,
 	"Since revision %d:":   285,
 	"Skip to content":      173,
-	"Slot":                 375,
+	"Slot":                 374,
 	"Snapshotted":          280,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
@@ -613,7 +613,7 @@ var messageKeyToIndex = map[string]int{
 	"The call could not be prepared.":                                               609,
 	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 774,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 627,
-	"The chart’s numbers": 373,
+	"The chart’s numbers": 372,
 	"The confirmed count is missing: start again from the list.":                                                                                                        122,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       221,
 	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      710,
@@ -773,7 +773,7 @@ var messageKeyToIndex = map[string]int{
 	"cancelled":                                485,
 	"choice":                                   498,
 	"claimable since":                          691,
-	"claimable since %s":                       364,
+	"claimable since %s":                       363,
 	"classification changed":                   519,
 	"completed":                                483,
 	"constraint changed":                       520,
@@ -828,7 +828,7 @@ var messageKeyToIndex = map[string]int{
 	"list":                                500,
 	"lock until":                          693,
 	"long polling":                        868,
-	"long wait":                           365,
+	"long wait":                           364,
 	"masked value":                        321,
 	"maximum":                             527,
 	"maximum %s":                          843,
@@ -842,14 +842,14 @@ var messageKeyToIndex = map[string]int{
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 447,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       446,
 	"next attempt":                 690,
-	"next attempt %s":              363,
+	"next attempt %s, at %s":       384,
 	"no":                           513,
 	"no answer within the timeout": 654,
 	"no connection":                655,
 	"no grant: it takes nothing":   234,
 	"no header":                    326,
 	"no process version":           307,
-	"no worker":                    366,
+	"no worker":                    365,
 	"no worker takes revision %d":  872,
 	"no worker takes revisions %s": 873,
 	"no: the latest is version %d": 747,
@@ -1034,157 +1034,157 @@ var enIndex = []uint32{ // 890 elements
 	0x00004b66, 0x00004b71, 0x00004b76, 0x00004b85,
 	0x00004b8c, 0x00004ba3, 0x00004bb7, 0x00004bcc,
 	0x00004bde, 0x00004c01, 0x00004c4e, 0x00004c64,
-	0x00004c77, 0x00004c8d, 0x00004c97, 0x00004ca1,
-	0x00004cb6, 0x00004cde, 0x00004cee, 0x00004d27,
-	0x00004d7b, 0x00004d85, 0x00004d9b, 0x00004dd4,
-	0x00004dd9, 0x00004de7, 0x00004e10, 0x00004e33,
-	0x00004e86, 0x00004ec6, 0x00004f47, 0x00004fae,
+	0x00004c7a, 0x00004c84, 0x00004c8e, 0x00004ca3,
+	0x00004ccb, 0x00004cdb, 0x00004d14, 0x00004d68,
+	0x00004d72, 0x00004d88, 0x00004dc1, 0x00004dc6,
+	0x00004dd4, 0x00004dfd, 0x00004e20, 0x00004e73,
+	0x00004eb3, 0x00004f34, 0x00004f9b, 0x00004fa8,
 	// Entry 180 - 19F
-	0x00004fbb, 0x00004fdb, 0x00004fe7, 0x00005000,
-	0x00005009, 0x00005013, 0x0000501c, 0x00005024,
-	0x0000502e, 0x00005036, 0x0000503e, 0x00005042,
-	0x00005046, 0x0000504a, 0x0000504e, 0x00005052,
-	0x00005056, 0x0000505a, 0x0000505e, 0x00005062,
-	0x00005066, 0x0000506a, 0x0000506e, 0x00005078,
-	0x00005096, 0x000050b6, 0x000050da, 0x000050fe,
-	0x00005107, 0x0000511e, 0x00005126, 0x00005137,
+	0x00004fc8, 0x00004fe5, 0x00004ff1, 0x0000500a,
+	0x00005013, 0x0000501d, 0x00005026, 0x0000502e,
+	0x00005038, 0x00005040, 0x00005048, 0x0000504c,
+	0x00005050, 0x00005054, 0x00005058, 0x0000505c,
+	0x00005060, 0x00005064, 0x00005068, 0x0000506c,
+	0x00005070, 0x00005074, 0x00005078, 0x00005082,
+	0x000050a0, 0x000050c0, 0x000050e4, 0x00005108,
+	0x00005111, 0x00005128, 0x00005130, 0x00005141,
 	// Entry 1A0 - 1BF
-	0x0000513c, 0x00005181, 0x00005199, 0x0000519e,
-	0x000051a9, 0x000051af, 0x000051b9, 0x000051c1,
-	0x000051c9, 0x000051f3, 0x0000520d, 0x00005235,
-	0x00005265, 0x0000526b, 0x0000527a, 0x000052cd,
-	0x000052eb, 0x00005302, 0x000053b2, 0x000054d4,
-	0x00005593, 0x000056a4, 0x000056fb, 0x00005725,
-	0x00005751, 0x0000577b, 0x00005783, 0x00005789,
-	0x00005796, 0x000057a8, 0x000057b1, 0x000057f3,
+	0x00005146, 0x0000518b, 0x000051a3, 0x000051a8,
+	0x000051b3, 0x000051b9, 0x000051c3, 0x000051cb,
+	0x000051d3, 0x000051fd, 0x00005217, 0x0000523f,
+	0x0000526f, 0x00005275, 0x00005284, 0x000052d7,
+	0x000052f5, 0x0000530c, 0x000053bc, 0x000054de,
+	0x0000559d, 0x000056ae, 0x00005705, 0x0000572f,
+	0x0000575b, 0x00005785, 0x0000578d, 0x00005793,
+	0x000057a0, 0x000057b2, 0x000057bb, 0x000057fd,
 	// Entry 1C0 - 1DF
-	0x0000583d, 0x00005852, 0x00005884, 0x000058d0,
-	0x000058d9, 0x000058eb, 0x000058fa, 0x0000591c,
-	0x00005940, 0x0000598e, 0x00005a98, 0x00005ac3,
-	0x00005af7, 0x00005b05, 0x00005b30, 0x00005b42,
-	0x00005b46, 0x00005b5c, 0x00005b86, 0x00005bcf,
-	0x00005bef, 0x00005bf8, 0x00005c0a, 0x00005c2d,
-	0x00005cc8, 0x00005cd6, 0x00005ce5, 0x00005d3c,
-	0x00005d75, 0x00005d82, 0x00005dba, 0x00005e23,
+	0x00005847, 0x0000585c, 0x0000588e, 0x000058da,
+	0x000058e3, 0x000058f5, 0x00005904, 0x00005926,
+	0x0000594a, 0x00005998, 0x00005aa2, 0x00005acd,
+	0x00005b01, 0x00005b0f, 0x00005b3a, 0x00005b4c,
+	0x00005b50, 0x00005b66, 0x00005b90, 0x00005bd9,
+	0x00005bf9, 0x00005c02, 0x00005c14, 0x00005c37,
+	0x00005cd2, 0x00005ce0, 0x00005cef, 0x00005d46,
+	0x00005d7f, 0x00005d8c, 0x00005dc4, 0x00005e2d,
 	// Entry 1E0 - 1FF
-	0x00005e3f, 0x00005e49, 0x00005e52, 0x00005e5b,
-	0x00005e65, 0x00005e6c, 0x00005e76, 0x00005e7e,
-	0x00005e83, 0x00005e8b, 0x00005e94, 0x00005e9d,
-	0x00005eaa, 0x00005eaf, 0x00005eb7, 0x00005ebe,
-	0x00005ec6, 0x00005ecb, 0x00005ed9, 0x00005ee0,
-	0x00005ee7, 0x00005eec, 0x00005ef3, 0x00005efd,
-	0x00005f04, 0x00005f17, 0x00005f27, 0x00005f42,
-	0x00005f62, 0x00005f70, 0x00005f79, 0x00005f82,
+	0x00005e49, 0x00005e53, 0x00005e5c, 0x00005e65,
+	0x00005e6f, 0x00005e76, 0x00005e80, 0x00005e88,
+	0x00005e8d, 0x00005e95, 0x00005e9e, 0x00005ea7,
+	0x00005eb4, 0x00005eb9, 0x00005ec1, 0x00005ec8,
+	0x00005ed0, 0x00005ed5, 0x00005ee3, 0x00005eea,
+	0x00005ef1, 0x00005ef6, 0x00005efd, 0x00005f07,
+	0x00005f0e, 0x00005f21, 0x00005f31, 0x00005f4c,
+	0x00005f6c, 0x00005f7a, 0x00005f83, 0x00005f8c,
 	// Entry 200 - 21F
-	0x00005f8b, 0x00005f8f, 0x00005f92, 0x00005f9e,
-	0x00005fac, 0x00005fb9, 0x00005fca, 0x00005fd9,
-	0x00005ff0, 0x00006003, 0x00006013, 0x00006022,
-	0x00006031, 0x00006039, 0x00006040, 0x00006048,
-	0x00006050, 0x0000605e, 0x0000606c, 0x00006082,
-	0x00006097, 0x000060a8, 0x000060ae, 0x000060b5,
-	0x000060be, 0x000060da, 0x000060e3, 0x000060ed,
-	0x000060f6, 0x000060ff, 0x00006108, 0x0000611f,
+	0x00005f95, 0x00005f99, 0x00005f9c, 0x00005fa8,
+	0x00005fb6, 0x00005fc3, 0x00005fd4, 0x00005fe3,
+	0x00005ffa, 0x0000600d, 0x0000601d, 0x0000602c,
+	0x0000603b, 0x00006043, 0x0000604a, 0x00006052,
+	0x0000605a, 0x00006068, 0x00006076, 0x0000608c,
+	0x000060a1, 0x000060b2, 0x000060b8, 0x000060bf,
+	0x000060c8, 0x000060e4, 0x000060ed, 0x000060f7,
+	0x00006100, 0x00006109, 0x00006112, 0x00006129,
 	// Entry 220 - 23F
-	0x00006127, 0x00006135, 0x00006161, 0x0000616d,
-	0x0000617b, 0x000061c1, 0x000061cd, 0x000061d5,
-	0x00006200, 0x0000624b, 0x0000630d, 0x00006311,
-	0x00006337, 0x0000635f, 0x000063c2, 0x000063e1,
-	0x000063e6, 0x00006401, 0x00006412, 0x0000641e,
-	0x00006426, 0x00006458, 0x00006461, 0x0000646a,
-	0x00006486, 0x000064e7, 0x000064f4, 0x0000652b,
-	0x0000655a, 0x000065aa, 0x000065e5, 0x000065f3,
+	0x00006131, 0x0000613f, 0x0000616b, 0x00006177,
+	0x00006185, 0x000061cb, 0x000061d7, 0x000061df,
+	0x0000620a, 0x00006255, 0x00006317, 0x0000631b,
+	0x00006341, 0x00006369, 0x000063cc, 0x000063eb,
+	0x000063f0, 0x0000640b, 0x0000641c, 0x00006428,
+	0x00006430, 0x00006462, 0x0000646b, 0x00006474,
+	0x00006490, 0x000064f1, 0x000064fe, 0x00006535,
+	0x00006564, 0x000065b4, 0x000065ef, 0x000065fd,
 	// Entry 240 - 25F
-	0x0000661f, 0x00006645, 0x00006666, 0x00006671,
-	0x0000669f, 0x000066bc, 0x000066eb, 0x0000671d,
-	0x0000673b, 0x00006770, 0x0000678c, 0x000067ab,
-	0x00006806, 0x00006815, 0x00006822, 0x00006830,
-	0x0000683d, 0x00006846, 0x00006861, 0x00006891,
-	0x000068ac, 0x000068b6, 0x00006908, 0x000069c8,
-	0x00006a24, 0x00006aa2, 0x00006b18, 0x00006beb,
-	0x00006cae, 0x00006ce6, 0x00006d46, 0x00006d9d,
+	0x00006629, 0x0000664f, 0x00006670, 0x0000667b,
+	0x000066a9, 0x000066c6, 0x000066f5, 0x00006727,
+	0x00006745, 0x0000677a, 0x00006796, 0x000067b5,
+	0x00006810, 0x0000681f, 0x0000682c, 0x0000683a,
+	0x00006847, 0x00006850, 0x0000686b, 0x0000689b,
+	0x000068b6, 0x000068c0, 0x00006912, 0x000069d2,
+	0x00006a2e, 0x00006aac, 0x00006b22, 0x00006bf5,
+	0x00006cb8, 0x00006cf0, 0x00006d50, 0x00006da7,
 	// Entry 260 - 27F
-	0x00006dd7, 0x00006ee4, 0x00006f04, 0x00006f2a,
-	0x00006f54, 0x00006fc5, 0x00007002, 0x00007026,
-	0x000070ca, 0x000070ef, 0x0000711e, 0x0000717e,
-	0x000071d7, 0x00007231, 0x0000724b, 0x00007269,
-	0x0000729d, 0x000072dd, 0x00007307, 0x00007316,
-	0x000073e1, 0x00007412, 0x00007441, 0x00007454,
-	0x000074c9, 0x000074dc, 0x00007510, 0x00007561,
-	0x00007595, 0x000075a5, 0x000075ec, 0x00007619,
+	0x00006de1, 0x00006eee, 0x00006f0e, 0x00006f34,
+	0x00006f5e, 0x00006fcf, 0x0000700c, 0x00007030,
+	0x000070d4, 0x000070f9, 0x00007128, 0x00007188,
+	0x000071e1, 0x0000723b, 0x00007255, 0x00007273,
+	0x000072a7, 0x000072e7, 0x00007311, 0x00007320,
+	0x000073eb, 0x0000741c, 0x0000744b, 0x0000745e,
+	0x000074d3, 0x000074e6, 0x0000751a, 0x0000756b,
+	0x0000759f, 0x000075af, 0x000075f6, 0x00007623,
 	// Entry 280 - 29F
-	0x00007626, 0x00007636, 0x00007666, 0x000076a0,
-	0x000076c3, 0x0000773a, 0x000077bc, 0x00007841,
-	0x00007850, 0x000078a0, 0x00007900, 0x0000796c,
-	0x000079e3, 0x000079eb, 0x00007a03, 0x00007a20,
-	0x00007a2e, 0x00007a3f, 0x00007a47, 0x00007a52,
-	0x00007a93, 0x00007acb, 0x00007adf, 0x00007b35,
-	0x00007b5f, 0x00007b8f, 0x00007bca, 0x00007bda,
-	0x00007c19, 0x00007c2a, 0x00007c3c, 0x00007c48,
+	0x00007630, 0x00007640, 0x00007670, 0x000076aa,
+	0x000076cd, 0x00007744, 0x000077c6, 0x0000784b,
+	0x0000785a, 0x000078aa, 0x0000790a, 0x00007976,
+	0x000079ed, 0x000079f5, 0x00007a0d, 0x00007a2a,
+	0x00007a38, 0x00007a49, 0x00007a51, 0x00007a5c,
+	0x00007a9d, 0x00007ad5, 0x00007ae9, 0x00007b3f,
+	0x00007b69, 0x00007b99, 0x00007bd4, 0x00007be4,
+	0x00007c23, 0x00007c34, 0x00007c46, 0x00007c52,
 	// Entry 2A0 - 2BF
-	0x00007c59, 0x00007c73, 0x00007c7b, 0x00007c8c,
-	0x00007c92, 0x00007ca6, 0x00007cbe, 0x00007ce3,
-	0x00007ce7, 0x00007d07, 0x00007d15, 0x00007d28,
-	0x00007d66, 0x00007da3, 0x00007dcf, 0x00007e27,
-	0x00007e36, 0x00007e47, 0x00007e4f, 0x00007e5c,
-	0x00007e6c, 0x00007e83, 0x00007e8e, 0x00007e9d,
-	0x00007ea3, 0x00007eb1, 0x00007ebb, 0x00007ec6,
-	0x00007ed0, 0x00007ee3, 0x00007f08, 0x00007f33,
+	0x00007c63, 0x00007c7d, 0x00007c85, 0x00007c96,
+	0x00007c9c, 0x00007cb0, 0x00007cc8, 0x00007ced,
+	0x00007cf1, 0x00007d11, 0x00007d1f, 0x00007d32,
+	0x00007d70, 0x00007dad, 0x00007dd9, 0x00007e31,
+	0x00007e40, 0x00007e51, 0x00007e59, 0x00007e66,
+	0x00007e76, 0x00007e8d, 0x00007e98, 0x00007ea7,
+	0x00007ead, 0x00007ebb, 0x00007ec5, 0x00007ed0,
+	0x00007eda, 0x00007eed, 0x00007f12, 0x00007f3d,
 	// Entry 2C0 - 2DF
-	0x00007fc4, 0x00007fff, 0x0000801e, 0x0000805c,
-	0x00008093, 0x000080c1, 0x000080cf, 0x0000816e,
-	0x0000818c, 0x000082e3, 0x000082f1, 0x00008305,
-	0x00008326, 0x0000833a, 0x0000836a, 0x00008370,
-	0x00008384, 0x0000839c, 0x000083af, 0x000083ec,
-	0x0000845f, 0x000084ac, 0x000084bd, 0x000084d4,
-	0x000084f1, 0x000084ff, 0x0000853e, 0x0000854c,
-	0x00008557, 0x0000855d, 0x0000864f, 0x00008655,
+	0x00007fce, 0x00008009, 0x00008028, 0x00008066,
+	0x0000809d, 0x000080cb, 0x000080d9, 0x00008178,
+	0x00008196, 0x000082ed, 0x000082fb, 0x0000830f,
+	0x00008330, 0x00008344, 0x00008374, 0x0000837a,
+	0x0000838e, 0x000083a6, 0x000083b9, 0x000083f6,
+	0x00008469, 0x000084b6, 0x000084c7, 0x000084de,
+	0x000084fb, 0x00008509, 0x00008548, 0x00008556,
+	0x00008561, 0x00008567, 0x00008659, 0x0000865f,
 	// Entry 2E0 - 2FF
-	0x00008687, 0x0000868c, 0x0000869c, 0x000086a7,
-	0x000086b0, 0x000086c0, 0x000086cc, 0x00008700,
-	0x00008733, 0x0000874d, 0x00008754, 0x00008785,
-	0x000087a5, 0x000087b7, 0x000087c9, 0x0000886e,
-	0x00008884, 0x00008909, 0x00008983, 0x00008992,
-	0x00008a4c, 0x00008a9d, 0x00008aa2, 0x00008ab0,
-	0x00008ac0, 0x00008acc, 0x00008adc, 0x00008aea,
-	0x00008afa, 0x00008b04, 0x00008b27, 0x00008b40,
+	0x00008691, 0x00008696, 0x000086a6, 0x000086b1,
+	0x000086ba, 0x000086ca, 0x000086d6, 0x0000870a,
+	0x0000873d, 0x00008757, 0x0000875e, 0x0000878f,
+	0x000087af, 0x000087c1, 0x000087d3, 0x00008878,
+	0x0000888e, 0x00008913, 0x0000898d, 0x0000899c,
+	0x00008a56, 0x00008aa7, 0x00008aac, 0x00008aba,
+	0x00008aca, 0x00008ad6, 0x00008ae6, 0x00008af4,
+	0x00008b04, 0x00008b0e, 0x00008b31, 0x00008b4a,
 	// Entry 300 - 31F
-	0x00008b53, 0x00008bbf, 0x00008be5, 0x00008bf4,
-	0x00008c46, 0x00008c54, 0x00008c70, 0x00008cbe,
-	0x00008ccd, 0x00008ce3, 0x00008d37, 0x00008d69,
-	0x00008dc1, 0x00008dd7, 0x00008ea5, 0x00008ebc,
-	0x00008ef3, 0x00008f01, 0x00008f45, 0x00008f6a,
-	0x00008fe1, 0x00008ff7, 0x0000900e, 0x0000903c,
-	0x0000904f, 0x00009077, 0x000090fb, 0x00009102,
-	0x0000916a, 0x00009194, 0x000091c4, 0x00009319,
+	0x00008b5d, 0x00008bc9, 0x00008bef, 0x00008bfe,
+	0x00008c50, 0x00008c5e, 0x00008c7a, 0x00008cc8,
+	0x00008cd7, 0x00008ced, 0x00008d41, 0x00008d73,
+	0x00008dcb, 0x00008de1, 0x00008eaf, 0x00008ec6,
+	0x00008efd, 0x00008f0b, 0x00008f4f, 0x00008f74,
+	0x00008feb, 0x00009001, 0x00009018, 0x00009046,
+	0x00009059, 0x00009081, 0x00009105, 0x0000910c,
+	0x00009174, 0x0000919e, 0x000091ce, 0x00009323,
 	// Entry 320 - 33F
-	0x00009453, 0x000094f3, 0x000095ca, 0x000096a3,
-	0x000096b7, 0x00009712, 0x000097bd, 0x0000983f,
-	0x00009847, 0x00009882, 0x00009888, 0x0000991a,
-	0x000099b2, 0x000099de, 0x00009a09, 0x00009a57,
-	0x00009ac3, 0x00009b6a, 0x00009b85, 0x00009b8f,
-	0x00009b94, 0x00009b9e, 0x00009ba6, 0x00009bac,
-	0x00009bb4, 0x00009bc2, 0x00009bcc, 0x00009bd9,
-	0x00009bec, 0x00009c10, 0x00009c90, 0x00009ca1,
+	0x0000945d, 0x000094fd, 0x000095d4, 0x000096ad,
+	0x000096c1, 0x0000971c, 0x000097c7, 0x00009849,
+	0x00009851, 0x0000988c, 0x00009892, 0x00009924,
+	0x000099bc, 0x000099e8, 0x00009a13, 0x00009a61,
+	0x00009acd, 0x00009b74, 0x00009b8f, 0x00009b99,
+	0x00009b9e, 0x00009ba8, 0x00009bb0, 0x00009bb6,
+	0x00009bbe, 0x00009bcc, 0x00009bd6, 0x00009be3,
+	0x00009bf6, 0x00009c1a, 0x00009c9a, 0x00009cab,
 	// Entry 340 - 35F
-	0x00009ca9, 0x00009d1e, 0x00009d72, 0x00009dba,
-	0x00009dc9, 0x00009ddc, 0x00009de8, 0x00009e24,
-	0x00009e5e, 0x00009e6c, 0x00009e79, 0x00009e87,
-	0x00009e95, 0x00009ea3, 0x00009ed5, 0x00009f05,
-	0x00009f61, 0x00009f6e, 0x00009f8e, 0x00009f99,
-	0x00009fb3, 0x00009fb8, 0x00009fc9, 0x0000a04f,
-	0x0000a074, 0x0000a07b, 0x0000a084, 0x0000a097,
-	0x0000a0a1, 0x0000a0ab, 0x0000a0b5, 0x0000a0cd,
+	0x00009cb3, 0x00009d28, 0x00009d7c, 0x00009dc4,
+	0x00009dd3, 0x00009de6, 0x00009df2, 0x00009e2e,
+	0x00009e68, 0x00009e76, 0x00009e83, 0x00009e91,
+	0x00009e9f, 0x00009ead, 0x00009edf, 0x00009f0f,
+	0x00009f6b, 0x00009f78, 0x00009f98, 0x00009fa3,
+	0x00009fbd, 0x00009fc2, 0x00009fd3, 0x0000a059,
+	0x0000a07e, 0x0000a085, 0x0000a08e, 0x0000a0a1,
+	0x0000a0ab, 0x0000a0b5, 0x0000a0bf, 0x0000a0d7,
 	// Entry 360 - 37F
-	0x0000a0e3, 0x0000a0ef, 0x0000a111, 0x0000a13f,
-	0x0000a146, 0x0000a153, 0x0000a164, 0x0000a18b,
-	0x0000a19b, 0x0000a1ba, 0x0000a1da, 0x0000a2b2,
-	0x0000a393, 0x0000a3e7, 0x0000a437, 0x0000a497,
-	0x0000a4ea, 0x0000a522, 0x0000a55a, 0x0000a58b,
-	0x0000a5db, 0x0000a60f, 0x0000a62d, 0x0000a64c,
-	0x0000a66b, 0x0000a68b,
+	0x0000a0ed, 0x0000a0f9, 0x0000a11b, 0x0000a149,
+	0x0000a150, 0x0000a15d, 0x0000a16e, 0x0000a195,
+	0x0000a1a5, 0x0000a1c4, 0x0000a1e4, 0x0000a2bc,
+	0x0000a39d, 0x0000a3f1, 0x0000a441, 0x0000a4a1,
+	0x0000a4f4, 0x0000a52c, 0x0000a564, 0x0000a595,
+	0x0000a5e5, 0x0000a619, 0x0000a637, 0x0000a656,
+	0x0000a675, 0x0000a695,
 } // Size: 3584 bytes
 
-const enData string = "" + // Size: 42635 bytes
+const enData string = "" + // Size: 42645 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1479,354 +1479,355 @@ const enData string = "" + // Size: 42635 bytes
 	"tances\x02Failed\x02Oldest claimable waits\x02Waiting for a retry\x02Com" +
 	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
 	"yet.\x02As of %[1]s (%[2]s); recounted every few seconds, shown anew at " +
-	"each reload.\x02the soonest due %[1]s\x02next attempt %[1]s\x02claimable" +
-	" since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02Defini" +
-	"tion %[1]s has no occurrence yet.\x02All definitions\x02Completions and " +
-	"failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2" +
-	"]s. The table after the chart gives each 5-minute slot.\x02Completed\x02" +
-	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
-	"t first\x02Slot\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d comp" +
-	"leted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d fa" +
-	"iled\x00\x0d\x02%[1]d failed\x02Retention: ended instances are kept fore" +
-	"ver, another replica’s RELAIS_RETENTION.\x02Retention: ended instances a" +
-	"re kept forever (RELAIS_RETENTION).\x02Retention: ended instances are de" +
-	"leted with their occurrences %[1]s after they end, another replica’s lon" +
-	"ger RELAIS_RETENTION.\x02Retention: ended instances are deleted with the" +
-	"ir occurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
-	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
-	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
-	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
-	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
-	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
-	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
-	" acted on this instance.\x02Operator actions on this instance, newest fi" +
-	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
-	"labelled by process version %[1]d's contract\x02This process takes no in" +
-	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
-	"rator you may erase it now rather than wait for retention (a data subjec" +
-	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
-	"nstance is held at a failed node: an incident. It cannot be retried: its" +
-	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
-	"t be built), so it would fail the same way. Abandon fails the instance; " +
-	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
-	"his instance is held at a failed node: an incident. Retry offers the fai" +
-	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02Its occurrence at node " +
-	"%[1]s failed (%[2]s) and waits for its retry, due %[3]s (%[4]s): retry o" +
-	"ffers it now, its attempts left unchanged. Stopping cancels the instance" +
-	" and its open occurrences. Neither completes anything; each asks for a r" +
-	"eason, recorded in the audit log.\x02Stopping cancels the instance and i" +
-	"ts open occurrences. It does not complete anything.\x02Stopped by %[1]s " +
-	"at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed" +
-	" occurrence\x02Held for\x02never: retention keeps ended instances foreve" +
-	"r (RELAIS_RETENTION)\x02never: another replica’s RELAIS_RETENTION keeps " +
-	"ended instances forever\x02Deleted by retention\x02ended instances are k" +
-	"ept %[1]s (RELAIS_RETENTION)\x02ended instances are kept %[1]s, another " +
-	"replica’s longer RELAIS_RETENTION\x02End node\x02Abandoned at node\x02Fa" +
-	"iled at node\x02held, then stopped by an operator\x02held, then abandone" +
-	"d by an operator\x02A retry waits on a running instance only: choose the" +
-	" status running, or none.\x02The error code and “Held at a node of” filt" +
-	"er held and failed instances, by the code they stopped with and where; a" +
-	" running instance has neither: leave them out. The code a retry waits af" +
-	"ter is shown on each row, and External tasks filter waiting retries by i" +
-	"t.\x02The version must be a whole number from 1.\x02A version is a proce" +
-	"ss’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02any\x02exact, case-sensitiv" +
-	"e\x02Act on every instance this filter matches\x02The next page counts t" +
-	"hem and asks for a reason before anything changes.\x02Process instances," +
-	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
-	"ese filters.\x02A running instance has no error code yet: occurrences th" +
-	"at failed with it and wait for their retry are listed under External tas" +
-	"ks, filtered by that code.\x02All processes\x02Any definition\x02The occ" +
-	"urrences of %[1]s waiting for a retry, each with its error and its next " +
-	"attempt\x02The occurrences of %[1]s waiting for a retry after %[2]s\x02A" +
-	"ll statuses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s" +
-	"” is the status of an instance, not of a task: the Instances page list" +
-	"s the instances with it.\x02Unknown status “%[1]s”.\x02available\x02rese" +
-	"rved\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (sec" +
-	"ret)\x02pull (a worker fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No worker has reserved this occurrence yet.\x02in progress\x02Wh" +
-	"ole message\x02No worker ever reserved this occurrence: it ended before " +
-	"any attempt.\x02Destination\x02Replica\x02Relais has not called the dest" +
-	"ination yet.\x02Relais never called the destination: the occurrence ende" +
-	"d before any call.\x02Relais keeps the destination’s status code only wh" +
-	"en it refused the call (destination_http_NNN); a completed call answered" +
-	" 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry" +
-	" at %[2]s\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02R" +
-	"etry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its la" +
-	"st call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOU" +
-	"T cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s ma" +
-	"x_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02" +
-	"%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at most %[" +
-	"1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed bac" +
-	"k, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's co" +
-	"ntract\x02This contract has no inputs.\x02Outputs, labelled by revision " +
-	"%[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Why (recorded with the" +
-	" reveal)\x02Every admin reads it, and it is kept whatever the retention:" +
-	" write no customer data in it.\x02Available from\x02Next attempt\x02Last" +
-	" reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02E" +
-	"rror (the deadline passed after attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the worker marked this failure as not retryable" +
-	" (attempts left unused: %[1]d)\x02The destination’s answer could not be " +
-	"used: it must be one JSON object whose outputs member matches the revisi" +
-	"on’s outputs contract, and nothing after it. Its message says what was w" +
-	"rong.\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the failed occurrence’s attempts): the worker ans" +
-	"wered, and its answer must change, not its lock.\x02The last attempt’s l" +
-	"ock expired with no attempt left, after Relais refused its worker’s repo" +
-	"rt (%[1]s; see the attempts below): the worker answered, and its answer " +
-	"must change, not its lock.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The last attempt’s worker stream ended (its worker left o" +
-	"r was dropped) with no attempt left.\x02The deadline passed before the o" +
-	"ccurrence was completed: no attempt succeeded in time.\x02The result did" +
-	" not match the revision's outputs contract.\x02The answer to the call wa" +
-	"s lost (the connection broke after the request was sent, or Relais stopp" +
-	"ed or could not reach its database before recording it): whether the des" +
-	"tination acted is unknown, so Relais does not call it again by itself (a" +
-	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
-	"ination could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt ended without a result (its lock expired, or its wo" +
-	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path, and is h" +
-	"eld at a later node.\x02Its instance went on along the node’s error path" +
-	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
-	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
-	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
-	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
-	"worker held the task: its report is refused, but it may already have don" +
-	"e the work.\x02The instance was stopped during the call, which was abort" +
-	"ed: the destination may already have acted on the request (check there)." +
-	"\x02The instance was stopped while the task was deferred: a settlement b" +
-	"y id is refused, but the work it waited for may already be done.\x02%[1]" +
-	"s at %[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) b" +
-	"efore taking another.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s), before taking another.\x02Relais refused this " +
-	"attempt’s report at %[1]s (%[2]s): its worker answered, and the answer w" +
-	"as not taken.\x02Relais refused %[1]s reports of this attempt, the last " +
-	"at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02Message from the " +
-	"worker (its own words, protected values masked)\x02Message from Relais, " +
-	"quoting the destination’s answer\x02Message from Relais\x02An occurrence" +
-	" waiting for a retry is available: choose the status available, or none." +
-	"\x02Unknown value of the next attempt filter.\x02The revision must be a " +
-	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
-	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
-	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
-	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02Any\x02Waiting for a " +
-	"retry (due later)\x02All consumers\x02instance held here\x02Totals of de" +
-	"finition %[1]s, not narrowed by the other filters\x02Totals of all defin" +
-	"itions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are recounted every few seconds, shown anew at each reload.\x02" +
-	"revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimab" +
-	"le since\x02call in progress since\x02lock until\x02deferred since\x02Pa" +
-	"ges\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1" +
-	"]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02This address holds a parameter that cannot be " +
-	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
-	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
-	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
-	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
-	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
-	"imes in\x02The console runs no script, so it cannot read your computer’s" +
-	" time zone: choose a place, whose daylight saving time is followed, or a" +
-	" fixed offset from UTC.\x02Reload lists and detail pages\x02A reload emp" +
-	"ties what you typed but did not apply (filters, the search box) and move" +
-	"s the focus back to the top of the page: “Pause reloading”, on every pag" +
-	"e that reloads, stops it until you resume. Pages where you type a reason" +
-	" (confirmations, and occurrences with a value to reveal) never reload on" +
-	" their own, nor does a revealed value.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1" +
-	"]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[1]d sec" +
-	"onds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pause" +
-	"d: this page stays as it is until you resume.\x02Published process versi" +
-	"ons: their nodes, routes and pinned revisions, drawn, with where their o" +
-	"ccurrences are now.\x02Published process versions: their nodes, routes a" +
-	"nd pinned revisions, drawn.\x02Processes by key\x02Versions, newest firs" +
-	"t\x02No process is published yet.\x02version %[1]d\x02older versions, fr" +
-	"om version %[1]d (each links the one before)\x02Process %[1]s\x02Start n" +
-	"ode\x02Graph\x02Columns follow the longest path from the start node. Sol" +
-	"id arrows are successes (labelled with their route), dashed ones failure" +
-	"s (labelled with their error codes). Each box says how many of this vers" +
-	"ion’s occurrences are at that node now.\x02Nodes\x02Nodes of this versio" +
-	"n, with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
-	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
-	" starts with an empty object.\x02Inputs an instance of this version is s" +
-	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
-	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
-	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"each reload.\x02the soonest due %[1]s\x02claimable since %[1]s\x02long w" +
+	"ait\x02no worker\x02Show all definitions\x02Definition %[1]s has no occu" +
+	"rrence yet.\x02All definitions\x02Completions and failures per 5 minutes" +
+	", last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after th" +
+	"e chart gives each 5-minute slot.\x02Completed\x02The chart’s numbers" +
+	"\x02Completions and failures per 5-minute slot, oldest first\x02Slot\x02" +
+	"%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[" +
+	"1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1" +
+	"]d failed\x02Retention: ended instances are kept forever, another replic" +
+	"a’s RELAIS_RETENTION.\x02Retention: ended instances are kept forever (RE" +
+	"LAIS_RETENTION).\x02Retention: ended instances are deleted with their oc" +
+	"currences %[1]s after they end, another replica’s longer RELAIS_RETENTIO" +
+	"N.\x02Retention: ended instances are deleted with their occurrences %[1]" +
+	"s after they end (RELAIS_RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3" +
+	"]s, %[4]s %[5]s\x02next attempt %[1]s, at %[2]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
+	"ded. As an administrator you may erase it now rather than wait for reten" +
+	"tion (a data subject’s request): it is deleted with its occurrences and " +
+	"attempts.\x02This instance is held at a failed node: an incident. It can" +
+	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
+	"its inputs could not be built), so it would fail the same way. Abandon f" +
+	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
+	"the audit log.\x02This instance is held at a failed node: an incident. R" +
+	"etry offers the failed occurrence again; abandon fails the instance; sto" +
+	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Its " +
+	"occurrence at node %[1]s failed (%[2]s) and waits for its retry, due %[3" +
+	"]s (%[4]s): retry offers it now, its attempts left unchanged. Stopping c" +
+	"ancels the instance and its open occurrences. Neither completes anything" +
+	"; each asks for a reason, recorded in the audit log.\x02Stopping cancels" +
+	" the instance and its open occurrences. It does not complete anything." +
+	"\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02H" +
+	"eld at node\x02Failed occurrence\x02Held for\x02never: retention keeps e" +
+	"nded instances forever (RELAIS_RETENTION)\x02never: another replica’s RE" +
+	"LAIS_RETENTION keeps ended instances forever\x02Deleted by retention\x02" +
+	"ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instances are" +
+	" kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node\x02Ab" +
+	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
+	"\x02held, then abandoned by an operator\x02A retry waits on a running in" +
+	"stance only: choose the status running, or none.\x02The error code and “" +
+	"Held at a node of” filter held and failed instances, by the code they st" +
+	"opped with and where; a running instance has neither: leave them out. Th" +
+	"e code a retry waits after is shown on each row, and External tasks filt" +
+	"er waiting retries by it.\x02The version must be a whole number from 1." +
+	"\x02A version is a process’s: choose the process too.\x02Creation date" +
+	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02a" +
+	"ny\x02exact, case-sensitive\x02Act on every instance this filter matches" +
+	"\x02The next page counts them and asks for a reason before anything chan" +
+	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
+	"\x02No instance matches these filters.\x02A running instance has no erro" +
+	"r code yet: occurrences that failed with it and wait for their retry are" +
+	" listed under External tasks, filtered by that code.\x02All processes" +
+	"\x02Any definition\x02The occurrences of %[1]s waiting for a retry, each" +
+	" with its error and its next attempt\x02The occurrences of %[1]s waiting" +
+	" for a retry after %[2]s\x02All statuses\x02Unknown status “%[1]s” (did " +
+	"you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a ta" +
+	"sk: the Instances page lists the instances with it.\x02Unknown status “%" +
+	"[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02ca" +
+	"ncelled\x02running\x02held\x02expired\x02rejected\x02released\x02disconn" +
+	"ected\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
+	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden " +
+	"(sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Re" +
+	"lais calls the service)\x02administrator\x02operator\x02designer\x02cons" +
+	"umer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02req" +
+	"uired changed\x02values changed\x02classification changed\x02constraint " +
+	"changed\x02routing changed\x02minimum length\x02maximum length\x02patter" +
+	"n\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%" +
+	"[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Date" +
+	"s\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wo" +
+	"rker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02O" +
+	"utcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
+	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
+	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
+	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
+	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
+	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
+	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before the occurrence was completed: no attempt succeeded in time." +
+	"\x02The result did not match the revision's outputs contract.\x02The ans" +
+	"wer to the call was lost (the connection broke after the request was sen" +
+	"t, or Relais stopped or could not reach its database before recording it" +
+	"): whether the destination acted is unknown, so Relais does not call it " +
+	"again by itself (an operator’s retry does).\x02The call could not be pre" +
+	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
+	"wer was too large.\x02The last attempt ended without a result (its lock " +
+	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
+	"ts could not be built from the process’s bindings.\x02An operator abando" +
+	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
+	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
+	"get already spent): it is not run again.\x02The destination answered HTT" +
+	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
+	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
+	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
+	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
+	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
+	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
+	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
+	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
+	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
+	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
+	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
+	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
+	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
+	"[2]s): a worker of the same consumer, or a front end with a settle token" +
+	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
+	", waiting for an operator.\x02Its instance went on along the node’s erro" +
+	"r path, and is held at a later node.\x02Its instance went on along the n" +
+	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
+	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
+	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
+	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
+	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
+	"opped while the worker held the task: its report is refused, but it may " +
+	"already have done the work.\x02The instance was stopped during the call," +
+	" which was aborted: the destination may already have acted on the reques" +
+	"t (check there).\x02The instance was stopped while the task was deferred" +
+	": a settlement by id is refused, but the work it waited for may already " +
+	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
+	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
+	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
+	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
+	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
+	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
+	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
+	"essage from the worker (its own words, protected values masked)\x02Messa" +
+	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
+	"\x02An occurrence waiting for a retry is available: choose the status av" +
+	"ailable, or none.\x02Unknown value of the next attempt filter.\x02The re" +
+	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
+	"s: choose the definition too.\x02Settlement date\x02More filters: instan" +
+	"ce, revision, consumer, destination, dates\x02Push destination\x02its na" +
+	"me, exactly\x02instance id\x02Counts by status\x02Occurrences, newest fi" +
+	"rst\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Ne" +
+	"xt attempt or settled\x02No occurrence matches these filters.\x02Any\x02" +
+	"Waiting for a retry (due later)\x02All consumers\x02instance held here" +
+	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
+	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are recounted every few seconds, shown anew at " +
+	"each reload.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next at" +
+	"tempt\x02claimable since\x02call in progress since\x02lock until\x02defe" +
+	"rred since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %" +
+	"[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
+	"s: the first day comes after the last.\x02This address holds a parameter" +
+	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
+	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
+	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
+	"lid: go back to the first page.\x02These settings are kept in this brows" +
+	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
+	"ad your computer’s time zone: choose a place, whose daylight saving time" +
+	" is followed, or a fixed offset from UTC.\x02Reload lists and detail pag" +
+	"es\x02A reload empties what you typed but did not apply (filters, the se" +
+	"arch box) and moves the focus back to the top of the page: “Pause reload" +
+	"ing”, on every page that reloads, stops it until you resume. Pages where" +
+	" you type a reason (confirmations, and occurrences with a value to revea" +
+	"l) never reload on their own, nor does a revealed value.\x02Save setting" +
+	"s\x02Back without saving\x02UTC (coordinated universal time)\x02Local ti" +
+	"me in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never" +
+	"\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading resumed." +
+	"\x02Reloading paused: this page stays as it is until you resume.\x02Publ" +
+	"ished process versions: their nodes, routes and pinned revisions, drawn," +
+	" with where their occurrences are now.\x02Published process versions: th" +
+	"eir nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Ve" +
+	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
+	"\x02older versions, from version %[1]d (each links the one before)\x02Pr" +
+	"ocess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes). Each box says" +
+	" how many of this version’s occurrences are at that node now.\x02Nodes" +
+	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
+	"revision\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02" +
+	"No inputs: an instance starts with an empty object.\x02Inputs an instanc" +
+	"e of this version is started with\x02Instances of this version\x02Latest" +
+	"\x02yes: a start that names no version runs this one\x02no: the latest i" +
+	"s version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des).\x02Nodes of this version\x02This version has %[1]d nodes: too many" +
+	" to draw legibly (at most %[2]d). The table below lists every node with " +
+	"its routes and counts.\x02This version has %[1]d nodes: too many to draw" +
+	" legibly (at most %[2]d). The table below lists every node with its rout" +
+	"es.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
 	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
-	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
-	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
-	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
-	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
-	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
-	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
-	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every" +
-	" few seconds, shown anew at each reload.\x02Only administrators may reve" +
-	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
-	"corded with the reveal in the audit log.\x02Cannot reveal it here\x02Thi" +
-	"s replica lacks the data key the value was sealed with, so it cannot ope" +
-	"n it (nothing was recorded). Another replica may reveal it; ask your adm" +
-	"inistrator to start every replica with the same data keys.\x02Back to th" +
-	"e occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02This form was" +
-	" sent from another site: the console takes its forms from its own pages " +
-	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
-	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
-	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
-	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
-	"s its business key. A business key is found only whole and exactly as gi" +
-	"ven, capitals and accents included: a list shows a long one shortened, s" +
-	"o copy it from its instance’s page. An ended instance is deleted once th" +
-	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
-	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
-	"en in the address is not used: you are signed in already. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02A token" +
-	" in the address is not used: paste it in the field below. The address ha" +
-	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
-	"hers may read them, have the token revoked and use a new one.\x02You are" +
-	" signed out.\x02The token you signed in with is revoked, and you are sig" +
-	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
-	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
-	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
-	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
-	" in with an operator, designer or administrator token.\x02Token\x02The t" +
-	"oken is checked once and never stored in your browser; a session cookie " +
-	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
-	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
-	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
-	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
-	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
-	"perators) that are not revoked. Consumer tokens are managed with their c" +
-	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
-	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
-	") was revoked: its next request is refused.\x02routing output\x02each it" +
-	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
-	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
-	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
-	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
-	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
-	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
-	"bscribe workers to it, with their consumers granted it (a worker naming " +
-	"no revision takes those its consumer is granted; a process version pins " +
-	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
-	"em: subscribe workers to them, with their consumers granted them (a work" +
-	"er naming no revision takes those its consumer is granted; a process ver" +
-	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x02No process uses this definition yet: " +
-	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
-	"nition: Relais calls its destinations (push), and it needs no worker." +
-	"\x02No worker is connected for this definition; none of its occurrences " +
-	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
-	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02No retry can run: the deadline ends the occurrence before its ret" +
+	"ry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The " +
+	"call may last past the deadline, which cuts it short (deadline_exceeded)" +
+	".\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]" +
+	"s); recounted every few seconds, shown anew at each reload.\x02Only admi" +
+	"nistrators may reveal a sensitive value.\x02Say why you reveal this valu" +
+	"e: the reason is recorded with the reveal in the audit log.\x02Cannot re" +
+	"veal it here\x02This replica lacks the data key the value was sealed wit" +
+	"h, so it cannot open it (nothing was recorded). Another replica may reve" +
+	"al it; ask your administrator to start every replica with the same data " +
+	"keys.\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded " +
+	"in the audit log.\x02Cannot reveal\x02Only a value this page shows as hi" +
+	"dden (sensitive) can be revealed.\x02Secret values can never be revealed" +
+	".\x02Every sensitive value an administrator revealed: who, when, which f" +
+	"ield and why. The values themselves are never kept.\x02Reveals, newest f" +
+	"irst\x02No value was revealed.\x02none (revealed before reasons were ask" +
+	"ed for)\x02Method not allowed\x02This page does not accept that request." +
+	"\x02This form was sent from another site: the console takes its forms fr" +
+	"om its own pages only. Open the console and send it from there.\x02Searc" +
+	"h\x02Type an instance or occurrence id (a whole UUID, as the title of it" +
+	"s page shows it), or a business key.\x02Nothing to find: the search box " +
+	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
+	"nce has “%[1]s” as its business key. A business key is found only whole " +
+	"and exactly as given, capitals and accents included: a list shows a long" +
+	" one shortened, so copy it from its instance’s page. An ended instance i" +
+	"s deleted once the retention period (RELAIS_RETENTION) has passed, or at" +
+	" once when an administrator erases it.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key. An ended ins" +
+	"tance is deleted, with its occurrences and attempts, once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it; the audit log keeps the operator actions taken on it.\x02No in" +
+	"stance has “%[1]s” as its business key, and it is not a whole id: the li" +
+	"sts show the end of each id. Open the row, or copy its link, for the who" +
+	"le id.\x02A token in the address is not used: you are signed in already." +
+	" The address has put it in your browser’s history, and perhaps in a prox" +
+	"y’s logs: if others may read them, have the token revoked and use a new " +
+	"one.\x02A token in the address is not used: paste it in the field below." +
+	" The address has put it in your browser’s history, and perhaps in a prox" +
+	"y’s logs: if others may read them, have the token revoked and use a new " +
+	"one.\x02You are signed out.\x02The token you signed in with is revoked, " +
+	"and you are signed out: sign in with another one.\x02Your session had en" +
+	"ded (inactivity, a sign-out elsewhere, a revoked token or a restart of t" +
+	"he server), so your last action was not applied. Sign in again, then rep" +
+	"eat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a t" +
+	"oken revoked or expired, or a restart of the server). Sign in again.\x02" +
+	"Sign in\x02Sign in with an operator, designer or administrator token." +
+	"\x02Token\x02The token is checked once and never stored in your browser;" +
+	" a session cookie stands for it for up to 8 hours of inactivity, and 12 " +
+	"hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from" +
+	" your address. Try again in %[1]d second.\x00H\x02Too many failed sign-i" +
+	"ns from your address. Try again in %[1]d seconds.\x02Paste your token in" +
+	" the field: it is empty.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
+	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
+	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
+	"rators, designers, operators) that are not revoked. Consumer tokens are " +
+	"managed with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02every revision its consumer is granted: %[1]" +
+	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
+	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
+	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
+	"e every revision their consumer is granted.\x02They take every revision " +
+	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
+	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
+	"isions %[1]s only."
 
 var frIndex = []uint32{ // 890 elements
 	// Entry 0 - 1F
@@ -1932,157 +1933,157 @@ var frIndex = []uint32{ // 890 elements
 	0x00006382, 0x0000638e, 0x00006397, 0x000063ab,
 	0x000063b5, 0x000063dc, 0x00006402, 0x0000641e,
 	0x00006439, 0x00006469, 0x000064d9, 0x000064f9,
-	0x00006513, 0x0000652e, 0x0000653d, 0x0000654e,
-	0x0000656f, 0x000065a5, 0x000065bd, 0x00006604,
-	0x0000666f, 0x0000667a, 0x00006694, 0x000066de,
-	0x000066e6, 0x000066f4, 0x0000671e, 0x00006747,
-	0x000067c0, 0x00006819, 0x000068b7, 0x00006931,
+	0x00006514, 0x00006523, 0x00006534, 0x00006555,
+	0x0000658b, 0x000065a3, 0x000065ea, 0x00006655,
+	0x00006660, 0x0000667a, 0x000066c4, 0x000066cc,
+	0x000066da, 0x00006704, 0x0000672d, 0x000067a6,
+	0x000067ff, 0x0000689d, 0x00006917, 0x00006927,
 	// Entry 180 - 19F
-	0x00006941, 0x00006960, 0x0000696c, 0x00006985,
-	0x00006990, 0x0000699d, 0x000069ac, 0x000069b4,
-	0x000069be, 0x000069c6, 0x000069ce, 0x000069d4,
-	0x000069db, 0x000069e0, 0x000069e5, 0x000069e9,
-	0x000069ee, 0x000069f4, 0x000069fa, 0x00006a00,
-	0x00006a05, 0x00006a0a, 0x00006a10, 0x00006a1a,
-	0x00006a3a, 0x00006a5c, 0x00006a80, 0x00006aa6,
-	0x00006aaf, 0x00006acb, 0x00006ad4, 0x00006aec,
+	0x00006946, 0x0000696a, 0x00006976, 0x0000698f,
+	0x0000699a, 0x000069a7, 0x000069b6, 0x000069be,
+	0x000069c8, 0x000069d0, 0x000069d8, 0x000069de,
+	0x000069e5, 0x000069ea, 0x000069ef, 0x000069f3,
+	0x000069f8, 0x000069fe, 0x00006a04, 0x00006a0a,
+	0x00006a0f, 0x00006a14, 0x00006a1a, 0x00006a24,
+	0x00006a44, 0x00006a66, 0x00006a8a, 0x00006ab0,
+	0x00006ab9, 0x00006ad5, 0x00006ade, 0x00006af6,
 	// Entry 1A0 - 1BF
-	0x00006af5, 0x00006b49, 0x00006b69, 0x00006b6f,
-	0x00006b7a, 0x00006b80, 0x00006b8e, 0x00006b99,
-	0x00006ba7, 0x00006bda, 0x00006bfe, 0x00006c2d,
-	0x00006c76, 0x00006c7d, 0x00006c93, 0x00006d06,
-	0x00006d2c, 0x00006d46, 0x00006e2e, 0x00006fbd,
-	0x000070c4, 0x00007228, 0x00007278, 0x000072a9,
-	0x000072dc, 0x0000730b, 0x00007316, 0x0000731a,
-	0x0000732c, 0x00007341, 0x0000734f, 0x000073a9,
+	0x00006aff, 0x00006b53, 0x00006b73, 0x00006b79,
+	0x00006b84, 0x00006b8a, 0x00006b98, 0x00006ba3,
+	0x00006bb1, 0x00006be4, 0x00006c08, 0x00006c37,
+	0x00006c80, 0x00006c87, 0x00006c9d, 0x00006d10,
+	0x00006d36, 0x00006d50, 0x00006e38, 0x00006fc7,
+	0x000070ce, 0x00007232, 0x00007282, 0x000072b3,
+	0x000072e6, 0x00007315, 0x00007320, 0x00007324,
+	0x00007336, 0x0000734b, 0x00007359, 0x000073b3,
 	// Entry 1C0 - 1DF
-	0x0000740e, 0x0000742b, 0x0000746e, 0x000074d5,
-	0x000074e2, 0x000074f7, 0x0000750a, 0x00007535,
-	0x00007562, 0x000075d9, 0x0000776b, 0x000077a2,
-	0x000077ec, 0x000077fe, 0x00007836, 0x0000784d,
-	0x00007859, 0x00007870, 0x000078a4, 0x000078ee,
-	0x00007923, 0x0000792c, 0x00007943, 0x00007971,
-	0x00007a3c, 0x00007a4f, 0x00007a61, 0x00007ad3,
-	0x00007b1f, 0x00007b30, 0x00007b7c, 0x00007bf6,
+	0x00007418, 0x00007435, 0x00007478, 0x000074df,
+	0x000074ec, 0x00007501, 0x00007514, 0x0000753f,
+	0x0000756c, 0x000075e3, 0x00007775, 0x000077ac,
+	0x000077f6, 0x00007808, 0x00007840, 0x00007857,
+	0x00007863, 0x0000787a, 0x000078ae, 0x000078f8,
+	0x0000792d, 0x00007936, 0x0000794d, 0x0000797b,
+	0x00007a46, 0x00007a59, 0x00007a6b, 0x00007add,
+	0x00007b29, 0x00007b3a, 0x00007b86, 0x00007c00,
 	// Entry 1E0 - 1FF
-	0x00007c1a, 0x00007c25, 0x00007c30, 0x00007c3b,
-	0x00007c45, 0x00007c4f, 0x00007c58, 0x00007c61,
-	0x00007c6a, 0x00007c73, 0x00007c7c, 0x00007c83,
-	0x00007c91, 0x00007c97, 0x00007c9e, 0x00007ca5,
-	0x00007cae, 0x00007cb3, 0x00007cc1, 0x00007cc7,
-	0x00007ccd, 0x00007cd3, 0x00007cdb, 0x00007ce4,
-	0x00007ced, 0x00007d00, 0x00007d11, 0x00007d34,
-	0x00007d55, 0x00007d64, 0x00007d6f, 0x00007d7a,
+	0x00007c24, 0x00007c2f, 0x00007c3a, 0x00007c45,
+	0x00007c4f, 0x00007c59, 0x00007c62, 0x00007c6b,
+	0x00007c74, 0x00007c7d, 0x00007c86, 0x00007c8d,
+	0x00007c9b, 0x00007ca1, 0x00007ca8, 0x00007caf,
+	0x00007cb8, 0x00007cbd, 0x00007ccb, 0x00007cd1,
+	0x00007cd7, 0x00007cdd, 0x00007ce5, 0x00007cee,
+	0x00007cf7, 0x00007d0a, 0x00007d1b, 0x00007d3e,
+	0x00007d5f, 0x00007d6e, 0x00007d79, 0x00007d84,
 	// Entry 200 - 21F
-	0x00007d87, 0x00007d8b, 0x00007d8f, 0x00007d9d,
-	0x00007dab, 0x00007db9, 0x00007dd9, 0x00007dec,
-	0x00007e05, 0x00007e1a, 0x00007e2b, 0x00007e3d,
-	0x00007e4f, 0x00007e55, 0x00007e5c, 0x00007e64,
-	0x00007e6c, 0x00007e8a, 0x00007ea8, 0x00007ebf,
-	0x00007ed4, 0x00007ee5, 0x00007eeb, 0x00007f04,
-	0x00007f0f, 0x00007f43, 0x00007f50, 0x00007f6e,
-	0x00007f7c, 0x00007f85, 0x00007f8c, 0x00007fa7,
+	0x00007d91, 0x00007d95, 0x00007d99, 0x00007da7,
+	0x00007db5, 0x00007dc3, 0x00007de3, 0x00007df6,
+	0x00007e0f, 0x00007e24, 0x00007e35, 0x00007e47,
+	0x00007e59, 0x00007e5f, 0x00007e66, 0x00007e6e,
+	0x00007e76, 0x00007e94, 0x00007eb2, 0x00007ec9,
+	0x00007ede, 0x00007eef, 0x00007ef5, 0x00007f0e,
+	0x00007f19, 0x00007f4d, 0x00007f5a, 0x00007f78,
+	0x00007f86, 0x00007f8f, 0x00007f96, 0x00007fb1,
 	// Entry 220 - 23F
-	0x00007fb1, 0x00007fc4, 0x00007ffe, 0x00008007,
-	0x00008016, 0x0000807a, 0x00008086, 0x00008090,
-	0x000080c0, 0x0000811b, 0x00008202, 0x0000820d,
-	0x00008240, 0x0000827e, 0x000082f7, 0x0000831c,
-	0x00008321, 0x00008341, 0x0000835e, 0x0000837e,
-	0x00008393, 0x000083d4, 0x000083df, 0x000083e9,
-	0x00008412, 0x00008487, 0x00008498, 0x000084d5,
-	0x00008509, 0x0000856a, 0x000085b4, 0x000085c2,
+	0x00007fbb, 0x00007fce, 0x00008008, 0x00008011,
+	0x00008020, 0x00008084, 0x00008090, 0x0000809a,
+	0x000080ca, 0x00008125, 0x0000820c, 0x00008217,
+	0x0000824a, 0x00008288, 0x00008301, 0x00008326,
+	0x0000832b, 0x0000834b, 0x00008368, 0x00008388,
+	0x0000839d, 0x000083de, 0x000083e9, 0x000083f3,
+	0x0000841c, 0x00008491, 0x000084a2, 0x000084df,
+	0x00008513, 0x00008574, 0x000085be, 0x000085cc,
 	// Entry 240 - 25F
-	0x000085fe, 0x00008628, 0x0000866d, 0x00008695,
-	0x000086d4, 0x000086f5, 0x00008733, 0x00008773,
-	0x00008793, 0x000087d4, 0x000087fe, 0x00008825,
-	0x000088a8, 0x000088c0, 0x000088d4, 0x000088eb,
-	0x000088f9, 0x00008904, 0x00008927, 0x00008965,
-	0x00008984, 0x000089a0, 0x00008a0e, 0x00008ae0,
-	0x00008b3f, 0x00008bc4, 0x00008c41, 0x00008d55,
-	0x00008e58, 0x00008e9f, 0x00008f2c, 0x00008f9b,
+	0x00008608, 0x00008632, 0x00008677, 0x0000869f,
+	0x000086de, 0x000086ff, 0x0000873d, 0x0000877d,
+	0x0000879d, 0x000087de, 0x00008808, 0x0000882f,
+	0x000088b2, 0x000088ca, 0x000088de, 0x000088f5,
+	0x00008903, 0x0000890e, 0x00008931, 0x0000896f,
+	0x0000898e, 0x000089aa, 0x00008a18, 0x00008aea,
+	0x00008b49, 0x00008bce, 0x00008c4b, 0x00008d5f,
+	0x00008e62, 0x00008ea9, 0x00008f36, 0x00008fa5,
 	// Entry 260 - 27F
-	0x00008fe1, 0x0000912e, 0x00009156, 0x00009179,
-	0x000091b0, 0x00009241, 0x00009294, 0x000092bd,
-	0x0000939f, 0x000093c5, 0x0000940c, 0x00009490,
-	0x0000950b, 0x00009588, 0x000095b0, 0x000095d8,
-	0x0000961f, 0x00009669, 0x0000969c, 0x000096af,
-	0x000097b7, 0x000097e5, 0x00009821, 0x00009837,
-	0x000098cb, 0x000098de, 0x0000991b, 0x00009974,
-	0x000099b0, 0x000099c3, 0x00009a17, 0x00009a4c,
+	0x00008feb, 0x00009138, 0x00009160, 0x00009183,
+	0x000091ba, 0x0000924b, 0x0000929e, 0x000092c7,
+	0x000093a9, 0x000093cf, 0x00009416, 0x0000949a,
+	0x00009515, 0x00009592, 0x000095ba, 0x000095e2,
+	0x00009629, 0x00009673, 0x000096a6, 0x000096b9,
+	0x000097c1, 0x000097ef, 0x0000982b, 0x00009841,
+	0x000098d5, 0x000098e8, 0x00009925, 0x0000997e,
+	0x000099ba, 0x000099cd, 0x00009a21, 0x00009a56,
 	// Entry 280 - 29F
-	0x00009a5e, 0x00009a75, 0x00009ab4, 0x00009b06,
-	0x00009b32, 0x00009bcf, 0x00009c75, 0x00009d22,
-	0x00009d32, 0x00009d92, 0x00009e03, 0x00009e88,
-	0x00009f1d, 0x00009f28, 0x00009f45, 0x00009f64,
-	0x00009f75, 0x00009f8f, 0x00009f98, 0x00009fa2,
-	0x00009ff0, 0x0000a035, 0x0000a054, 0x0000a0d1,
-	0x0000a103, 0x0000a138, 0x0000a189, 0x0000a19a,
-	0x0000a1e4, 0x0000a1fa, 0x0000a20e, 0x0000a227,
+	0x00009a68, 0x00009a7f, 0x00009abe, 0x00009b10,
+	0x00009b3c, 0x00009bd9, 0x00009c7f, 0x00009d2c,
+	0x00009d3c, 0x00009d9c, 0x00009e0d, 0x00009e92,
+	0x00009f27, 0x00009f32, 0x00009f4f, 0x00009f6e,
+	0x00009f7f, 0x00009f99, 0x00009fa2, 0x00009fac,
+	0x00009ffa, 0x0000a03f, 0x0000a05e, 0x0000a0db,
+	0x0000a10d, 0x0000a142, 0x0000a193, 0x0000a1a4,
+	0x0000a1ee, 0x0000a204, 0x0000a218, 0x0000a231,
 	// Entry 2A0 - 2BF
-	0x0000a23d, 0x0000a267, 0x0000a26f, 0x0000a282,
-	0x0000a289, 0x0000a2a4, 0x0000a2c4, 0x0000a2f4,
-	0x0000a300, 0x0000a33a, 0x0000a351, 0x0000a367,
-	0x0000a39f, 0x0000a3da, 0x0000a406, 0x0000a489,
-	0x0000a49a, 0x0000a4b4, 0x0000a4bf, 0x0000a4d3,
-	0x0000a4e5, 0x0000a4fb, 0x0000a50d, 0x0000a51f,
-	0x0000a525, 0x0000a537, 0x0000a545, 0x0000a554,
-	0x0000a560, 0x0000a576, 0x0000a5a0, 0x0000a5d3,
+	0x0000a247, 0x0000a271, 0x0000a279, 0x0000a28c,
+	0x0000a293, 0x0000a2ae, 0x0000a2ce, 0x0000a2fe,
+	0x0000a30a, 0x0000a344, 0x0000a35b, 0x0000a371,
+	0x0000a3a9, 0x0000a3e4, 0x0000a410, 0x0000a493,
+	0x0000a4a4, 0x0000a4be, 0x0000a4c9, 0x0000a4dd,
+	0x0000a4ef, 0x0000a505, 0x0000a517, 0x0000a529,
+	0x0000a52f, 0x0000a541, 0x0000a54f, 0x0000a55e,
+	0x0000a56a, 0x0000a580, 0x0000a5aa, 0x0000a5dd,
 	// Entry 2C0 - 2DF
-	0x0000a67b, 0x0000a6cb, 0x0000a6f3, 0x0000a745,
-	0x0000a787, 0x0000a7c3, 0x0000a7da, 0x0000a8a4,
-	0x0000a8d1, 0x0000aa8b, 0x0000aaa5, 0x0000aabe,
-	0x0000aadf, 0x0000aaf6, 0x0000ab23, 0x0000ab2a,
-	0x0000ab44, 0x0000ab6a, 0x0000ab7f, 0x0000abd9,
-	0x0000ac6e, 0x0000acd1, 0x0000ace4, 0x0000ad0b,
-	0x0000ad33, 0x0000ad41, 0x0000ad95, 0x0000ada5,
-	0x0000adb6, 0x0000adbd, 0x0000aef3, 0x0000aefa,
+	0x0000a685, 0x0000a6d5, 0x0000a6fd, 0x0000a74f,
+	0x0000a791, 0x0000a7cd, 0x0000a7e4, 0x0000a8ae,
+	0x0000a8db, 0x0000aa95, 0x0000aaaf, 0x0000aac8,
+	0x0000aae9, 0x0000ab00, 0x0000ab2d, 0x0000ab34,
+	0x0000ab4e, 0x0000ab74, 0x0000ab89, 0x0000abe3,
+	0x0000ac78, 0x0000acdb, 0x0000acee, 0x0000ad15,
+	0x0000ad3d, 0x0000ad4b, 0x0000ad9f, 0x0000adaf,
+	0x0000adc0, 0x0000adc7, 0x0000aefd, 0x0000af04,
 	// Entry 2E0 - 2FF
-	0x0000af34, 0x0000af39, 0x0000af4e, 0x0000af62,
-	0x0000af74, 0x0000af8a, 0x0000af9a, 0x0000afd7,
-	0x0000b017, 0x0000b032, 0x0000b043, 0x0000b087,
-	0x0000b0a8, 0x0000b0ba, 0x0000b0cc, 0x0000b1a1,
-	0x0000b1b9, 0x0000b25a, 0x0000b2e9, 0x0000b2f9,
-	0x0000b3d3, 0x0000b495, 0x0000b49a, 0x0000b4aa,
-	0x0000b4b8, 0x0000b4c8, 0x0000b4d8, 0x0000b4e6,
-	0x0000b4f6, 0x0000b500, 0x0000b529, 0x0000b543,
+	0x0000af3e, 0x0000af43, 0x0000af58, 0x0000af6c,
+	0x0000af7e, 0x0000af94, 0x0000afa4, 0x0000afe1,
+	0x0000b021, 0x0000b03c, 0x0000b04d, 0x0000b091,
+	0x0000b0b2, 0x0000b0c4, 0x0000b0d6, 0x0000b1ab,
+	0x0000b1c3, 0x0000b264, 0x0000b2f3, 0x0000b303,
+	0x0000b3dd, 0x0000b49f, 0x0000b4a4, 0x0000b4b4,
+	0x0000b4c2, 0x0000b4d2, 0x0000b4e2, 0x0000b4f0,
+	0x0000b500, 0x0000b50a, 0x0000b533, 0x0000b54d,
 	// Entry 300 - 31F
-	0x0000b55e, 0x0000b5ec, 0x0000b62a, 0x0000b63b,
-	0x0000b6d2, 0x0000b6df, 0x0000b6fa, 0x0000b753,
-	0x0000b767, 0x0000b785, 0x0000b7ff, 0x0000b840,
-	0x0000b8b6, 0x0000b8d5, 0x0000b9eb, 0x0000ba04,
-	0x0000ba4a, 0x0000ba62, 0x0000bab5, 0x0000baf0,
-	0x0000bb88, 0x0000bbb4, 0x0000bbda, 0x0000bc0e,
-	0x0000bc26, 0x0000bc51, 0x0000bcfa, 0x0000bd04,
-	0x0000bd8c, 0x0000bdc1, 0x0000be02, 0x0000bf7e,
+	0x0000b568, 0x0000b5f6, 0x0000b634, 0x0000b645,
+	0x0000b6dc, 0x0000b6e9, 0x0000b704, 0x0000b75d,
+	0x0000b771, 0x0000b78f, 0x0000b809, 0x0000b84a,
+	0x0000b8c0, 0x0000b8df, 0x0000b9f5, 0x0000ba0e,
+	0x0000ba54, 0x0000ba6c, 0x0000babf, 0x0000bafa,
+	0x0000bb92, 0x0000bbbe, 0x0000bbe4, 0x0000bc18,
+	0x0000bc30, 0x0000bc5b, 0x0000bd04, 0x0000bd0e,
+	0x0000bd96, 0x0000bdcb, 0x0000be0c, 0x0000bf88,
 	// Entry 320 - 33F
-	0x0000c0fd, 0x0000c1d6, 0x0000c2eb, 0x0000c407,
-	0x0000c420, 0x0000c49c, 0x0000c565, 0x0000c5ee,
-	0x0000c5fb, 0x0000c64d, 0x0000c653, 0x0000c707,
-	0x0000c7b7, 0x0000c7e9, 0x0000c815, 0x0000c87e,
-	0x0000c925, 0x0000c9e7, 0x0000ca17, 0x0000ca24,
-	0x0000ca2a, 0x0000ca40, 0x0000ca4b, 0x0000ca52,
-	0x0000ca5d, 0x0000ca6b, 0x0000ca78, 0x0000ca86,
-	0x0000ca9f, 0x0000cacc, 0x0000cb75, 0x0000cb88,
+	0x0000c107, 0x0000c1e0, 0x0000c2f5, 0x0000c411,
+	0x0000c42a, 0x0000c4a6, 0x0000c56f, 0x0000c5f8,
+	0x0000c605, 0x0000c657, 0x0000c65d, 0x0000c711,
+	0x0000c7c1, 0x0000c7f3, 0x0000c81f, 0x0000c888,
+	0x0000c92f, 0x0000c9f1, 0x0000ca21, 0x0000ca2e,
+	0x0000ca34, 0x0000ca4a, 0x0000ca55, 0x0000ca5c,
+	0x0000ca67, 0x0000ca75, 0x0000ca82, 0x0000ca90,
+	0x0000caa9, 0x0000cad6, 0x0000cb7f, 0x0000cb92,
 	// Entry 340 - 35F
-	0x0000cb92, 0x0000cc21, 0x0000cc82, 0x0000ccde,
-	0x0000ccf0, 0x0000cd0a, 0x0000cd1d, 0x0000cd5b,
-	0x0000cd97, 0x0000cdb4, 0x0000cdc1, 0x0000cdcf,
-	0x0000cddd, 0x0000cded, 0x0000ce29, 0x0000ce63,
-	0x0000cee0, 0x0000ceeb, 0x0000cf15, 0x0000cf22,
-	0x0000cf3e, 0x0000cf42, 0x0000cf54, 0x0000d016,
-	0x0000d049, 0x0000d054, 0x0000d05e, 0x0000d073,
-	0x0000d07c, 0x0000d086, 0x0000d09b, 0x0000d0bf,
+	0x0000cb9c, 0x0000cc2b, 0x0000cc8c, 0x0000cce8,
+	0x0000ccfa, 0x0000cd14, 0x0000cd27, 0x0000cd65,
+	0x0000cda1, 0x0000cdbe, 0x0000cdcb, 0x0000cdd9,
+	0x0000cde7, 0x0000cdf7, 0x0000ce33, 0x0000ce6d,
+	0x0000ceea, 0x0000cef5, 0x0000cf1f, 0x0000cf2c,
+	0x0000cf48, 0x0000cf4c, 0x0000cf5e, 0x0000d020,
+	0x0000d053, 0x0000d05e, 0x0000d068, 0x0000d07d,
+	0x0000d086, 0x0000d090, 0x0000d0a5, 0x0000d0c9,
 	// Entry 360 - 37F
-	0x0000d0d9, 0x0000d0ee, 0x0000d11a, 0x0000d159,
-	0x0000d15e, 0x0000d173, 0x0000d185, 0x0000d1ba,
-	0x0000d1cb, 0x0000d1f8, 0x0000d227, 0x0000d349,
-	0x0000d46b, 0x0000d4e1, 0x0000d56c, 0x0000d5fb,
-	0x0000d662, 0x0000d6a4, 0x0000d6f6, 0x0000d73e,
-	0x0000d7b1, 0x0000d7f9, 0x0000d827, 0x0000d855,
-	0x0000d888, 0x0000d8bb,
+	0x0000d0e3, 0x0000d0f8, 0x0000d124, 0x0000d163,
+	0x0000d168, 0x0000d17d, 0x0000d18f, 0x0000d1c4,
+	0x0000d1d5, 0x0000d202, 0x0000d231, 0x0000d353,
+	0x0000d475, 0x0000d4eb, 0x0000d576, 0x0000d605,
+	0x0000d66c, 0x0000d6ae, 0x0000d700, 0x0000d748,
+	0x0000d7bb, 0x0000d803, 0x0000d831, 0x0000d85f,
+	0x0000d892, 0x0000d8c5,
 } // Size: 3584 bytes
 
-const frData string = "" + // Size: 55483 bytes
+const frData string = "" + // Size: 55493 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2455,26 +2456,26 @@ const frData string = "" + // Size: 55483 bytes
 	", dernière heure\x02En échec, dernière heure\x02Aucune définition n’a en" +
 	"core d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à quelques second" +
 	"es d’intervalle, affiché à nouveau à chaque rechargement.\x02la plus pro" +
-	"che prévue le %[1]s\x02prochaine tentative %[1]s\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02La définition %[1]s n’a pas encore d’occurrence.\x02Toutes les" +
-	" définitions\x02Réussites et échecs par tranche de 5\u00a0min, dernière " +
-	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
-	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Termin" +
-	"ées\x02Les chiffres du graphique\x02Réussites et échecs par tranche de " +
-	"5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"Rétention\u202f: les instances terminées sont conservées sans limite, se" +
-	"lon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: les in" +
-	"stances terminées sont conservées sans limite (RELAIS_RETENTION).\x02Rét" +
-	"ention\u202f: les instances terminées sont supprimées avec leurs occurre" +
-	"nces %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre rép" +
-	"lique.\x02Rétention\u202f: les instances terminées sont supprimées avec " +
-	"leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"che prévue le %[1]s\x02disponible depuis le %[1]s\x02attente longue\x02a" +
+	"ucun exécutant\x02Afficher toutes les définitions\x02La définition %[1]s" +
+	" n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussites et " +
+	"échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans l" +
+	"a dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique d" +
+	"onne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graph" +
+	"ique\x02Réussites et échecs par tranche de 5\u00a0min, les plus ancienne" +
+	"s d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d" +
+	" terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances t" +
+	"erminées sont conservées sans limite, selon le RELAIS_RETENTION d’une au" +
+	"tre réplique.\x02Rétention\u202f: les instances terminées sont conservée" +
+	"s sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances term" +
+	"inées sont supprimées avec leurs occurrences %[1]s après leur fin, le RE" +
+	"LAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les i" +
+	"nstances terminées sont supprimées avec leurs occurrences %[1]s après le" +
+	"ur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %" +
+	"[4]s %[5]s\x02prochaine tentative %[1]s, à %[2]s\x02%[1]s %[2]s\x02%[2]s" +
+	" %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]" +
+	"d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
 	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
 	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
 	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
@@ -2886,4 +2887,4 @@ const frData string = "" + // Size: 55483 bytes
 	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
 	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105286 bytes (102KiB); checksum: A53178A8
+	// Total table size 105306 bytes (102KiB); checksum: C5673FD4
