@@ -784,8 +784,10 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 
 // bulkGroup is one line of a bulk action's breakdown.
 type bulkGroup struct {
-	// Href lists the group's instances.
-	Process, ErrorCode, Count, Href string
+	// Href lists the group's instances; Label names the link for a screen
+	// reader, which lists links out of their table (the number shown in
+	// it).
+	Process, ErrorCode, Count, Href, Label string
 }
 
 // maxBulkGroups bounds the breakdown a bulk confirmation shows.
@@ -824,6 +826,13 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			}
 			if row.Href == "" {
 				row.Href = list.href()
+			}
+			// A number alone said nothing out of its row (a11y QA); the
+			// number last, as a count reads without a plural to agree.
+			process, code, n := row.Process, row.ErrorCode, row.Count
+			row.Label = T(ctx, "Instances of %s: %s", process, n)
+			if code != "" {
+				row.Label = T(ctx, "Instances of %s with error code %s: %s", process, code, n)
 			}
 			v.Groups = append(v.Groups, row)
 		}

@@ -1776,6 +1776,10 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 		if n := count(b.mustGet(href, 200), "occurrence-row"); n != want || !strings.Contains(href, "waiting_retry=true") {
 			t.Errorf("group link %s lists %d, want %d", href, n, want)
 		}
+		// Named with its group, not its number alone (a11y QA).
+		if label, _ := a.Attr("aria-label"); !strings.HasPrefix(label, "Instances of slow_scoring with error code SCORER_") || !strings.HasSuffix(label, ": "+collapse(a.Text())) {
+			t.Errorf("group link named %q", label)
+		}
 	})
 	// An error code on that list is refused at its own field, not at an
 	// empty one (a11y QA).

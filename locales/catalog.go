@@ -39,90 +39,90 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              385,
-	"%[1]s %[2]s, %[3]s %[4]s":                 386,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          383,
-	"%[1]s; %[2]s":                             382,
-	"%d (0 lowest, 9 highest)":                 567,
-	"%d attempts":                              576,
-	"%d attempts, retry after %s, priority %d": 768,
-	"%d breaking":                              292,
-	"%d changes":                               291,
-	"%d completed":                             376,
-	"%d d":                                     393,
-	"%d days":                                  407,
-	"%d failed":                                377,
-	"%d h":                                     392,
+	"%[1]s %[2]s":                              387,
+	"%[1]s %[2]s, %[3]s %[4]s":                 388,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          385,
+	"%[1]s; %[2]s":                             384,
+	"%d (0 lowest, 9 highest)":                 569,
+	"%d attempts":                              578,
+	"%d attempts, retry after %s, priority %d": 770,
+	"%d breaking":                              294,
+	"%d changes":                               293,
+	"%d completed":                             378,
+	"%d d":                                     395,
+	"%d days":                                  409,
+	"%d failed":                                379,
+	"%d h":                                     394,
 	"%d held instances match now.":             79,
-	"%d hours":                                 408,
-	"%d items":                                 849,
-	"%d left":                                  578,
-	"%d min":                                   391,
-	"%d minutes":                               409,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 111,
-	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               128,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              847,
-	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      124,
-	"%d ms": 411,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         756,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 755,
-	"%d occurrences": 685,
-	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       109,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 110,
-	"%d releases": 316,
+	"%d hours":                                 410,
+	"%d items":                                 851,
+	"%d left":                                  580,
+	"%d min":                                   393,
+	"%d minutes":                               411,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 113,
+	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               130,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              849,
+	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      126,
+	"%d ms": 413,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         758,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 757,
+	"%d occurrences": 687,
+	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       111,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 112,
+	"%d releases": 318,
 	"%d running instances are waiting for a retry.": 75,
 	"%d running instances match now.":               86,
 	"%d running or held instances match now.":       88,
-	"%d s":       390,
-	"%d seconds": 410,
-	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 129,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       130,
-	"%s (a fixed offset, no daylight saving time)":                                                           717,
-	"%s (deferred; settled by %s)":                                                                           643,
-	"%s (deferred; settled with its settle token)":                                                           641,
-	"%s (deferred; settled with its settle token, as %s)":                                                    642,
-	"%s (token #%d, %s)": 131,
-	"%s = %s":            762,
-	"%s ago":             388,
-	"%s at %s":           647,
-	"%s so far":          639,
-	"%s version %s":      308,
-	"%s versions %s":     309,
-	"%s ← %s":            761,
-	"%s → %s":            763,
-	"%s, %s: %s":         347,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             571,
-	"%s, cut to %s by the destination’s max_timeout":                       570,
-	"%s, multiplied by %s after each failure, up to %s":                    573,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 572,
-	"%s, revision %s":                         530,
-	"%s, version %s":                          531,
-	"%s: %s":                                  162,
-	"%s: %s → %s":                             299,
-	"%s: a date is written 2026-12-01.":       701,
-	"%s: every revision, present and future":  237,
-	"%s: revision %s":                         238,
-	"%s: revisions %s":                        239,
-	"%s: the first day comes after the last.": 702,
-	"%s; %s": 164,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 568,
-	"%s–%s":                         375,
-	"(%d characters in all)":        851,
-	"(%d handed back, not counted)": 577,
-	"(each item)":                   837,
-	"(in %s)":                       850,
-	"(worker %s)":                   626,
-	"0 seconds":                     406,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            814,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 615,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       349,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 712,
-	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        456,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             665,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           471,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 802,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   801,
-	"A version is a process’s: choose the process too.":                                                                                                                                                                    459,
+	"%d s":       392,
+	"%d seconds": 412,
+	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 131,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       132,
+	"%s (a fixed offset, no daylight saving time)":                                                           719,
+	"%s (deferred; settled by %s)":                                                                           645,
+	"%s (deferred; settled with its settle token)":                                                           643,
+	"%s (deferred; settled with its settle token, as %s)":                                                    644,
+	"%s (token #%d, %s)": 133,
+	"%s = %s":            764,
+	"%s ago":             390,
+	"%s at %s":           649,
+	"%s so far":          641,
+	"%s version %s":      310,
+	"%s versions %s":     311,
+	"%s ← %s":            763,
+	"%s → %s":            765,
+	"%s, %s: %s":         349,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             573,
+	"%s, cut to %s by the destination’s max_timeout":                       572,
+	"%s, multiplied by %s after each failure, up to %s":                    575,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 574,
+	"%s, revision %s":                         532,
+	"%s, version %s":                          533,
+	"%s: %s":                                  164,
+	"%s: %s → %s":                             301,
+	"%s: a date is written 2026-12-01.":       703,
+	"%s: every revision, present and future":  239,
+	"%s: revision %s":                         240,
+	"%s: revisions %s":                        241,
+	"%s: the first day comes after the last.": 704,
+	"%s; %s": 166,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 570,
+	"%s–%s":                         377,
+	"(%d characters in all)":        853,
+	"(%d handed back, not counted)": 579,
+	"(each item)":                   839,
+	"(in %s)":                       852,
+	"(worker %s)":                   628,
+	"0 seconds":                     408,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            816,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 617,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       351,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 714,
+	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        458,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             667,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           473,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 804,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   803,
+	"A version is a process’s: choose the process too.":                                                                                                                                                                    461,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
 	"Abandon every held instance this filter matches":                81,
@@ -130,459 +130,461 @@ var messageKeyToIndex = map[string]int{
 	"Abandon process instance %s":                                    24,
 	"Abandon the instance":                                           27,
 	"Abandon this instance? It fails with the error code abandoned.": 25,
-	"Abandoned at node":                                              452,
-	"Abandoned by %s at %s — “%s”":                                   439,
+	"Abandoned at node":                                              454,
+	"Abandoned by %s at %s — “%s”":                                   441,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.":         55,
 	"Abandoning applies to held instances, and this filter keeps running instances whose retry waits.": 64,
 	"Abandoning applies to held instances, not %s ones.":                                               67,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 465,
-	"Action":          134,
-	"All actions":     151,
-	"All consumers":   681,
-	"All definitions": 368,
-	"All its tasks":   236,
-	"All processes":   472,
-	"All statuses":    476,
-	"All workers":     864,
+	"Act on every instance this filter matches": 467,
+	"Action":          136,
+	"All actions":     153,
+	"All consumers":   683,
+	"All definitions": 370,
+	"All its tasks":   238,
+	"All processes":   474,
+	"All statuses":    478,
+	"All workers":     866,
 	"An error code is matched exactly, capitals included.":                                  92,
-	"An occurrence waiting for a retry is available: choose the status available, or none.": 662,
-	"An operator abandoned the instance.":                                                   614,
-	"Any":                                                                                   679,
-	"Any definition":                                                                        473,
-	"Apply filters":                                                                         148,
-	"Apr":                                                                                   397,
-	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 361,
-	"Attempts":                         535,
-	"Audit log":                        141,
-	"Aug":                              401,
-	"Available from":                   588,
-	"Back to definitions":              204,
-	"Back to external tasks":           202,
-	"Back to sign-in":                  203,
-	"Back to the form":                 212,
+	"An occurrence waiting for a retry is available: choose the status available, or none.": 664,
+	"An operator abandoned the instance.":                                                   616,
+	"Any":                                                                                   681,
+	"Any definition":                                                                        475,
+	"Apply filters":                                                                         150,
+	"Apr":                                                                                   399,
+	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 363,
+	"Attempts":                         537,
+	"Audit log":                        143,
+	"Aug":                              403,
+	"Available from":                   590,
+	"Back to definitions":              206,
+	"Back to external tasks":           204,
+	"Back to sign-in":                  205,
+	"Back to the form":                 214,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           782,
-	"Back without saving":              714,
-	"Breaks processes":                 268,
-	"Breaks workers":                   269,
-	"Bulk %s applied to %d instances.": 126,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  168,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 167,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      166,
-	"Bulk %s by %s, started %s: applied to every instance counted (%d). It ended %s.":                                                                                    165,
-	"Bulk action":                     138,
+	"Back to the occurrence":           784,
+	"Back without saving":              716,
+	"Breaks processes":                 270,
+	"Breaks workers":                   271,
+	"Bulk %s applied to %d instances.": 128,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  170,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 169,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      168,
+	"Bulk %s by %s, started %s: applied to every instance counted (%d). It ended %s.":                                                                                    167,
+	"Bulk action":                     140,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    569,
-	"Calls":                           327,
-	"Calls signed (Relais-Signature)": 329,
-	"Camunda 7 facade":                869,
-	"Cancelled: the instance was stopped (%s).":               638,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 637,
-	"Cannot act on this filter":                               112,
+	"Call timeout":                    571,
+	"Calls":                           329,
+	"Calls signed (Relais-Signature)": 331,
+	"Camunda 7 facade":                871,
+	"Cancelled: the instance was stopped (%s).":               640,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 639,
+	"Cannot act on this filter":                               114,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           784,
-	"Cannot reveal it here":                                   780,
-	"Change":                                                  266,
-	"Changes between the two revisions":                       278,
-	"Changes of the Working copy since revision %d":           287,
-	"Choose two existing revisions to compare.":               288,
-	"Classification":                                          245,
-	"Clear filters":                                           149,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            750,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 733,
-	"Compare":              265,
-	"Compare revisions":    261,
-	"Completed":            371,
-	"Completed (%s).":      632,
-	"Completed, last hour": 358,
-	"Completions and failures per 5 minutes, last hour: %s":    369,
-	"Completions and failures per 5-minute slot, oldest first": 373,
-	"Completions and failures, last hour":                      350,
-	"Connected":                                                860,
-	"Constraints":                                              246,
-	"Consumer":                                                 537,
-	"Consumer and worker":                                      676,
-	"Consumers":                                                183,
-	"Consumers, oldest first":                                  225,
-	"Counting the occurrences; the counts appear when you reload the page.":         240,
-	"Counts are unavailable right now.":                                             241,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 777,
-	"Counts by status": 671,
-	"Created":          422,
-	"Created before":   161,
+	"Cannot reveal":                                           786,
+	"Cannot reveal it here":                                   782,
+	"Change":                                                  268,
+	"Changes between the two revisions":                       280,
+	"Changes of the Working copy since revision %d":           289,
+	"Choose two existing revisions to compare.":               290,
+	"Classification":                                          247,
+	"Clear filters":                                           151,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            752,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 735,
+	"Compare":              267,
+	"Compare revisions":    263,
+	"Completed":            373,
+	"Completed (%s).":      634,
+	"Completed, last hour": 360,
+	"Completions and failures per 5 minutes, last hour: %s":    371,
+	"Completions and failures per 5-minute slot, oldest first": 375,
+	"Completions and failures, last hour":                      352,
+	"Connected":                                                862,
+	"Constraints":                                              248,
+	"Consumer":                                                 539,
+	"Consumer and worker":                                      678,
+	"Consumers":                                                185,
+	"Consumers, oldest first":                                  227,
+	"Counting the occurrences; the counts appear when you reload the page.":         242,
+	"Counts are unavailable right now.":                                             243,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 779,
+	"Counts by status": 673,
+	"Created":          424,
+	"Created before":   163,
 	"Created from":     102,
-	"Created on":       229,
-	"Created since":    160,
+	"Created on":       231,
+	"Created since":    162,
 	"Created to":       103,
-	"Creation date":    460,
-	"Dates":            533,
-	"Deadline":         565,
-	"Dec":              405,
-	"Deferred":         592,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 631,
-	"Definition":                           352,
-	"Definition %s":                        248,
-	"Definition %s has no occurrence yet.": 367,
-	"Definition %s has no revision %d.":    121,
-	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 120,
-	"Definitions":        181,
-	"Definitions by key": 311,
-	"Definitions served": 858,
-	"Definitions, those needing attention first": 351,
-	"Deleted by retention":                       448,
-	"Description":                                247,
-	"Destination":                                549,
-	"Destinations":                               184,
-	"Destinations by name":                       320,
-	"Destination’s answer":                       542,
-	"Detail":                                     267,
-	"Did you mean “%s”?":                         115,
-	"Digest":                                     281,
-	"Display settings":                           189,
-	"Display settings saved.":                    720,
-	"Display settings: ":                         190,
-	"Duration":                                   541,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting for a retry until its next attempt is due.": 348,
+	"Creation date":    462,
+	"Dates":            535,
+	"Deadline":         567,
+	"Dec":              407,
+	"Deferred":         594,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 633,
+	"Definition":                           354,
+	"Definition %s":                        250,
+	"Definition %s has no occurrence yet.": 369,
+	"Definition %s has no revision %d.":    123,
+	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 122,
+	"Definitions":        183,
+	"Definitions by key": 313,
+	"Definitions served": 860,
+	"Definitions, those needing attention first": 353,
+	"Deleted by retention":                       450,
+	"Description":                                249,
+	"Destination":                                551,
+	"Destinations":                               186,
+	"Destinations by name":                       322,
+	"Destination’s answer":                       544,
+	"Detail":                                     269,
+	"Did you mean “%s”?":                         117,
+	"Digest":                                     283,
+	"Display settings":                           191,
+	"Display settings saved.":                    722,
+	"Display settings: ":                         192,
+	"Duration":                                   543,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting for a retry until its next attempt is due.": 350,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          688,
-	"End node":                  451,
-	"End node or error":         469,
-	"Ended":                     442,
-	"Erase process instance %s": 332,
-	"Erase the instance":        335,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 333,
-	"Erase this instance…": 432,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 337,
-	"Error":                      675,
-	"Error (before any attempt)": 595,
-	"Error (the deadline passed after attempt %d)": 594,
+	"Earlier attempt:":          690,
+	"End node":                  453,
+	"End node or error":         471,
+	"Ended":                     444,
+	"Erase process instance %s": 334,
+	"Erase the instance":        337,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 335,
+	"Erase this instance…": 434,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 339,
+	"Error":                      677,
+	"Error (before any attempt)": 597,
+	"Error (the deadline passed after attempt %d)": 596,
 	"Error code":       99,
-	"Error message":    544,
-	"Error: %s · %s":   170,
-	"Every %d seconds": 719,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 587,
-	"Every attempt, oldest first": 536,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 142,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  787,
-	"Expired token":                        824,
-	"Expires":                              821,
-	"External tasks":                       176,
-	"Failed":                               355,
-	"Failed (%s).":                         636,
-	"Failed at node":                       453,
-	"Failed occurrence":                    444,
-	"Failed, last hour":                    359,
-	"Feb":                                  395,
-	"Field":                                242,
+	"Error message":    546,
+	"Error: %s · %s":   172,
+	"Every %d seconds": 721,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 589,
+	"Every attempt, oldest first": 538,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 144,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  789,
+	"Expired token":                        826,
+	"Expires":                              823,
+	"External tasks":                       178,
+	"Failed":                               357,
+	"Failed (%s).":                         638,
+	"Failed at node":                       455,
+	"Failed occurrence":                    446,
+	"Failed, last hour":                    361,
+	"Feb":                                  397,
+	"Field":                                244,
 	"Filter":                               68,
-	"Filter: %s.":                          158,
-	"Filters":                              143,
-	"Find":                                 180,
-	"Find an instance or occurrence":       178,
-	"Finished":                             540,
-	"First page":                           698,
+	"Filter: %s.":                          160,
+	"Filters":                              145,
+	"Find":                                 182,
+	"Find an instance or occurrence":       180,
+	"Finished":                             542,
+	"First page":                           700,
 	"Follow it in the audit log (new tab)": 72,
-	"Form not received":                    215,
-	"Form refused":                         210,
-	"Form too large":                       213,
-	"From revision":                        263,
-	"From revision %d to revision %d:":     289,
+	"Form not received":                    217,
+	"Form refused":                         212,
+	"Form too large":                       215,
+	"From revision":                        265,
+	"From revision %d to revision %d:":     291,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
-	"Grants":                  228,
-	"Graph":                   732,
-	"Graph of %s":             754,
-	"HTTP 2xx, unusable body": 653,
-	"Headers sent":            323,
-	"Health":                  175,
+	"Grants":                  230,
+	"Graph":                   734,
+	"Graph of %s":             756,
+	"HTTP 2xx, unusable body": 655,
+	"Headers sent":            325,
+	"Health":                  177,
 	"Held at a node of":       100,
-	"Held at node":            443,
-	"Held for":                445,
-	"Held instances":          354,
-	"ID":                      226,
-	"In flight":               859,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 370,
-	"Inputs": 271,
-	"Inputs an instance of this version is started with": 743,
-	"Inputs from":                741,
-	"Inputs of revision %d":      282,
-	"Inputs of the working copy": 273,
-	"Inputs the instance was started with, labelled by process version %d's contract": 430,
-	"Inputs, labelled by revision %d's contract":                                      579,
-	"Instance":                  468,
-	"Instances":                 107,
-	"Instances of this version": 744,
-	"Invalid request":           200,
-	"It takes every revision its consumer is granted.":     882,
-	"It takes every revision its consumer is granted: %s.": 881,
-	"It takes revision %d only.":                           885,
-	"It takes revisions %s only.":                          887,
-	"Its calls":                                            328,
+	"Held at node":            445,
+	"Held for":                447,
+	"Held instances":          356,
+	"ID":                      228,
+	"In flight":               861,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 372,
+	"Inputs": 273,
+	"Inputs an instance of this version is started with": 745,
+	"Inputs from":                743,
+	"Inputs of revision %d":      284,
+	"Inputs of the working copy": 275,
+	"Inputs the instance was started with, labelled by process version %d's contract": 432,
+	"Inputs, labelled by revision %d's contract":                                      581,
+	"Instance":                               470,
+	"Instances":                              107,
+	"Instances of %s with error code %s: %s": 110,
+	"Instances of %s: %s":                    109,
+	"Instances of this version":              746,
+	"Invalid request":                        202,
+	"It takes every revision its consumer is granted.":     884,
+	"It takes every revision its consumer is granted: %s.": 883,
+	"It takes revision %d only.":                           887,
+	"It takes revisions %s only.":                          889,
+	"Its calls":                                            330,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 334,
-	"Its instance is held here, waiting for an operator.":                            633,
-	"Its instance went on along the node’s error path, and is held at a later node.": 634,
-	"Its instance went on along the node’s error path.":                              635,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 336,
+	"Its instance is held here, waiting for an operator.":                            635,
+	"Its instance went on along the node’s error path, and is held at a later node.": 636,
+	"Its instance went on along the node’s error path.":                              637,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      829,
-	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 436,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      831,
+	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 438,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     394,
-	"Jul":                     400,
-	"Jun":                     399,
-	"Keep it":                 831,
+	"Jan":                     396,
+	"Jul":                     402,
+	"Jun":                     401,
+	"Keep it":                 833,
 	"Keep it held":            16,
 	"Keep it running":         15,
-	"Keep the instance":       330,
-	"Key":                     312,
-	"Kind":                    736,
-	"Language":                172,
-	"Last changed":            325,
-	"Last error (attempt %d)": 593,
-	"Last reserved":           590,
-	"Last saved":              252,
-	"Last seen":               861,
-	"Last used":               820,
-	"Latest":                  745,
-	"Latest revision":         313,
-	"Lists every change from one revision to another, and whom it may break.": 262,
-	"Local time in %s": 716,
-	"Lock expired %s — waiting to be offered again.": 623,
-	"Lock expires":    591,
-	"Longest timeout": 324,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 290,
-	"Main navigation":     174,
-	"Mar":                 396,
-	"Maximum attempts":    561,
-	"May":                 398,
-	"Message":             673,
-	"Message from Relais": 661,
-	"Message from Relais, quoting the destination’s answer":            660,
-	"Message from the worker (its own words, protected values masked)": 659,
-	"Method not allowed": 791,
-	"Mode":               559,
-	"More filters: instance, revision, consumer, destination, dates": 667,
-	"Name":                    227,
-	"Never":                   718,
-	"Next attempt":            589,
-	"Next attempt or settled": 677,
-	"Next node":               421,
-	"Next page":               697,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 155,
-	"No consumer yet.":                                    222,
-	"No definition has occurrences yet.":                  360,
-	"No definition has the key “%s”.":                     118,
-	"No definition yet.":                                  315,
-	"No destination yet.":                                 317,
-	"No inputs.":                                          272,
-	"No inputs: an instance starts with an empty object.": 742,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    800,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 798,
-	"No instance matches these filters.": 470,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 799,
-	"No live worker takes %s now (Workers page).":                                               617,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 618,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           619,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          620,
-	"No more consumers.":                                   223,
-	"No more destinations.":                                318,
-	"No occurrence matches these filters.":                 678,
-	"No operator action matches.":                          150,
-	"No operator has acted on this instance.":              426,
-	"No outputs yet: the occurrence has not completed.":    582,
-	"No outputs.":                                          275,
-	"No outputs: the occurrence ended without completing.": 584,
-	"No process has the key “%s”.":                         117,
-	"No process is published yet.":                         727,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             878,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             877,
+	"Keep the instance":       332,
+	"Key":                     314,
+	"Kind":                    738,
+	"Language":                174,
+	"Last changed":            327,
+	"Last error (attempt %d)": 595,
+	"Last reserved":           592,
+	"Last saved":              254,
+	"Last seen":               863,
+	"Last used":               822,
+	"Latest":                  747,
+	"Latest revision":         315,
+	"Lists every change from one revision to another, and whom it may break.": 264,
+	"Local time in %s": 718,
+	"Lock expired %s — waiting to be offered again.": 625,
+	"Lock expires":    593,
+	"Longest timeout": 326,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 292,
+	"Main navigation":     176,
+	"Mar":                 398,
+	"Maximum attempts":    563,
+	"May":                 400,
+	"Message":             675,
+	"Message from Relais": 663,
+	"Message from Relais, quoting the destination’s answer":            662,
+	"Message from the worker (its own words, protected values masked)": 661,
+	"Method not allowed": 793,
+	"Mode":               561,
+	"More filters: instance, revision, consumer, destination, dates": 669,
+	"Name":                    229,
+	"Never":                   720,
+	"Next attempt":            591,
+	"Next attempt or settled": 679,
+	"Next node":               423,
+	"Next page":               699,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 157,
+	"No consumer yet.":                                    224,
+	"No definition has occurrences yet.":                  362,
+	"No definition has the key “%s”.":                     120,
+	"No definition yet.":                                  317,
+	"No destination yet.":                                 319,
+	"No inputs.":                                          274,
+	"No inputs: an instance starts with an empty object.": 744,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    802,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 800,
+	"No instance matches these filters.": 472,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 801,
+	"No live worker takes %s now (Workers page).":                                               619,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 620,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           621,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          622,
+	"No more consumers.":                                   225,
+	"No more destinations.":                                320,
+	"No occurrence matches these filters.":                 680,
+	"No operator action matches.":                          152,
+	"No operator has acted on this instance.":              428,
+	"No outputs yet: the occurrence has not completed.":    584,
+	"No outputs.":                                          277,
+	"No outputs: the occurrence ended without completing.": 586,
+	"No process has the key “%s”.":                         119,
+	"No process is published yet.":                         729,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             880,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             879,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 169,
-	"No release yet.": 256,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 771,
-	"No revision yet: the Working copy has never been snapshotted.":                     254,
-	"No token.":              818,
-	"No value was revealed.": 789,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              548,
-	"No worker has reserved this occurrence yet.":                                        545,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 879,
-	"No worker is connected.":           862,
-	"No worker serves this definition.": 865,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 876,
-	"Node":                  418,
-	"Nodes":                 734,
-	"Nodes of this version": 751,
-	"Nodes of this version, with their occurrences now": 735,
-	"Nodes reached, in order":                           417,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 171,
+	"No release yet.": 258,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 773,
+	"No revision yet: the Working copy has never been snapshotted.":                     256,
+	"No token.":              820,
+	"No value was revealed.": 791,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              550,
+	"No worker has reserved this occurrence yet.":                                        547,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 881,
+	"No worker is connected.":           864,
+	"No worker serves this definition.": 867,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 878,
+	"Node":                  420,
+	"Nodes":                 736,
+	"Nodes of this version": 753,
+	"Nodes of this version, with their occurrences now": 737,
+	"Nodes reached, in order":                           419,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
-	"Not allowed": 198,
-	"Not found":   208,
-	"Notes":       259,
-	"Nothing exists at this address, or it is not visible to you.": 205,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 206,
+	"Not allowed": 200,
+	"Not found":   210,
+	"Notes":       261,
+	"Nothing exists at this address, or it is not visible to you.": 207,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 208,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             796,
+	"Nothing to find: the search box is empty.":                             798,
 	"Nothing was done.":        35,
-	"Nov":                      404,
-	"Now":                      554,
-	"Occurrence":               419,
-	"Occurrence %s":            532,
-	"Occurrence offered again": 137,
-	"Occurrences now":          740,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          874,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 875,
-	"Occurrences, newest first": 672,
-	"Oct":                       403,
-	"Offered from %s — %s.":     622,
-	"Oldest claimable waits":    356,
-	"On error":                  739,
-	"On success":                738,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         785,
-	"Only administrators may reveal a sensitive value.":                                                           778,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 815,
-	"Open":             353,
-	"Operator actions": 414,
-	"Operator actions on this instance, newest first": 427,
-	"Operator actions, newest first":                  154,
+	"Nov":                      406,
+	"Now":                      556,
+	"Occurrence":               421,
+	"Occurrence %s":            534,
+	"Occurrence offered again": 139,
+	"Occurrences now":          742,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          876,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 877,
+	"Occurrences, newest first": 674,
+	"Oct":                       405,
+	"Offered from %s — %s.":     624,
+	"Oldest claimable waits":    358,
+	"On error":                  741,
+	"On success":                740,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         787,
+	"Only administrators may reveal a sensitive value.":                                                           780,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 817,
+	"Open":             355,
+	"Operator actions": 416,
+	"Operator actions on this instance, newest first": 429,
+	"Operator actions, newest first":                  156,
 	"Other criteria":                                  104,
-	"Outcome":                                         543,
-	"Outputs":                                         274,
-	"Outputs of revision %d":                          283,
-	"Outputs of the working copy":                     276,
-	"Outputs, labelled by revision %d's contract":     581,
-	"Pages": 695,
-	"Paste your token in the field: it is empty.": 812,
-	"Path":                            415,
-	"Pause reloading":                 197,
-	"Pinned by":                       306,
-	"Pinned revision":                 737,
-	"Policy":                          534,
-	"Previous page":                   696,
-	"Priority":                        566,
+	"Outcome":                                         545,
+	"Outputs":                                         276,
+	"Outputs of revision %d":                          285,
+	"Outputs of the working copy":                     278,
+	"Outputs, labelled by revision %d's contract":     583,
+	"Pages": 697,
+	"Paste your token in the field: it is empty.": 814,
+	"Path":                            417,
+	"Pause reloading":                 199,
+	"Pinned by":                       308,
+	"Pinned revision":                 739,
+	"Policy":                          536,
+	"Previous page":                   698,
+	"Priority":                        568,
 	"Process":                         95,
-	"Process %s":                      730,
-	"Process %s has no version %d.":   116,
-	"Process and node":                674,
-	"Process inputs":                  429,
-	"Process instance":                136,
-	"Process instance %s":             412,
-	"Process instances":               462,
-	"Process instances, newest first": 467,
-	"Processes":                       177,
-	"Processes by key":                725,
-	"Protocol":                        857,
-	"Published":                       260,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 723,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       724,
-	"Push destination": 668,
-	"Reason":           135,
+	"Process %s":                      732,
+	"Process %s has no version %d.":   118,
+	"Process and node":                676,
+	"Process inputs":                  431,
+	"Process instance":                138,
+	"Process instance %s":             414,
+	"Process instances":               464,
+	"Process instances, newest first": 469,
+	"Processes":                       179,
+	"Processes by key":                727,
+	"Protocol":                        859,
+	"Published":                       262,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 725,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       726,
+	"Push destination": 670,
+	"Reason":           137,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            560,
-	"Recorded operator actions":                             425,
-	"Relais console":                                        171,
-	"Relais has not called the destination yet.":            551,
-	"Relais is calling the destination (since %s).":         628,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 553,
-	"Relais never called the destination: the occurrence ended before any call.":                                    552,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        649,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 651,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     648,
+	"Reason given by the worker":                            562,
+	"Recorded operator actions":                             427,
+	"Relais console":                                        173,
+	"Relais has not called the destination yet.":            553,
+	"Relais is calling the destination (since %s).":         630,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 555,
+	"Relais never called the destination: the occurrence ended before any call.":                                    554,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        651,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 653,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     650,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           650,
-	"Release":                       257,
-	"Releases":                      255,
-	"Releases, oldest first":        277,
-	"Reload lists and detail pages": 711,
-	"Reloading paused":              194,
-	"Reloading paused: this page stays as it is until you resume.": 722,
-	"Reloading resumed.":                  721,
-	"Replica":                             550,
-	"Required":                            244,
-	"Reserved":                            539,
-	"Reserved by %s.":                     630,
-	"Reserved by %s; lock until %s — %s.": 629,
-	"Reserved now":                        235,
-	"Resume":                              195,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         381,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 380,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             379,
-	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            378,
-	"Retried by %s at %s — “%s”": 440,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           652,
+	"Release":                       259,
+	"Releases":                      257,
+	"Releases, oldest first":        279,
+	"Reload lists and detail pages": 713,
+	"Reloading paused":              196,
+	"Reloading paused: this page stays as it is until you resume.": 724,
+	"Reloading resumed.":                  723,
+	"Replica":                             552,
+	"Required":                            246,
+	"Reserved":                            541,
+	"Reserved by %s.":                     632,
+	"Reserved by %s; lock until %s — %s.": 631,
+	"Reserved now":                        237,
+	"Resume":                              197,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         383,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 382,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             381,
+	"Retention: ended instances are kept forever, another replica’s RELAIS_RETENTION.":                                            380,
+	"Retried by %s at %s — “%s”": 442,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 563,
-	"Retries brought forward for %d instances: their workers take them now.": 127,
+	"Retries": 565,
+	"Retries brought forward for %d instances: their workers take them now.": 129,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             621,
-	"Retry delay":                                   562,
+	"Retry at %s — %s.":                             623,
+	"Retry delay":                                   564,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             555,
+	"Retry or abandon it from its instance":                                                                             557,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 596,
+	"Retryable": 598,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 585,
-	"Revealed by %s at %s; recorded in the audit log.": 783,
-	"Reveals":               186,
-	"Reveals, newest first": 788,
-	"Revision":              258,
-	"Revision %d":           279,
-	"Revisions":             253,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 883,
-	"Revoke the %s token “%s”?": 828,
-	"Revoke the token":          830,
-	"Revoke token %d":           827,
-	"Revoke…":                   825,
-	"Role":                      819,
-	"Route":                     420,
-	"Routing output":            251,
-	"Row %s":                    699,
-	"Rows %s–%s":                700,
-	"Save settings":             713,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      779,
+	"Reveal — this is recorded": 587,
+	"Revealed by %s at %s; recorded in the audit log.": 785,
+	"Reveals":               188,
+	"Reveals, newest first": 790,
+	"Revision":              260,
+	"Revision %d":           281,
+	"Revisions":             255,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 885,
+	"Revoke the %s token “%s”?": 830,
+	"Revoke the token":          832,
+	"Revoke token %d":           829,
+	"Revoke…":                   827,
+	"Role":                      821,
+	"Route":                     422,
+	"Routing output":            253,
+	"Row %s":                    701,
+	"Rows %s–%s":                702,
+	"Save settings":             715,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      781,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 331,
-	"Search":                               794,
-	"Secret values can never be revealed.": 786,
-	"Sep":                                  402,
-	"Served by %d workers":                 880,
-	"Settled":                              423,
-	"Settlement date":                      666,
-	"Show all definitions":                 366,
-	"Show times in":                        709,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 156,
-	"Sign in": 807,
-	"Sign in with an operator, designer or administrator token.": 808,
-	"Sign out":             188,
-	"Signed in as %s (%s)": 187,
-	"Since revision %d:":   285,
-	"Skip to content":      173,
-	"Slot":                 374,
-	"Snapshotted":          280,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 333,
+	"Search":                               796,
+	"Secret values can never be revealed.": 788,
+	"Sep":                                  404,
+	"Served by %d workers":                 882,
+	"Settled":                              425,
+	"Settlement date":                      668,
+	"Show all definitions":                 368,
+	"Show times in":                        711,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 158,
+	"Sign in": 809,
+	"Sign in with an operator, designer or administrator token.": 810,
+	"Sign out":             190,
+	"Signed in as %s (%s)": 189,
+	"Since revision %d:":   287,
+	"Skip to content":      175,
+	"Slot":                 376,
+	"Snapshotted":          282,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
-	"Something went wrong": 220,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 816,
-	"Staff tokens, oldest first": 817,
-	"Start node":                 731,
-	"Started":                    441,
-	"State":                      230,
+	"Something went wrong": 222,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 818,
+	"Staff tokens, oldest first": 819,
+	"Start node":                 733,
+	"Started":                    443,
+	"State":                      232,
 	"Status":                     97,
 	"Stop %d instances":          90,
 	"Stop every held instance this filter matches":            84,
@@ -595,342 +597,342 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       31,
 	"Stop this instance? Its open occurrences are cancelled.": 29,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              438,
+	"Stopped by %s at %s — “%s”":                              440,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 56,
 	"Stopping applies to running or held instances, not %s ones.":                              65,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   437,
-	"Summary": 413,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 310,
-	"Tasks":                   231,
-	"Temporarily unavailable": 218,
-	"That is too long to be an id or a business key.":                                           797,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   439,
+	"Summary": 415,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 312,
+	"Tasks":                   233,
+	"Temporarily unavailable": 220,
+	"That is too long to be an id or a business key.":                                           799,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 557,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 319,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    284,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            608,
-	"The bulk action must be its id (a UUID).":                                      153,
-	"The call could not be prepared.":                                               609,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 774,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 627,
-	"The chart’s numbers": 372,
-	"The confirmed count is missing: start again from the list.":                                                                                                        122,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       221,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      710,
-	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 123,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             219,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            606,
-	"The destination answered HTTP %s.":     616,
-	"The destination could not be reached.": 610,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    600,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         601,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   599,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 598,
-	"The destination’s answer was too large.": 611,
-	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 457,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  224,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      201,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                613,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         645,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      646,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    644,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            612,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               603,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 602,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     604,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             605,
-	"The latest %d attempts, oldest first":                                                                                                                 556,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             466,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 416,
-	"The occurrences of %s waiting for a retry after %s":                                                                                                   475,
-	"The occurrences of %s waiting for a retry, each with its error and its next attempt":                                                                  474,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         250,
-	"The page cursor is invalid: go back to the first page.":                                                                                               707,
-	"The page size must be between 1 and %d.":                                                                                                              461,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  706,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 152,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 559,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 321,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    286,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            610,
+	"The bulk action must be its id (a UUID).":                                      155,
+	"The call could not be prepared.":                                               611,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 776,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 629,
+	"The chart’s numbers": 374,
+	"The confirmed count is missing: start again from the list.":                                                                                                        124,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       223,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      712,
+	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 125,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             221,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            608,
+	"The destination answered HTTP %s.":     618,
+	"The destination could not be reached.": 612,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    602,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         603,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   601,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 600,
+	"The destination’s answer was too large.": 613,
+	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 459,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  226,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      203,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                615,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         647,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      648,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    646,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            614,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               605,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 604,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     606,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             607,
+	"The latest %d attempts, oldest first":                                                                                                                 558,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             468,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 418,
+	"The occurrences of %s waiting for a retry after %s":                                                                                                   477,
+	"The occurrences of %s waiting for a retry, each with its error and its next attempt":                                                                  476,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         252,
+	"The page cursor is invalid: go back to the first page.":                                                                                               709,
+	"The page size must be between 1 and %d.":                                                                                                              463,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  708,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 154,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            607,
-	"The revision must be a whole number, 1 or more.":                                                                                                      664,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    810,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           804,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        834,
-	"The version must be a whole number from 1.":                                                                                                           458,
-	"These revisions have the same contracts.":                                                                                                             270,
-	"These settings are kept in this browser only.":                                                                                                        708,
-	"They take every revision their consumer is granted.":                                                                                                  884,
-	"They take revision %d only.":                                                                                                                          886,
-	"They take revisions %s only.":                                                                                                                         888,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     703,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             125,
-	"This contract has no inputs.":                                                                                                                         580,
-	"This contract has no outputs.":                                                                                                                        583,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        119,
-	"This form could not be read: nothing was done. Send it again.":                                                                                        217,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   216,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         214,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         211,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  793,
+	"The result did not match the revision's outputs contract.":                                                                                            609,
+	"The revision must be a whole number, 1 or more.":                                                                                                      666,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    812,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           806,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        836,
+	"The version must be a whole number from 1.":                                                                                                           460,
+	"These revisions have the same contracts.":                                                                                                             272,
+	"These settings are kept in this browser only.":                                                                                                        710,
+	"They take every revision their consumer is granted.":                                                                                                  886,
+	"They take revision %d only.":                                                                                                                          888,
+	"They take revisions %s only.":                                                                                                                         890,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     705,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             127,
+	"This contract has no inputs.":                                                                                                                         582,
+	"This contract has no outputs.":                                                                                                                        585,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        121,
+	"This form could not be read: nothing was done. Send it again.":                                                                                        219,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   218,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         216,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         213,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  795,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 338,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 340,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    48,
 	"This instance has ended (it is %s now): nothing waits for a retry any more. Nothing was done.":                                                                                 59,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 433,
-	"This instance has not reached a task yet.":                   424,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 435,
+	"This instance has not reached a task yet.":                   426,
 	"This instance is %s, not held: there is nothing to abandon.": 44,
 	"This instance is %s, not held: there is nothing to retry.":   43,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 41,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 336,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 338,
 	"This instance is %s: there is nothing to stop.":                            45,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 434,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 435,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 436,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 437,
 	"This instance is held now: its occurrence failed again since this page was opened (its attempts spent, or a failure that is not retried). Nothing was done: look at it again before retrying, which would give it a fresh budget.":                                                              57,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               40,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          47,
 	"This instance is running and none of its occurrences waits for a retry: there is nothing to retry.":                                                                                                                                                                                             42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  209,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            833,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           832,
-	"This page does not accept that request.": 792,
-	"This page reloads every %d seconds.":     196,
-	"This process takes no inputs.":           431,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 781,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  211,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            835,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           834,
+	"This page does not accept that request.": 794,
+	"This page reloads every %d seconds.":     198,
+	"This process takes no inputs.":           433,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 783,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 813,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 752,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            753,
-	"Times in %s · no auto-reload":    193,
-	"Times in %s · reload every %d s": 192,
-	"Times in %s · reloading paused":  191,
-	"To revision":                     264,
-	"Token":                           809,
-	"Tokens":                          185,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 811,
-	"Totals of all definitions, not narrowed by the other filters":         684,
-	"Totals of definition %s, not narrowed by the other filters":           683,
-	"Type": 243,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 795,
-	"URL":                              322,
-	"UTC (coordinated universal time)": 715,
+	"This token is unknown, revoked or expired.": 815,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 754,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            755,
+	"Times in %s · no auto-reload":    195,
+	"Times in %s · reload every %d s": 194,
+	"Times in %s · reloading paused":  193,
+	"To revision":                     266,
+	"Token":                           811,
+	"Tokens":                          187,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 813,
+	"Totals of all definitions, not narrowed by the other filters":         686,
+	"Totals of definition %s, not narrowed by the other filters":           685,
+	"Type": 245,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 797,
+	"URL":                              324,
+	"UTC (coordinated universal time)": 717,
 	"Unknown action.":                  63,
-	"Unknown consumer.":                113,
-	"Unknown destination “%s”.":        114,
-	"Unknown parameter “%s” (did you mean “%s”?).": 704,
-	"Unknown parameter “%s”.":                      705,
-	"Unknown status “%s” (did you mean “%s”?).":    477,
-	"Unknown status “%s”.":                         479,
-	"Unknown value of the next attempt filter.":    663,
-	"Value":                  428,
+	"Unknown consumer.":                115,
+	"Unknown destination “%s”.":        116,
+	"Unknown parameter “%s” (did you mean “%s”?).": 706,
+	"Unknown parameter “%s”.":                      707,
+	"Unknown status “%s” (did you mean “%s”?).":    479,
+	"Unknown status “%s”.":                         481,
+	"Unknown value of the next attempt filter.":    665,
+	"Value":                  430,
 	"Version":                96,
-	"Versions, newest first": 726,
-	"Waiting for Relais to call the destination since %s (%s).": 624,
-	"Waiting for a retry":                 357,
-	"Waiting for a retry (due later)":     680,
+	"Versions, newest first": 728,
+	"Waiting for Relais to call the destination since %s (%s).": 626,
+	"Waiting for a retry":                 359,
+	"Waiting for a retry (due later)":     682,
 	"Waiting for a retry at a node of":    101,
-	"Waiting for a worker since %s (%s).": 625,
-	"When":                                132,
-	"Who":                                 133,
-	"Whole message":                       547,
-	"Why (recorded with the reveal)":      586,
-	"Worker":                              856,
-	"Worker id":                           538,
-	"Workers":                             182,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        854,
+	"Waiting for a worker since %s (%s).": 627,
+	"When":                                134,
+	"Who":                                 135,
+	"Whole message":                       549,
+	"Why (recorded with the reveal)":      588,
+	"Worker":                              858,
+	"Worker id":                           540,
+	"Workers":                             184,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        856,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 855,
-	"Workers serving %s":                   863,
+	"Workers seen within three heartbeats": 857,
+	"Workers serving %s":                   865,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
-	"Working copy":        249,
-	"You are signed out.": 803,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              199,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 805,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          806,
-	"[redacted]":                          658,
-	"a token’s name, exact":               144,
+	"Working copy":        251,
+	"You are signed out.": 805,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              201,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 807,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          808,
+	"[redacted]":                          660,
+	"a token’s name, exact":               146,
 	"abandon":                             4,
-	"active":                              232,
-	"administrator":                       508,
-	"after %s’s retry at %s":              558,
-	"an incident: retry, abandon or stop": 342,
-	"answer too large":                    656,
-	"any":                                 463,
-	"any other code → %s":                 766,
-	"any other error":                     340,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 686,
-	"at least %d characters":                   838,
-	"at least %d items":                        845,
-	"at most %d":                               574,
-	"at most %d characters":                    839,
-	"at most %d items":                         846,
-	"at most %d since the last operator retry": 575,
-	"available":                                480,
-	"boolean":                                  495,
-	"call in progress since":                   692,
-	"cancelled":                                485,
-	"choice":                                   498,
-	"claimable since":                          691,
-	"claimable since %s":                       363,
-	"classification changed":                   519,
-	"completed":                                483,
-	"constraint changed":                       520,
-	"consumer":                                 511,
-	"consumer #%s":                             640,
-	"date":                                     496,
-	"date and time":                            497,
-	"deadline %s":                              770,
-	"deferred":                                 482,
-	"deferred since":                           694,
-	"deleted":                                  140,
-	"designer":                                 510,
-	"disconnected":                             491,
-	"each item of %s":                          836,
-	"end (completes)":                          759,
-	"end (fails)":                              760,
-	"end: completes the instance":              343,
-	"end: fails the instance":                  344,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         449,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 450,
+	"active":                              234,
+	"administrator":                       510,
+	"after %s’s retry at %s":              560,
+	"an incident: retry, abandon or stop": 344,
+	"answer too large":                    658,
+	"any":                                 465,
+	"any other code → %s":                 768,
+	"any other error":                     342,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 688,
+	"at least %d characters":                   840,
+	"at least %d items":                        847,
+	"at most %d":                               576,
+	"at most %d characters":                    841,
+	"at most %d items":                         848,
+	"at most %d since the last operator retry": 577,
+	"available":                                482,
+	"boolean":                                  497,
+	"call in progress since":                   694,
+	"cancelled":                                487,
+	"choice":                                   500,
+	"claimable since":                          693,
+	"claimable since %s":                       365,
+	"classification changed":                   521,
+	"completed":                                485,
+	"constraint changed":                       522,
+	"consumer":                                 513,
+	"consumer #%s":                             642,
+	"date":                                     498,
+	"date and time":                            499,
+	"deadline %s":                              772,
+	"deferred":                                 484,
+	"deferred since":                           696,
+	"deleted":                                  142,
+	"designer":                                 512,
+	"disconnected":                             493,
+	"each item of %s":                          838,
+	"end (completes)":                          761,
+	"end (fails)":                              762,
+	"end: completes the instance":              345,
+	"end: fails the instance":                  346,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         451,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 452,
 	"erase":                                  6,
-	"every revision its consumer is granted": 870,
-	"every revision its consumer is granted: %s":   866,
-	"exact, case-sensitive":                        464,
-	"exact; instances deleted since are not found": 145,
-	"expired":                             488,
-	"failed":                              484,
-	"fails the instance":                  767,
-	"field added":                         514,
-	"field removed":                       515,
-	"format":                              525,
-	"format %s":                           841,
-	"from":                                146,
-	"given (not kept)":                    159,
-	"held":                                487,
-	"held for an operator":                341,
-	"held, then abandoned by an operator": 455,
-	"held, then stopped by an operator":   454,
-	"hidden (secret)":                     505,
-	"hidden (sensitive)":                  504,
-	"hold (an incident for an operator)":  765,
-	"id or business key":                  179,
-	"in %s":                               387,
-	"in progress":                         546,
-	"instance held here":                  682,
-	"instance id":                         670,
-	"instances held":                      775,
-	"instances held: %s":                  776,
-	"integer":                             493,
-	"its name, exactly":                   669,
-	"just now":                            389,
-	"list":                                500,
-	"lock until":                          693,
-	"long polling":                        868,
-	"long wait":                           364,
-	"masked value":                        321,
-	"maximum":                             527,
-	"maximum %s":                          843,
-	"maximum items":                       529,
-	"maximum length":                      523,
-	"minimum":                             526,
-	"minimum %s":                          842,
-	"minimum items":                       528,
-	"minimum length":                      522,
-	"never":                               822,
-	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 447,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       446,
-	"next attempt":                 690,
-	"next attempt %s, at %s":       384,
-	"no":                           513,
-	"no answer within the timeout": 654,
-	"no connection":                655,
-	"no grant: it takes nothing":   234,
-	"no header":                    326,
-	"no process version":           307,
-	"no worker":                    365,
-	"no worker takes revision %d":  872,
-	"no worker takes revisions %s": 873,
-	"no: the latest is version %d": 747,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 597,
-	"none":                  304,
-	"none (every instance)": 163,
-	"none (revealed before reasons were asked for)": 790,
+	"every revision its consumer is granted": 872,
+	"every revision its consumer is granted: %s":   868,
+	"exact, case-sensitive":                        466,
+	"exact; instances deleted since are not found": 147,
+	"expired":                             490,
+	"failed":                              486,
+	"fails the instance":                  769,
+	"field added":                         516,
+	"field removed":                       517,
+	"format":                              527,
+	"format %s":                           843,
+	"from":                                148,
+	"given (not kept)":                    161,
+	"held":                                489,
+	"held for an operator":                343,
+	"held, then abandoned by an operator": 457,
+	"held, then stopped by an operator":   456,
+	"hidden (secret)":                     507,
+	"hidden (sensitive)":                  506,
+	"hold (an incident for an operator)":  767,
+	"id or business key":                  181,
+	"in %s":                               389,
+	"in progress":                         548,
+	"instance held here":                  684,
+	"instance id":                         672,
+	"instances held":                      777,
+	"instances held: %s":                  778,
+	"integer":                             495,
+	"its name, exactly":                   671,
+	"just now":                            391,
+	"list":                                502,
+	"lock until":                          695,
+	"long polling":                        870,
+	"long wait":                           366,
+	"masked value":                        323,
+	"maximum":                             529,
+	"maximum %s":                          845,
+	"maximum items":                       531,
+	"maximum length":                      525,
+	"minimum":                             528,
+	"minimum %s":                          844,
+	"minimum items":                       530,
+	"minimum length":                      524,
+	"never":                               824,
+	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 449,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       448,
+	"next attempt":                 692,
+	"next attempt %s, at %s":       386,
+	"no":                           515,
+	"no answer within the timeout": 656,
+	"no connection":                657,
+	"no grant: it takes nothing":   236,
+	"no header":                    328,
+	"no process version":           309,
+	"no worker":                    367,
+	"no worker takes revision %d":  874,
+	"no worker takes revisions %s": 875,
+	"no: the latest is version %d": 749,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 599,
+	"none":                  306,
+	"none (every instance)": 165,
+	"none (revealed before reasons were asked for)": 792,
 	"none given": 105,
-	"none yet":   314,
-	"none: a failed call takes the node’s error path": 564,
-	"normal":       501,
-	"not provided": 848,
-	"not set":      305,
-	"not yet":      823,
-	"null":         852,
-	"number":       494,
-	"object":       499,
-	"older versions, from version %d (each links the one before)": 729,
-	"on error":                           339,
-	"one attempt, no retry, priority %d": 769,
-	"one of: %s":                         844,
-	"operator":                           509,
-	"optional %s field of type %s":       301,
-	"optional field of type %s":          303,
-	"optional → required":                294,
-	"pattern":                            524,
-	"pattern %s":                         840,
-	"pull":                               757,
-	"pull %s":                            346,
-	"pull (a worker fetches it)":         506,
-	"push %s":                            345,
-	"push (Relais calls the service)":    507,
-	"push to %s":                         758,
-	"rejected":                           489,
-	"released":                           490,
-	"required %s field of type %s":       300,
-	"required changed":                   517,
-	"required field of type %s":          302,
-	"required → optional":                295,
-	"reserved":                           481,
+	"none yet":   316,
+	"none: a failed call takes the node’s error path": 566,
+	"normal":       503,
+	"not provided": 850,
+	"not set":      307,
+	"not yet":      825,
+	"null":         854,
+	"number":       496,
+	"object":       501,
+	"older versions, from version %d (each links the one before)": 731,
+	"on error":                           341,
+	"one attempt, no retry, priority %d": 771,
+	"one of: %s":                         846,
+	"operator":                           511,
+	"optional %s field of type %s":       303,
+	"optional field of type %s":          305,
+	"optional → required":                296,
+	"pattern":                            526,
+	"pattern %s":                         842,
+	"pull":                               759,
+	"pull %s":                            348,
+	"pull (a worker fetches it)":         508,
+	"push %s":                            347,
+	"push (Relais calls the service)":    509,
+	"push to %s":                         760,
+	"rejected":                           491,
+	"released":                           492,
+	"required %s field of type %s":       302,
+	"required changed":                   519,
+	"required field of type %s":          304,
+	"required → optional":                297,
+	"reserved":                           483,
 	"retry":                              3,
-	"retry now":                          157,
-	"retry now (attempts unchanged)":     139,
-	"revision %d":                        687,
-	"revisions %s":                       871,
-	"revoked":                            233,
-	"routing changed":                    521,
-	"routing output":                     835,
-	"routing output %s → %s":             293,
-	"running":                            486,
-	"secret":                             503,
-	"sensitive":                          502,
-	"settled":                            689,
+	"retry now":                          159,
+	"retry now (attempts unchanged)":     141,
+	"revision %d":                        689,
+	"revisions %s":                       873,
+	"revoked":                            235,
+	"routing changed":                    523,
+	"routing output":                     837,
+	"routing output %s → %s":             295,
+	"running":                            488,
+	"secret":                             505,
+	"sensitive":                          504,
+	"settled":                            691,
 	"stop":                               5,
-	"stream":                             867,
-	"text":                               492,
-	"the contracts are the same (the name or a description changed).": 286,
-	"the soonest due %s":       362,
-	"this session":             826,
-	"timeout %s":               772,
-	"timeout %s (the default)": 773,
-	"to":                       147,
-	"type changed":             516,
-	"unexpected value":         853,
-	"unknown":                  657,
-	"values added: %s":         296,
-	"values changed":           518,
-	"values removed: %s":       297,
-	"values reordered":         298,
-	"version %d":               728,
-	"version %d →":             749,
-	"waiting":                  652,
-	"yes":                      512,
-	"yes: a start that names no version runs this one":                                                                      746,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 207,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     478,
-	"← version %d": 748,
-	"→ %s":         764,
+	"stream":                             869,
+	"text":                               494,
+	"the contracts are the same (the name or a description changed).": 288,
+	"the soonest due %s":       364,
+	"this session":             828,
+	"timeout %s":               774,
+	"timeout %s (the default)": 775,
+	"to":                       149,
+	"type changed":             518,
+	"unexpected value":         855,
+	"unknown":                  659,
+	"values added: %s":         298,
+	"values changed":           520,
+	"values removed: %s":       299,
+	"values reordered":         300,
+	"version %d":               730,
+	"version %d →":             751,
+	"waiting":                  654,
+	"yes":                      514,
+	"yes: a start that names no version runs this one":                                                                      748,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 209,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     480,
+	"← version %d": 750,
+	"→ %s":         766,
 }
 
-var enIndex = []uint32{ // 890 elements
+var enIndex = []uint32{ // 892 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -962,229 +964,229 @@ var enIndex = []uint32{ // 890 elements
 	0x00001cc9, 0x00001cd1, 0x00001cd8, 0x00001ce5,
 	0x00001cf0, 0x00001d02, 0x00001d23, 0x00001d30,
 	0x00001d3b, 0x00001d4a, 0x00001d55, 0x00001d6f,
-	0x00001d79, 0x00001dac, 0x00001ef6, 0x000021ec,
-	0x0000231b, 0x00002335, 0x00002347, 0x00002368,
-	0x00002382, 0x000023a6, 0x000023ca, 0x000023f1,
-	0x00002461, 0x000024c4, 0x000024ec, 0x00002527,
-	0x000025cc, 0x000026fb, 0x00002774, 0x000027c9,
+	0x00001d79, 0x00001dac, 0x00001dc6, 0x00001df6,
+	0x00001f40, 0x00002236, 0x00002365, 0x0000237f,
+	0x00002391, 0x000023b2, 0x000023cc, 0x000023f0,
+	0x00002414, 0x0000243b, 0x000024ab, 0x0000250e,
+	0x00002536, 0x00002571, 0x00002616, 0x00002745,
 	// Entry 80 - 9F
-	0x0000285f, 0x00002933, 0x00002a0c, 0x00002abb,
-	0x00002ad7, 0x00002adc, 0x00002ae0, 0x00002ae7,
-	0x00002aee, 0x00002aff, 0x00002b18, 0x00002b24,
-	0x00002b43, 0x00002b4b, 0x00002b55, 0x00002c3d,
-	0x00002c45, 0x00002c5d, 0x00002c8a, 0x00002c8f,
-	0x00002c92, 0x00002ca0, 0x00002cae, 0x00002cca,
-	0x00002cd6, 0x00002d6b, 0x00002d94, 0x00002db3,
-	0x00002e0b, 0x00002ee3, 0x00002eed, 0x00002efc,
+	0x000027be, 0x00002813, 0x000028a9, 0x0000297d,
+	0x00002a56, 0x00002b05, 0x00002b21, 0x00002b26,
+	0x00002b2a, 0x00002b31, 0x00002b38, 0x00002b49,
+	0x00002b62, 0x00002b6e, 0x00002b8d, 0x00002b95,
+	0x00002b9f, 0x00002c87, 0x00002c8f, 0x00002ca7,
+	0x00002cd4, 0x00002cd9, 0x00002cdc, 0x00002cea,
+	0x00002cf8, 0x00002d14, 0x00002d20, 0x00002db5,
+	0x00002dde, 0x00002dfd, 0x00002e55, 0x00002f2d,
 	// Entry A0 - BF
-	0x00002f0d, 0x00002f1b, 0x00002f2a, 0x00002f37,
-	0x00002f4d, 0x00002f5a, 0x00002fb9, 0x0000304c,
-	0x00003101, 0x00003195, 0x00003214, 0x0000322a,
-	0x00003239, 0x00003242, 0x00003252, 0x00003262,
-	0x00003269, 0x00003278, 0x00003282, 0x000032a1,
-	0x000032b4, 0x000032b9, 0x000032c5, 0x000032cd,
-	0x000032d7, 0x000032e4, 0x000032eb, 0x000032f3,
-	0x0000330e, 0x00003317, 0x00003328, 0x0000333f,
+	0x00002f37, 0x00002f46, 0x00002f57, 0x00002f65,
+	0x00002f74, 0x00002f81, 0x00002f97, 0x00002fa4,
+	0x00003003, 0x00003096, 0x0000314b, 0x000031df,
+	0x0000325e, 0x00003274, 0x00003283, 0x0000328c,
+	0x0000329c, 0x000032ac, 0x000032b3, 0x000032c2,
+	0x000032cc, 0x000032eb, 0x000032fe, 0x00003303,
+	0x0000330f, 0x00003317, 0x00003321, 0x0000332e,
+	0x00003335, 0x0000333d, 0x00003358, 0x00003361,
 	// Entry C0 - DF
-	0x00003362, 0x00003389, 0x000033aa, 0x000033bb,
-	0x000033c2, 0x000033e9, 0x000033f9, 0x00003405,
-	0x00003483, 0x00003493, 0x000034fb, 0x00003512,
-	0x00003522, 0x00003536, 0x00003573, 0x0000368c,
-	0x00003709, 0x00003713, 0x000037ce, 0x000037db,
-	0x00003858, 0x00003869, 0x00003878, 0x000038d8,
-	0x000038ea, 0x0000392d, 0x0000396b, 0x00003983,
-	0x000039c9, 0x000039de, 0x00003a4d, 0x00003a5e,
+	0x00003372, 0x00003389, 0x000033ac, 0x000033d3,
+	0x000033f4, 0x00003405, 0x0000340c, 0x00003433,
+	0x00003443, 0x0000344f, 0x000034cd, 0x000034dd,
+	0x00003545, 0x0000355c, 0x0000356c, 0x00003580,
+	0x000035bd, 0x000036d6, 0x00003753, 0x0000375d,
+	0x00003818, 0x00003825, 0x000038a2, 0x000038b3,
+	0x000038c2, 0x00003922, 0x00003934, 0x00003977,
+	0x000039b5, 0x000039cd, 0x00003a13, 0x00003a28,
 	// Entry E0 - FF
-	0x00003a71, 0x00003b36, 0x00003b4e, 0x00003b51,
-	0x00003b56, 0x00003b5d, 0x00003b68, 0x00003b6e,
-	0x00003b74, 0x00003b7b, 0x00003b83, 0x00003b9e,
-	0x00003bab, 0x00003bb9, 0x00003be3, 0x00003bf9,
-	0x00003c10, 0x00003c56, 0x00003c78, 0x00003c7e,
-	0x00003c83, 0x00003c8c, 0x00003c9b, 0x00003ca7,
-	0x00003cb3, 0x00003cc4, 0x00003cd1, 0x00003d2e,
-	0x00003d3d, 0x00003d48, 0x00003d52, 0x00003d90,
+	0x00003a97, 0x00003aa8, 0x00003abb, 0x00003b80,
+	0x00003b98, 0x00003b9b, 0x00003ba0, 0x00003ba7,
+	0x00003bb2, 0x00003bb8, 0x00003bbe, 0x00003bc5,
+	0x00003bcd, 0x00003be8, 0x00003bf5, 0x00003c03,
+	0x00003c2d, 0x00003c43, 0x00003c5a, 0x00003ca0,
+	0x00003cc2, 0x00003cc8, 0x00003ccd, 0x00003cd6,
+	0x00003ce5, 0x00003cf1, 0x00003cfd, 0x00003d0e,
+	0x00003d1b, 0x00003d78, 0x00003d87, 0x00003d92,
 	// Entry 100 - 11F
-	0x00003d99, 0x00003da9, 0x00003db1, 0x00003dba,
-	0x00003dc0, 0x00003dca, 0x00003ddc, 0x00003e24,
-	0x00003e32, 0x00003e3e, 0x00003e46, 0x00003e4d,
-	0x00003e54, 0x00003e65, 0x00003e74, 0x00003e9d,
-	0x00003ea4, 0x00003eaf, 0x00003eca, 0x00003ed2,
-	0x00003ede, 0x00003efa, 0x00003f11, 0x00003f33,
-	0x00003f42, 0x00003f4e, 0x00003f55, 0x00003f6e,
-	0x00003f88, 0x00004031, 0x00004047, 0x00004087,
+	0x00003d9c, 0x00003dda, 0x00003de3, 0x00003df3,
+	0x00003dfb, 0x00003e04, 0x00003e0a, 0x00003e14,
+	0x00003e26, 0x00003e6e, 0x00003e7c, 0x00003e88,
+	0x00003e90, 0x00003e97, 0x00003e9e, 0x00003eaf,
+	0x00003ebe, 0x00003ee7, 0x00003eee, 0x00003ef9,
+	0x00003f14, 0x00003f1c, 0x00003f28, 0x00003f44,
+	0x00003f5b, 0x00003f7d, 0x00003f8c, 0x00003f98,
+	0x00003f9f, 0x00003fb8, 0x00003fd2, 0x0000407b,
 	// Entry 120 - 13F
-	0x000040b8, 0x000040e2, 0x00004109, 0x00004180,
-	0x000041a4, 0x000041cb, 0x000041ea, 0x00004200,
-	0x00004216, 0x0000422a, 0x00004240, 0x00004251,
-	0x00004268, 0x0000428b, 0x000042ae, 0x000042cb,
-	0x000042e8, 0x000042ed, 0x000042f5, 0x000042ff,
-	0x00004312, 0x00004326, 0x0000433b, 0x00004387,
-	0x0000439a, 0x0000439e, 0x000043ae, 0x000043b7,
-	0x000043ca, 0x000043f0, 0x00004404, 0x0000441a,
+	0x00004091, 0x000040d1, 0x00004102, 0x0000412c,
+	0x00004153, 0x000041ca, 0x000041ee, 0x00004215,
+	0x00004234, 0x0000424a, 0x00004260, 0x00004274,
+	0x0000428a, 0x0000429b, 0x000042b2, 0x000042d5,
+	0x000042f8, 0x00004315, 0x00004332, 0x00004337,
+	0x0000433f, 0x00004349, 0x0000435c, 0x00004370,
+	0x00004385, 0x000043d1, 0x000043e4, 0x000043e8,
+	0x000043f8, 0x00004401, 0x00004414, 0x0000443a,
 	// Entry 140 - 15F
-	0x00004530, 0x00004545, 0x00004552, 0x00004556,
-	0x00004563, 0x00004573, 0x00004580, 0x0000458a,
-	0x00004590, 0x0000459a, 0x000045ba, 0x000045cc,
-	0x00004680, 0x0000469d, 0x0000470b, 0x000047cb,
-	0x000047de, 0x0000482b, 0x0000488f, 0x000048f3,
-	0x000048fc, 0x0000490c, 0x00004921, 0x00004945,
-	0x00004961, 0x00004979, 0x00004984, 0x0000498f,
-	0x000049a3, 0x00004ac7, 0x00004b17, 0x00004b3b,
+	0x0000444e, 0x00004464, 0x0000457a, 0x0000458f,
+	0x0000459c, 0x000045a0, 0x000045ad, 0x000045bd,
+	0x000045ca, 0x000045d4, 0x000045da, 0x000045e4,
+	0x00004604, 0x00004616, 0x000046ca, 0x000046e7,
+	0x00004755, 0x00004815, 0x00004828, 0x00004875,
+	0x000048d9, 0x0000493d, 0x00004946, 0x00004956,
+	0x0000496b, 0x0000498f, 0x000049ab, 0x000049c3,
+	0x000049ce, 0x000049d9, 0x000049ed, 0x00004b11,
 	// Entry 160 - 17F
-	0x00004b66, 0x00004b71, 0x00004b76, 0x00004b85,
-	0x00004b8c, 0x00004ba3, 0x00004bb7, 0x00004bcc,
-	0x00004bde, 0x00004c01, 0x00004c4e, 0x00004c64,
-	0x00004c7a, 0x00004c84, 0x00004c8e, 0x00004ca3,
-	0x00004ccb, 0x00004cdb, 0x00004d14, 0x00004d68,
-	0x00004d72, 0x00004d88, 0x00004dc1, 0x00004dc6,
-	0x00004dd4, 0x00004dfd, 0x00004e20, 0x00004e73,
-	0x00004eb3, 0x00004f34, 0x00004f9b, 0x00004fa8,
+	0x00004b61, 0x00004b85, 0x00004bb0, 0x00004bbb,
+	0x00004bc0, 0x00004bcf, 0x00004bd6, 0x00004bed,
+	0x00004c01, 0x00004c16, 0x00004c28, 0x00004c4b,
+	0x00004c98, 0x00004cae, 0x00004cc4, 0x00004cce,
+	0x00004cd8, 0x00004ced, 0x00004d15, 0x00004d25,
+	0x00004d5e, 0x00004db2, 0x00004dbc, 0x00004dd2,
+	0x00004e0b, 0x00004e10, 0x00004e1e, 0x00004e47,
+	0x00004e6a, 0x00004ebd, 0x00004efd, 0x00004f7e,
 	// Entry 180 - 19F
-	0x00004fc8, 0x00004fe5, 0x00004ff1, 0x0000500a,
-	0x00005013, 0x0000501d, 0x00005026, 0x0000502e,
-	0x00005038, 0x00005040, 0x00005048, 0x0000504c,
-	0x00005050, 0x00005054, 0x00005058, 0x0000505c,
-	0x00005060, 0x00005064, 0x00005068, 0x0000506c,
-	0x00005070, 0x00005074, 0x00005078, 0x00005082,
-	0x000050a0, 0x000050c0, 0x000050e4, 0x00005108,
-	0x00005111, 0x00005128, 0x00005130, 0x00005141,
+	0x00004fe5, 0x00004ff2, 0x00005012, 0x0000502f,
+	0x0000503b, 0x00005054, 0x0000505d, 0x00005067,
+	0x00005070, 0x00005078, 0x00005082, 0x0000508a,
+	0x00005092, 0x00005096, 0x0000509a, 0x0000509e,
+	0x000050a2, 0x000050a6, 0x000050aa, 0x000050ae,
+	0x000050b2, 0x000050b6, 0x000050ba, 0x000050be,
+	0x000050c2, 0x000050cc, 0x000050ea, 0x0000510a,
+	0x0000512e, 0x00005152, 0x0000515b, 0x00005172,
 	// Entry 1A0 - 1BF
-	0x00005146, 0x0000518b, 0x000051a3, 0x000051a8,
-	0x000051b3, 0x000051b9, 0x000051c3, 0x000051cb,
-	0x000051d3, 0x000051fd, 0x00005217, 0x0000523f,
-	0x0000526f, 0x00005275, 0x00005284, 0x000052d7,
-	0x000052f5, 0x0000530c, 0x000053bc, 0x000054de,
-	0x0000559d, 0x000056ae, 0x00005705, 0x0000572f,
-	0x0000575b, 0x00005785, 0x0000578d, 0x00005793,
-	0x000057a0, 0x000057b2, 0x000057bb, 0x000057fd,
+	0x0000517a, 0x0000518b, 0x00005190, 0x000051d5,
+	0x000051ed, 0x000051f2, 0x000051fd, 0x00005203,
+	0x0000520d, 0x00005215, 0x0000521d, 0x00005247,
+	0x00005261, 0x00005289, 0x000052b9, 0x000052bf,
+	0x000052ce, 0x00005321, 0x0000533f, 0x00005356,
+	0x00005406, 0x00005528, 0x000055e7, 0x000056f8,
+	0x0000574f, 0x00005779, 0x000057a5, 0x000057cf,
+	0x000057d7, 0x000057dd, 0x000057ea, 0x000057fc,
 	// Entry 1C0 - 1DF
-	0x00005847, 0x0000585c, 0x0000588e, 0x000058da,
-	0x000058e3, 0x000058f5, 0x00005904, 0x00005926,
-	0x0000594a, 0x00005998, 0x00005aa2, 0x00005acd,
-	0x00005b01, 0x00005b0f, 0x00005b3a, 0x00005b4c,
-	0x00005b50, 0x00005b66, 0x00005b90, 0x00005bd9,
-	0x00005bf9, 0x00005c02, 0x00005c14, 0x00005c37,
-	0x00005cd2, 0x00005ce0, 0x00005cef, 0x00005d46,
-	0x00005d7f, 0x00005d8c, 0x00005dc4, 0x00005e2d,
+	0x00005805, 0x00005847, 0x00005891, 0x000058a6,
+	0x000058d8, 0x00005924, 0x0000592d, 0x0000593f,
+	0x0000594e, 0x00005970, 0x00005994, 0x000059e2,
+	0x00005aec, 0x00005b17, 0x00005b4b, 0x00005b59,
+	0x00005b84, 0x00005b96, 0x00005b9a, 0x00005bb0,
+	0x00005bda, 0x00005c23, 0x00005c43, 0x00005c4c,
+	0x00005c5e, 0x00005c81, 0x00005d1c, 0x00005d2a,
+	0x00005d39, 0x00005d90, 0x00005dc9, 0x00005dd6,
 	// Entry 1E0 - 1FF
-	0x00005e49, 0x00005e53, 0x00005e5c, 0x00005e65,
-	0x00005e6f, 0x00005e76, 0x00005e80, 0x00005e88,
-	0x00005e8d, 0x00005e95, 0x00005e9e, 0x00005ea7,
-	0x00005eb4, 0x00005eb9, 0x00005ec1, 0x00005ec8,
-	0x00005ed0, 0x00005ed5, 0x00005ee3, 0x00005eea,
-	0x00005ef1, 0x00005ef6, 0x00005efd, 0x00005f07,
-	0x00005f0e, 0x00005f21, 0x00005f31, 0x00005f4c,
-	0x00005f6c, 0x00005f7a, 0x00005f83, 0x00005f8c,
+	0x00005e0e, 0x00005e77, 0x00005e93, 0x00005e9d,
+	0x00005ea6, 0x00005eaf, 0x00005eb9, 0x00005ec0,
+	0x00005eca, 0x00005ed2, 0x00005ed7, 0x00005edf,
+	0x00005ee8, 0x00005ef1, 0x00005efe, 0x00005f03,
+	0x00005f0b, 0x00005f12, 0x00005f1a, 0x00005f1f,
+	0x00005f2d, 0x00005f34, 0x00005f3b, 0x00005f40,
+	0x00005f47, 0x00005f51, 0x00005f58, 0x00005f6b,
+	0x00005f7b, 0x00005f96, 0x00005fb6, 0x00005fc4,
 	// Entry 200 - 21F
-	0x00005f95, 0x00005f99, 0x00005f9c, 0x00005fa8,
-	0x00005fb6, 0x00005fc3, 0x00005fd4, 0x00005fe3,
-	0x00005ffa, 0x0000600d, 0x0000601d, 0x0000602c,
-	0x0000603b, 0x00006043, 0x0000604a, 0x00006052,
-	0x0000605a, 0x00006068, 0x00006076, 0x0000608c,
-	0x000060a1, 0x000060b2, 0x000060b8, 0x000060bf,
-	0x000060c8, 0x000060e4, 0x000060ed, 0x000060f7,
-	0x00006100, 0x00006109, 0x00006112, 0x00006129,
+	0x00005fcd, 0x00005fd6, 0x00005fdf, 0x00005fe3,
+	0x00005fe6, 0x00005ff2, 0x00006000, 0x0000600d,
+	0x0000601e, 0x0000602d, 0x00006044, 0x00006057,
+	0x00006067, 0x00006076, 0x00006085, 0x0000608d,
+	0x00006094, 0x0000609c, 0x000060a4, 0x000060b2,
+	0x000060c0, 0x000060d6, 0x000060eb, 0x000060fc,
+	0x00006102, 0x00006109, 0x00006112, 0x0000612e,
+	0x00006137, 0x00006141, 0x0000614a, 0x00006153,
 	// Entry 220 - 23F
-	0x00006131, 0x0000613f, 0x0000616b, 0x00006177,
-	0x00006185, 0x000061cb, 0x000061d7, 0x000061df,
-	0x0000620a, 0x00006255, 0x00006317, 0x0000631b,
-	0x00006341, 0x00006369, 0x000063cc, 0x000063eb,
-	0x000063f0, 0x0000640b, 0x0000641c, 0x00006428,
-	0x00006430, 0x00006462, 0x0000646b, 0x00006474,
-	0x00006490, 0x000064f1, 0x000064fe, 0x00006535,
-	0x00006564, 0x000065b4, 0x000065ef, 0x000065fd,
+	0x0000615c, 0x00006173, 0x0000617b, 0x00006189,
+	0x000061b5, 0x000061c1, 0x000061cf, 0x00006215,
+	0x00006221, 0x00006229, 0x00006254, 0x0000629f,
+	0x00006361, 0x00006365, 0x0000638b, 0x000063b3,
+	0x00006416, 0x00006435, 0x0000643a, 0x00006455,
+	0x00006466, 0x00006472, 0x0000647a, 0x000064ac,
+	0x000064b5, 0x000064be, 0x000064da, 0x0000653b,
+	0x00006548, 0x0000657f, 0x000065ae, 0x000065fe,
 	// Entry 240 - 25F
-	0x00006629, 0x0000664f, 0x00006670, 0x0000667b,
-	0x000066a9, 0x000066c6, 0x000066f5, 0x00006727,
-	0x00006745, 0x0000677a, 0x00006796, 0x000067b5,
-	0x00006810, 0x0000681f, 0x0000682c, 0x0000683a,
-	0x00006847, 0x00006850, 0x0000686b, 0x0000689b,
-	0x000068b6, 0x000068c0, 0x00006912, 0x000069d2,
-	0x00006a2e, 0x00006aac, 0x00006b22, 0x00006bf5,
-	0x00006cb8, 0x00006cf0, 0x00006d50, 0x00006da7,
+	0x00006639, 0x00006647, 0x00006673, 0x00006699,
+	0x000066ba, 0x000066c5, 0x000066f3, 0x00006710,
+	0x0000673f, 0x00006771, 0x0000678f, 0x000067c4,
+	0x000067e0, 0x000067ff, 0x0000685a, 0x00006869,
+	0x00006876, 0x00006884, 0x00006891, 0x0000689a,
+	0x000068b5, 0x000068e5, 0x00006900, 0x0000690a,
+	0x0000695c, 0x00006a1c, 0x00006a78, 0x00006af6,
+	0x00006b6c, 0x00006c3f, 0x00006d02, 0x00006d3a,
 	// Entry 260 - 27F
-	0x00006de1, 0x00006eee, 0x00006f0e, 0x00006f34,
-	0x00006f5e, 0x00006fcf, 0x0000700c, 0x00007030,
-	0x000070d4, 0x000070f9, 0x00007128, 0x00007188,
-	0x000071e1, 0x0000723b, 0x00007255, 0x00007273,
-	0x000072a7, 0x000072e7, 0x00007311, 0x00007320,
-	0x000073eb, 0x0000741c, 0x0000744b, 0x0000745e,
-	0x000074d3, 0x000074e6, 0x0000751a, 0x0000756b,
-	0x0000759f, 0x000075af, 0x000075f6, 0x00007623,
+	0x00006d9a, 0x00006df1, 0x00006e2b, 0x00006f38,
+	0x00006f58, 0x00006f7e, 0x00006fa8, 0x00007019,
+	0x00007056, 0x0000707a, 0x0000711e, 0x00007143,
+	0x00007172, 0x000071d2, 0x0000722b, 0x00007285,
+	0x0000729f, 0x000072bd, 0x000072f1, 0x00007331,
+	0x0000735b, 0x0000736a, 0x00007435, 0x00007466,
+	0x00007495, 0x000074a8, 0x0000751d, 0x00007530,
+	0x00007564, 0x000075b5, 0x000075e9, 0x000075f9,
 	// Entry 280 - 29F
-	0x00007630, 0x00007640, 0x00007670, 0x000076aa,
-	0x000076cd, 0x00007744, 0x000077c6, 0x0000784b,
-	0x0000785a, 0x000078aa, 0x0000790a, 0x00007976,
-	0x000079ed, 0x000079f5, 0x00007a0d, 0x00007a2a,
-	0x00007a38, 0x00007a49, 0x00007a51, 0x00007a5c,
-	0x00007a9d, 0x00007ad5, 0x00007ae9, 0x00007b3f,
-	0x00007b69, 0x00007b99, 0x00007bd4, 0x00007be4,
-	0x00007c23, 0x00007c34, 0x00007c46, 0x00007c52,
+	0x00007640, 0x0000766d, 0x0000767a, 0x0000768a,
+	0x000076ba, 0x000076f4, 0x00007717, 0x0000778e,
+	0x00007810, 0x00007895, 0x000078a4, 0x000078f4,
+	0x00007954, 0x000079c0, 0x00007a37, 0x00007a3f,
+	0x00007a57, 0x00007a74, 0x00007a82, 0x00007a93,
+	0x00007a9b, 0x00007aa6, 0x00007ae7, 0x00007b1f,
+	0x00007b33, 0x00007b89, 0x00007bb3, 0x00007be3,
+	0x00007c1e, 0x00007c2e, 0x00007c6d, 0x00007c7e,
 	// Entry 2A0 - 2BF
-	0x00007c63, 0x00007c7d, 0x00007c85, 0x00007c96,
-	0x00007c9c, 0x00007cb0, 0x00007cc8, 0x00007ced,
-	0x00007cf1, 0x00007d11, 0x00007d1f, 0x00007d32,
-	0x00007d70, 0x00007dad, 0x00007dd9, 0x00007e31,
-	0x00007e40, 0x00007e51, 0x00007e59, 0x00007e66,
-	0x00007e76, 0x00007e8d, 0x00007e98, 0x00007ea7,
-	0x00007ead, 0x00007ebb, 0x00007ec5, 0x00007ed0,
-	0x00007eda, 0x00007eed, 0x00007f12, 0x00007f3d,
+	0x00007c90, 0x00007c9c, 0x00007cad, 0x00007cc7,
+	0x00007ccf, 0x00007ce0, 0x00007ce6, 0x00007cfa,
+	0x00007d12, 0x00007d37, 0x00007d3b, 0x00007d5b,
+	0x00007d69, 0x00007d7c, 0x00007dba, 0x00007df7,
+	0x00007e23, 0x00007e7b, 0x00007e8a, 0x00007e9b,
+	0x00007ea3, 0x00007eb0, 0x00007ec0, 0x00007ed7,
+	0x00007ee2, 0x00007ef1, 0x00007ef7, 0x00007f05,
+	0x00007f0f, 0x00007f1a, 0x00007f24, 0x00007f37,
 	// Entry 2C0 - 2DF
-	0x00007fce, 0x00008009, 0x00008028, 0x00008066,
-	0x0000809d, 0x000080cb, 0x000080d9, 0x00008178,
-	0x00008196, 0x000082ed, 0x000082fb, 0x0000830f,
-	0x00008330, 0x00008344, 0x00008374, 0x0000837a,
-	0x0000838e, 0x000083a6, 0x000083b9, 0x000083f6,
-	0x00008469, 0x000084b6, 0x000084c7, 0x000084de,
-	0x000084fb, 0x00008509, 0x00008548, 0x00008556,
-	0x00008561, 0x00008567, 0x00008659, 0x0000865f,
+	0x00007f5c, 0x00007f87, 0x00008018, 0x00008053,
+	0x00008072, 0x000080b0, 0x000080e7, 0x00008115,
+	0x00008123, 0x000081c2, 0x000081e0, 0x00008337,
+	0x00008345, 0x00008359, 0x0000837a, 0x0000838e,
+	0x000083be, 0x000083c4, 0x000083d8, 0x000083f0,
+	0x00008403, 0x00008440, 0x000084b3, 0x00008500,
+	0x00008511, 0x00008528, 0x00008545, 0x00008553,
+	0x00008592, 0x000085a0, 0x000085ab, 0x000085b1,
 	// Entry 2E0 - 2FF
-	0x00008691, 0x00008696, 0x000086a6, 0x000086b1,
-	0x000086ba, 0x000086ca, 0x000086d6, 0x0000870a,
-	0x0000873d, 0x00008757, 0x0000875e, 0x0000878f,
-	0x000087af, 0x000087c1, 0x000087d3, 0x00008878,
-	0x0000888e, 0x00008913, 0x0000898d, 0x0000899c,
-	0x00008a56, 0x00008aa7, 0x00008aac, 0x00008aba,
-	0x00008aca, 0x00008ad6, 0x00008ae6, 0x00008af4,
-	0x00008b04, 0x00008b0e, 0x00008b31, 0x00008b4a,
+	0x000086a3, 0x000086a9, 0x000086db, 0x000086e0,
+	0x000086f0, 0x000086fb, 0x00008704, 0x00008714,
+	0x00008720, 0x00008754, 0x00008787, 0x000087a1,
+	0x000087a8, 0x000087d9, 0x000087f9, 0x0000880b,
+	0x0000881d, 0x000088c2, 0x000088d8, 0x0000895d,
+	0x000089d7, 0x000089e6, 0x00008aa0, 0x00008af1,
+	0x00008af6, 0x00008b04, 0x00008b14, 0x00008b20,
+	0x00008b30, 0x00008b3e, 0x00008b4e, 0x00008b58,
 	// Entry 300 - 31F
-	0x00008b5d, 0x00008bc9, 0x00008bef, 0x00008bfe,
-	0x00008c50, 0x00008c5e, 0x00008c7a, 0x00008cc8,
-	0x00008cd7, 0x00008ced, 0x00008d41, 0x00008d73,
-	0x00008dcb, 0x00008de1, 0x00008eaf, 0x00008ec6,
-	0x00008efd, 0x00008f0b, 0x00008f4f, 0x00008f74,
-	0x00008feb, 0x00009001, 0x00009018, 0x00009046,
-	0x00009059, 0x00009081, 0x00009105, 0x0000910c,
-	0x00009174, 0x0000919e, 0x000091ce, 0x00009323,
+	0x00008b7b, 0x00008b94, 0x00008ba7, 0x00008c13,
+	0x00008c39, 0x00008c48, 0x00008c9a, 0x00008ca8,
+	0x00008cc4, 0x00008d12, 0x00008d21, 0x00008d37,
+	0x00008d8b, 0x00008dbd, 0x00008e15, 0x00008e2b,
+	0x00008ef9, 0x00008f10, 0x00008f47, 0x00008f55,
+	0x00008f99, 0x00008fbe, 0x00009035, 0x0000904b,
+	0x00009062, 0x00009090, 0x000090a3, 0x000090cb,
+	0x0000914f, 0x00009156, 0x000091be, 0x000091e8,
 	// Entry 320 - 33F
-	0x0000945d, 0x000094fd, 0x000095d4, 0x000096ad,
-	0x000096c1, 0x0000971c, 0x000097c7, 0x00009849,
-	0x00009851, 0x0000988c, 0x00009892, 0x00009924,
-	0x000099bc, 0x000099e8, 0x00009a13, 0x00009a61,
-	0x00009acd, 0x00009b74, 0x00009b8f, 0x00009b99,
-	0x00009b9e, 0x00009ba8, 0x00009bb0, 0x00009bb6,
-	0x00009bbe, 0x00009bcc, 0x00009bd6, 0x00009be3,
-	0x00009bf6, 0x00009c1a, 0x00009c9a, 0x00009cab,
+	0x00009218, 0x0000936d, 0x000094a7, 0x00009547,
+	0x0000961e, 0x000096f7, 0x0000970b, 0x00009766,
+	0x00009811, 0x00009893, 0x0000989b, 0x000098d6,
+	0x000098dc, 0x0000996e, 0x00009a06, 0x00009a32,
+	0x00009a5d, 0x00009aab, 0x00009b17, 0x00009bbe,
+	0x00009bd9, 0x00009be3, 0x00009be8, 0x00009bf2,
+	0x00009bfa, 0x00009c00, 0x00009c08, 0x00009c16,
+	0x00009c20, 0x00009c2d, 0x00009c40, 0x00009c64,
 	// Entry 340 - 35F
-	0x00009cb3, 0x00009d28, 0x00009d7c, 0x00009dc4,
-	0x00009dd3, 0x00009de6, 0x00009df2, 0x00009e2e,
-	0x00009e68, 0x00009e76, 0x00009e83, 0x00009e91,
-	0x00009e9f, 0x00009ead, 0x00009edf, 0x00009f0f,
-	0x00009f6b, 0x00009f78, 0x00009f98, 0x00009fa3,
-	0x00009fbd, 0x00009fc2, 0x00009fd3, 0x0000a059,
-	0x0000a07e, 0x0000a085, 0x0000a08e, 0x0000a0a1,
-	0x0000a0ab, 0x0000a0b5, 0x0000a0bf, 0x0000a0d7,
+	0x00009ce4, 0x00009cf5, 0x00009cfd, 0x00009d72,
+	0x00009dc6, 0x00009e0e, 0x00009e1d, 0x00009e30,
+	0x00009e3c, 0x00009e78, 0x00009eb2, 0x00009ec0,
+	0x00009ecd, 0x00009edb, 0x00009ee9, 0x00009ef7,
+	0x00009f29, 0x00009f59, 0x00009fb5, 0x00009fc2,
+	0x00009fe2, 0x00009fed, 0x0000a007, 0x0000a00c,
+	0x0000a01d, 0x0000a0a3, 0x0000a0c8, 0x0000a0cf,
+	0x0000a0d8, 0x0000a0eb, 0x0000a0f5, 0x0000a0ff,
 	// Entry 360 - 37F
-	0x0000a0ed, 0x0000a0f9, 0x0000a11b, 0x0000a149,
-	0x0000a150, 0x0000a15d, 0x0000a16e, 0x0000a195,
-	0x0000a1a5, 0x0000a1c4, 0x0000a1e4, 0x0000a2bc,
-	0x0000a39d, 0x0000a3f1, 0x0000a441, 0x0000a4a1,
-	0x0000a4f4, 0x0000a52c, 0x0000a564, 0x0000a595,
-	0x0000a5e5, 0x0000a619, 0x0000a637, 0x0000a656,
-	0x0000a675, 0x0000a695,
-} // Size: 3584 bytes
+	0x0000a109, 0x0000a121, 0x0000a137, 0x0000a143,
+	0x0000a165, 0x0000a193, 0x0000a19a, 0x0000a1a7,
+	0x0000a1b8, 0x0000a1df, 0x0000a1ef, 0x0000a20e,
+	0x0000a22e, 0x0000a306, 0x0000a3e7, 0x0000a43b,
+	0x0000a48b, 0x0000a4eb, 0x0000a53e, 0x0000a576,
+	0x0000a5ae, 0x0000a5df, 0x0000a62f, 0x0000a663,
+	0x0000a681, 0x0000a6a0, 0x0000a6bf, 0x0000a6df,
+} // Size: 3592 bytes
 
-const enData string = "" + // Size: 42645 bytes
+const enData string = "" + // Size: 42719 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1297,112 +1299,113 @@ const enData string = "" + // Size: 42645 bytes
 	"\x02Version\x02Status\x02Business key\x02Error code\x02Held at a node of" +
 	"\x02Waiting for a retry at a node of\x02Created from\x02Created to\x02Ot" +
 	"her criteria\x02none given\x02By process and error code\x02Instances\x02" +
-	"The %[1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00" +
-	"\x02\x9f\x01\x02%[1]d of them is calling a destination now: a stop abort" +
-	"s the call, but the destination may already have acted on the request (a" +
-	" card charged: check with it).\x00\xa0\x01\x02%[1]d of them are calling " +
-	"a destination now: a stop aborts the call, but the destination may alrea" +
-	"dy have acted on the request (a card charged: check with it).\x14\x01" +
-	"\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push call that ma" +
-	"y have been carried out all the same: it ended outcome_unknown or deadli" +
-	"ne_exceeded (its answer was lost, or came after the timeout), or invalid" +
-	"_outputs (the destination answered a success whose outputs the contract " +
-	"refused). Check at the destination that it did not act before retrying, " +
-	"or it acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d of them ar" +
-	"e held at a push call that may have been carried out all the same: it en" +
-	"ded outcome_unknown or deadline_exceeded (its answer was lost, or came a" +
-	"fter the timeout), or invalid_outputs (the destination answered a succes" +
-	"s whose outputs the contract refused). Check at the destination that it " +
-	"did not act before retrying, or it acts twice (a card charged twice)." +
-	"\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed befo" +
-	"re any attempt (its inputs could not be built): it cannot be retried and" +
-	" is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instanc" +
-	"es failed before any attempt (their inputs could not be built): they can" +
-	"not be retried and are left out. Abandon or stop them.\x02Cannot act on " +
-	"this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Did " +
-	"you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No process h" +
-	"as the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02This filter" +
-	" takes the key of a definition: the one the node an instance is held at " +
-	"runs, not the node’s name.\x02Definition %[1]s is only called by push no" +
-	"des, which are never retried: none of its retries waits.\x02Definition %" +
-	"[1]s has no revision %[2]d.\x02The confirmed count is missing: start aga" +
-	"in from the list.\x02The count changed since it was taken (it was %[1]d)" +
-	": instances were settled, retried or acted on meanwhile. Nothing was don" +
-	"e; check the new count and confirm again.\x14\x01\x81\x01\x00\x02\x93" +
-	"\x01\x02%[1]d more waits a retry again since the count (its retry came d" +
-	"ue and failed again): go back to the list and count again to bring it fo" +
-	"rward too.\x00\x91\x01\x02%[1]d more wait a retry again since the count " +
-	"(theirs came due and failed again): go back to the list and count again " +
-	"to bring them forward too.\x02This bulk action was already applied (the " +
-	"form was sent again): its records are in the audit log. Nothing more was" +
-	" done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00" +
-	"'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02C\x02" +
-	"Retry brought forward for %[1]d instance: its workers take it now.\x00J" +
-	"\x02Retries brought forward for %[1]d instances: their workers take them" +
-	" now.\x14\x01\x81\x01\x00\x02c\x02%[1]d more no longer waited as counted" +
-	": its retry came due, or it ended or was acted on meanwhile.\x00h\x02%[1" +
-	"]d more no longer waited as counted: their retry came due, or they ended" +
-	" or were acted on meanwhile.\x14\x01\x81\x01\x00\x02f\x02%[1]d skipped: " +
-	"it changed after the count (settled, acted on by someone else, or its re" +
-	"try came due).\x00j\x02%[1]d skipped: they changed after the count (sett" +
-	"led, acted on by someone else, or their retry came due).\x14\x01\x81\x01" +
-	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
-	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
-	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
-	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
-	"ffered again\x02Bulk action\x02retry now (attempts unchanged)\x02deleted" +
-	"\x02Audit log\x02Every retry, abandon and stop an operator applied, and " +
-	"every erasure an administrator made, with its reason. Reveals of sensiti" +
-	"ve values have their own log, which administrators read on the Reveals p" +
-	"age (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02" +
-	"exact; instances deleted since are not found\x02from\x02to\x02Apply filt" +
-	"ers\x02Clear filters\x02No operator action matches.\x02All actions\x02Th" +
-	"e process instance must be a whole instance id (a UUID): the lists show " +
-	"the end of each id; open the instance, or copy its link, for the whole i" +
-	"d.\x02The bulk action must be its id (a UUID).\x02Operator actions, newe" +
-	"st first\x02No bulk action has the id %[1]s: check the link, or open the" +
-	" action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]" +
-	"d instance bulk action %[2]s changed. While it runs, each reload shows h" +
-	"ow far it got.\x00h\x02Showing the %[1]d instances bulk action %[2]s cha" +
-	"nged. While it runs, each reload shows how far it got.\x02retry now\x02F" +
-	"ilter: %[1]s.\x02given (not kept)\x02Created since\x02Created before\x02" +
-	"%[1]s: %[2]s\x02none (every instance)\x02%[1]s; %[2]s\x02Bulk %[1]s by %" +
-	"[2]s, started %[3]s: applied to every instance counted (%[4]d). It ended" +
-	" %[5]s.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %" +
-	"[5]d instances counted, %[6]d skipped (they changed after the count). It" +
-	" ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an e" +
-	"rror after %[4]d of the %[5]d instances counted (%[6]d skipped). What it" +
-	" applied stays; act on the filter again for the rest.\x02Bulk %[1]s by %" +
-	"[2]s, started %[3]s, is running: %[4]d of the %[5]d instances counted do" +
-	"ne so far (%[6]d skipped). Each reload shows how far it got.\x02No progr" +
-	"ess since %[1]s: the replica running it may have stopped. What it applie" +
-	"d stays; act on the filter again for the rest.\x02Error: %[1]s · %[2]s" +
-	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
-	"Health\x02External tasks\x02Processes\x02Find an instance or occurrence" +
-	"\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
-	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
-	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
-	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
-	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
-	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
-	"\x02Your role can read definitions and processes only: external tasks an" +
-	"d process instances are for operators and administrators.\x02Invalid req" +
-	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
-	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
-	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
-	" is not visible to you.\x02Nothing exists at this address, or it is not " +
-	"visible to you. An ended instance is deleted, with its occurrences and a" +
-	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
-	"once when an administrator erases it; the audit log keeps the operator a" +
-	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
-	"w the end of each id; open the row, or copy its link, for the whole id." +
-	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
-	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
-	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired:" +
-	" nothing was done. Open the form again and send it anew.\x02Back to the " +
-	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
-	"s done. Shorten what you typed and send it again.\x02Form not received" +
+	"The %[1]d largest groups; the filter matches more.\x02Instances of %[1]s" +
+	": %[2]s\x02Instances of %[1]s with error code %[2]s: %[3]s\x14\x01\x81" +
+	"\x01\x00\x02\x9f\x01\x02%[1]d of them is calling a destination now: a st" +
+	"op aborts the call, but the destination may already have acted on the re" +
+	"quest (a card charged: check with it).\x00\xa0\x01\x02%[1]d of them are " +
+	"calling a destination now: a stop aborts the call, but the destination m" +
+	"ay already have acted on the request (a card charged: check with it)." +
+	"\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held at a push call" +
+	" that may have been carried out all the same: it ended outcome_unknown o" +
+	"r deadline_exceeded (its answer was lost, or came after the timeout), or" +
+	" invalid_outputs (the destination answered a success whose outputs the c" +
+	"ontract refused). Check at the destination that it did not act before re" +
+	"trying, or it acts twice (a card charged twice).\x00\xf6\x02\x02%[1]d of" +
+	" them are held at a push call that may have been carried out all the sam" +
+	"e: it ended outcome_unknown or deadline_exceeded (its answer was lost, o" +
+	"r came after the timeout), or invalid_outputs (the destination answered " +
+	"a success whose outputs the contract refused). Check at the destination " +
+	"that it did not act before retrying, or it acts twice (a card charged tw" +
+	"ice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed" +
+	" before any attempt (its inputs could not be built): it cannot be retrie" +
+	"d and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held in" +
+	"stances failed before any attempt (their inputs could not be built): the" +
+	"y cannot be retried and are left out. Abandon or stop them.\x02Cannot ac" +
+	"t on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”." +
+	"\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No p" +
+	"rocess has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Thi" +
+	"s filter takes the key of a definition: the one the node an instance is " +
+	"held at runs, not the node’s name.\x02Definition %[1]s is only called by" +
+	" push nodes, which are never retried: none of its retries waits.\x02Defi" +
+	"nition %[1]s has no revision %[2]d.\x02The confirmed count is missing: s" +
+	"tart again from the list.\x02The count changed since it was taken (it wa" +
+	"s %[1]d): instances were settled, retried or acted on meanwhile. Nothing" +
+	" was done; check the new count and confirm again.\x14\x01\x81\x01\x00" +
+	"\x02\x93\x01\x02%[1]d more waits a retry again since the count (its retr" +
+	"y came due and failed again): go back to the list and count again to bri" +
+	"ng it forward too.\x00\x91\x01\x02%[1]d more wait a retry again since th" +
+	"e count (theirs came due and failed again): go back to the list and coun" +
+	"t again to bring them forward too.\x02This bulk action was already appli" +
+	"ed (the form was sent again): its records are in the audit log. Nothing " +
+	"more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d insta" +
+	"nce.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02C\x02Retry brought forward for %[1]d instance: its workers take it n" +
+	"ow.\x00J\x02Retries brought forward for %[1]d instances: their workers t" +
+	"ake them now.\x14\x01\x81\x01\x00\x02c\x02%[1]d more no longer waited as" +
+	" counted: its retry came due, or it ended or was acted on meanwhile.\x00" +
+	"h\x02%[1]d more no longer waited as counted: their retry came due, or th" +
+	"ey ended or were acted on meanwhile.\x14\x01\x81\x01\x00\x02f\x02%[1]d s" +
+	"kipped: it changed after the count (settled, acted on by someone else, o" +
+	"r its retry came due).\x00j\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, acted on by someone else, or their retry came due).\x14\x01" +
+	"\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled," +
+	" or acted on by someone else).\x00T\x02%[1]d skipped: they changed after" +
+	" the count (settled, or acted on by someone else).\x02%[1]s (token #%[2]" +
+	"d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occu" +
+	"rrence offered again\x02Bulk action\x02retry now (attempts unchanged)" +
+	"\x02deleted\x02Audit log\x02Every retry, abandon and stop an operator ap" +
+	"plied, and every erasure an administrator made, with its reason. Reveals" +
+	" of sensitive values have their own log, which administrators read on th" +
+	"e Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name" +
+	", exact\x02exact; instances deleted since are not found\x02from\x02to" +
+	"\x02Apply filters\x02Clear filters\x02No operator action matches.\x02All" +
+	" actions\x02The process instance must be a whole instance id (a UUID): t" +
+	"he lists show the end of each id; open the instance, or copy its link, f" +
+	"or the whole id.\x02The bulk action must be its id (a UUID).\x02Operator" +
+	" actions, newest first\x02No bulk action has the id %[1]s: check the lin" +
+	"k, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Sh" +
+	"owing the %[1]d instance bulk action %[2]s changed. While it runs, each " +
+	"reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk ac" +
+	"tion %[2]s changed. While it runs, each reload shows how far it got.\x02" +
+	"retry now\x02Filter: %[1]s.\x02given (not kept)\x02Created since\x02Crea" +
+	"ted before\x02%[1]s: %[2]s\x02none (every instance)\x02%[1]s; %[2]s\x02B" +
+	"ulk %[1]s by %[2]s, started %[3]s: applied to every instance counted (%[" +
+	"4]d). It ended %[5]s.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to " +
+	"%[4]d of the %[5]d instances counted, %[6]d skipped (they changed after " +
+	"the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was s" +
+	"topped by an error after %[4]d of the %[5]d instances counted (%[6]d ski" +
+	"pped). What it applied stays; act on the filter again for the rest.\x02B" +
+	"ulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instan" +
+	"ces counted done so far (%[6]d skipped). Each reload shows how far it go" +
+	"t.\x02No progress since %[1]s: the replica running it may have stopped. " +
+	"What it applied stays; act on the filter again for the rest.\x02Error: %" +
+	"[1]s · %[2]s\x02Relais console\x02Language\x02Skip to content\x02Main na" +
+	"vigation\x02Health\x02External tasks\x02Processes\x02Find an instance or" +
+	" occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02C" +
+	"onsumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2" +
+	"]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings" +
+	":\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every " +
+	"%[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
+	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
+	"owed\x02Your role can read definitions and processes only: external task" +
+	"s and process instances are for operators and administrators.\x02Invalid" +
+	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
+	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
+	"k to sign-in\x02Back to definitions\x02Nothing exists at this address, o" +
+	"r it is not visible to you.\x02Nothing exists at this address, or it is " +
+	"not visible to you. An ended instance is deleted, with its occurrences a" +
+	"nd attempts, once the retention period (RELAIS_RETENTION) has passed, or" +
+	" at once when an administrator erases it; the audit log keeps the operat" +
+	"or actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists" +
+	" show the end of each id; open the row, or copy its link, for the whole " +
+	"id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this" +
+	" reason: “%[3]s”. Its inputs, occurrences and attempts were deleted with" +
+	" it; the audit log keeps the operator actions taken on it.\x02Form refus" +
+	"ed\x02This form was not sent from this console session, or it has expire" +
+	"d: nothing was done. Open the form again and send it anew.\x02Back to th" +
+	"e form\x02Form too large\x02This form is larger than %[1]d KiB: nothing " +
+	"was done. Shorten what you typed and send it again.\x02Form not received" +
 	"\x02This form did not arrive in time: nothing was done. Send it again." +
 	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
 	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
@@ -1829,7 +1832,7 @@ const enData string = "" + // Size: 42645 bytes
 	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
 	"isions %[1]s only."
 
-var frIndex = []uint32{ // 890 elements
+var frIndex = []uint32{ // 892 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1861,229 +1864,229 @@ var frIndex = []uint32{ // 890 elements
 	0x00002615, 0x0000261d, 0x00002624, 0x00002631,
 	0x00002641, 0x00002659, 0x0000268e, 0x000026a1,
 	0x000026b5, 0x000026c6, 0x000026cc, 0x000026ed,
-	0x000026f7, 0x0000273f, 0x000028e6, 0x00002c9b,
-	0x00002e47, 0x00002e69, 0x00002e7f, 0x00002ea5,
-	0x00002ecb, 0x00002efa, 0x00002f29, 0x00002f5b,
-	0x00002fdc, 0x00003062, 0x00003095, 0x000030ca,
-	0x000031a3, 0x0000334c, 0x000033f5, 0x0000346a,
+	0x000026f7, 0x0000273f, 0x0000275c, 0x00002797,
+	0x0000293e, 0x00002cf3, 0x00002e9f, 0x00002ec1,
+	0x00002ed7, 0x00002efd, 0x00002f23, 0x00002f52,
+	0x00002f81, 0x00002fb3, 0x00003034, 0x000030ba,
+	0x000030ed, 0x00003122, 0x000031fb, 0x000033a4,
 	// Entry 80 - 9F
-	0x00003532, 0x0000368b, 0x000037d6, 0x000038b9,
-	0x000038d9, 0x000038df, 0x000038e3, 0x000038ea,
-	0x000038f0, 0x00003906, 0x00003926, 0x00003936,
-	0x00003962, 0x0000396d, 0x0000397f, 0x00003a95,
-	0x00003a9d, 0x00003ab8, 0x00003afa, 0x00003afd,
-	0x00003b00, 0x00003b16, 0x00003b31, 0x00003b5d,
-	0x00003b70, 0x00003c43, 0x00003c8c, 0x00003cc2,
-	0x00003d3e, 0x00003e5f, 0x00003e72, 0x00003e84,
+	0x0000344d, 0x000034c2, 0x0000358a, 0x000036e3,
+	0x0000382e, 0x00003911, 0x00003931, 0x00003937,
+	0x0000393b, 0x00003942, 0x00003948, 0x0000395e,
+	0x0000397e, 0x0000398e, 0x000039ba, 0x000039c5,
+	0x000039d7, 0x00003aed, 0x00003af5, 0x00003b10,
+	0x00003b52, 0x00003b55, 0x00003b58, 0x00003b6e,
+	0x00003b89, 0x00003bb5, 0x00003bc8, 0x00003c9b,
+	0x00003ce4, 0x00003d1a, 0x00003d96, 0x00003eb7,
 	// Entry A0 - BF
-	0x00003e9d, 0x00003ead, 0x00003ebc, 0x00003ecc,
-	0x00003ee9, 0x00003ef9, 0x00003f86, 0x0000404a,
-	0x00004145, 0x0000420b, 0x000042c2, 0x000042dc,
-	0x000042eb, 0x000042f2, 0x00004303, 0x00004319,
-	0x0000431f, 0x00004330, 0x0000433a, 0x00004361,
-	0x0000437d, 0x00004385, 0x00004392, 0x0000439e,
-	0x000043ac, 0x000043b9, 0x000043c0, 0x000043ce,
-	0x000043f2, 0x00004402, 0x0000441a, 0x0000443b,
+	0x00003eca, 0x00003edc, 0x00003ef5, 0x00003f05,
+	0x00003f14, 0x00003f24, 0x00003f41, 0x00003f51,
+	0x00003fde, 0x000040a2, 0x0000419d, 0x00004263,
+	0x0000431a, 0x00004334, 0x00004343, 0x0000434a,
+	0x0000435b, 0x00004371, 0x00004377, 0x00004388,
+	0x00004392, 0x000043b9, 0x000043d5, 0x000043dd,
+	0x000043ea, 0x000043f6, 0x00004404, 0x00004411,
+	0x00004418, 0x00004426, 0x0000444a, 0x0000445a,
 	// Entry C0 - DF
-	0x0000446d, 0x000044a9, 0x000044e3, 0x000044f9,
-	0x00004513, 0x00004545, 0x0000455f, 0x0000456e,
-	0x00004622, 0x00004634, 0x000046b4, 0x000046d0,
-	0x000046e7, 0x000046ff, 0x00004742, 0x00004890,
-	0x00004949, 0x00004955, 0x00004a40, 0x00004a53,
-	0x00004af8, 0x00004b0d, 0x00004b28, 0x00004ba4,
-	0x00004bb9, 0x00004c16, 0x00004c6c, 0x00004c88,
-	0x00004cdf, 0x00004cf7, 0x00004d8f, 0x00004db4,
+	0x00004472, 0x00004493, 0x000044c5, 0x00004501,
+	0x0000453b, 0x00004551, 0x0000456b, 0x0000459d,
+	0x000045b7, 0x000045c6, 0x0000467a, 0x0000468c,
+	0x0000470c, 0x00004728, 0x0000473f, 0x00004757,
+	0x0000479a, 0x000048e8, 0x000049a1, 0x000049ad,
+	0x00004a98, 0x00004aab, 0x00004b50, 0x00004b65,
+	0x00004b80, 0x00004bfc, 0x00004c11, 0x00004c6e,
+	0x00004cc4, 0x00004ce0, 0x00004d37, 0x00004d4f,
 	// Entry E0 - FF
-	0x00004dce, 0x00004ebf, 0x00004eed, 0x00004ef0,
-	0x00004ef4, 0x00004efb, 0x00004f05, 0x00004f0b,
-	0x00004f13, 0x00004f19, 0x00004f23, 0x00004f44,
-	0x00004f5d, 0x00004f70, 0x00004fa8, 0x00004fc2,
-	0x00004fdd, 0x00005043, 0x00005075, 0x0000507b,
-	0x00005080, 0x0000508c, 0x0000509b, 0x000050a7,
-	0x000050b3, 0x000050c5, 0x000050d6, 0x0000515a,
-	0x0000516c, 0x00005183, 0x0000518e, 0x000051e3,
+	0x00004de7, 0x00004e0c, 0x00004e26, 0x00004f17,
+	0x00004f45, 0x00004f48, 0x00004f4c, 0x00004f53,
+	0x00004f5d, 0x00004f63, 0x00004f6b, 0x00004f71,
+	0x00004f7b, 0x00004f9c, 0x00004fb5, 0x00004fc8,
+	0x00005000, 0x0000501a, 0x00005035, 0x0000509b,
+	0x000050cd, 0x000050d3, 0x000050d8, 0x000050e4,
+	0x000050f3, 0x000050ff, 0x0000510b, 0x0000511d,
+	0x0000512e, 0x000051b2, 0x000051c4, 0x000051db,
 	// Entry 100 - 11F
-	0x000051f0, 0x00005215, 0x00005221, 0x0000522b,
-	0x00005231, 0x0000523d, 0x00005255, 0x000052a7,
-	0x000052b7, 0x000052c7, 0x000052d0, 0x000052db,
-	0x000052e3, 0x00005303, 0x00005325, 0x0000534d,
-	0x00005356, 0x00005366, 0x00005386, 0x0000538e,
-	0x0000539d, 0x000053bc, 0x000053e7, 0x0000540d,
-	0x0000541d, 0x00005427, 0x00005431, 0x00005450,
-	0x0000546e, 0x00005546, 0x00005564, 0x000055a8,
+	0x000051e6, 0x0000523b, 0x00005248, 0x0000526d,
+	0x00005279, 0x00005283, 0x00005289, 0x00005295,
+	0x000052ad, 0x000052ff, 0x0000530f, 0x0000531f,
+	0x00005328, 0x00005333, 0x0000533b, 0x0000535b,
+	0x0000537d, 0x000053a5, 0x000053ae, 0x000053be,
+	0x000053de, 0x000053e6, 0x000053f5, 0x00005414,
+	0x0000543f, 0x00005465, 0x00005475, 0x0000547f,
+	0x00005489, 0x000054a8, 0x000054c6, 0x0000559e,
 	// Entry 120 - 13F
-	0x000055e5, 0x00005618, 0x00005648, 0x000056d1,
-	0x000056fd, 0x0000572d, 0x0000574f, 0x0000576a,
-	0x00005785, 0x000057a1, 0x000057bd, 0x000057d3,
-	0x000057ed, 0x00005824, 0x0000585a, 0x0000587a,
-	0x00005899, 0x000058a0, 0x000058a7, 0x000058b6,
-	0x000058d2, 0x000058e6, 0x000058fb, 0x00005965,
-	0x0000597b, 0x00005980, 0x00005994, 0x000059ac,
-	0x000059d1, 0x000059ff, 0x00005a24, 0x00005a3e,
+	0x000055bc, 0x00005600, 0x0000563d, 0x00005670,
+	0x000056a0, 0x00005729, 0x00005755, 0x00005785,
+	0x000057a7, 0x000057c2, 0x000057dd, 0x000057f9,
+	0x00005815, 0x0000582b, 0x00005845, 0x0000587c,
+	0x000058b2, 0x000058d2, 0x000058f1, 0x000058f8,
+	0x000058ff, 0x0000590e, 0x0000592a, 0x0000593e,
+	0x00005953, 0x000059bd, 0x000059d3, 0x000059d8,
+	0x000059ec, 0x00005a04, 0x00005a29, 0x00005a57,
 	// Entry 140 - 15F
-	0x00005b87, 0x00005b9c, 0x00005bac, 0x00005bb0,
-	0x00005bc3, 0x00005bd2, 0x00005be9, 0x00005bf8,
-	0x00005bff, 0x00005c0a, 0x00005c2c, 0x00005c40,
-	0x00005d1e, 0x00005d46, 0x00005dcf, 0x00005ed5,
-	0x00005eea, 0x00005f50, 0x00005fd5, 0x0000604a,
-	0x0000605c, 0x0000606f, 0x0000608b, 0x000060b8,
-	0x000060d5, 0x000060f8, 0x00006103, 0x0000610e,
-	0x00006125, 0x000062ac, 0x0000631d, 0x00006344,
+	0x00005a7c, 0x00005a96, 0x00005bdf, 0x00005bf4,
+	0x00005c04, 0x00005c08, 0x00005c1b, 0x00005c2a,
+	0x00005c41, 0x00005c50, 0x00005c57, 0x00005c62,
+	0x00005c84, 0x00005c98, 0x00005d76, 0x00005d9e,
+	0x00005e27, 0x00005f2d, 0x00005f42, 0x00005fa8,
+	0x0000602d, 0x000060a2, 0x000060b4, 0x000060c7,
+	0x000060e3, 0x00006110, 0x0000612d, 0x00006150,
+	0x0000615b, 0x00006166, 0x0000617d, 0x00006304,
 	// Entry 160 - 17F
-	0x00006382, 0x0000638e, 0x00006397, 0x000063ab,
-	0x000063b5, 0x000063dc, 0x00006402, 0x0000641e,
-	0x00006439, 0x00006469, 0x000064d9, 0x000064f9,
-	0x00006514, 0x00006523, 0x00006534, 0x00006555,
-	0x0000658b, 0x000065a3, 0x000065ea, 0x00006655,
-	0x00006660, 0x0000667a, 0x000066c4, 0x000066cc,
-	0x000066da, 0x00006704, 0x0000672d, 0x000067a6,
-	0x000067ff, 0x0000689d, 0x00006917, 0x00006927,
+	0x00006375, 0x0000639c, 0x000063da, 0x000063e6,
+	0x000063ef, 0x00006403, 0x0000640d, 0x00006434,
+	0x0000645a, 0x00006476, 0x00006491, 0x000064c1,
+	0x00006531, 0x00006551, 0x0000656c, 0x0000657b,
+	0x0000658c, 0x000065ad, 0x000065e3, 0x000065fb,
+	0x00006642, 0x000066ad, 0x000066b8, 0x000066d2,
+	0x0000671c, 0x00006724, 0x00006732, 0x0000675c,
+	0x00006785, 0x000067fe, 0x00006857, 0x000068f5,
 	// Entry 180 - 19F
-	0x00006946, 0x0000696a, 0x00006976, 0x0000698f,
-	0x0000699a, 0x000069a7, 0x000069b6, 0x000069be,
-	0x000069c8, 0x000069d0, 0x000069d8, 0x000069de,
-	0x000069e5, 0x000069ea, 0x000069ef, 0x000069f3,
-	0x000069f8, 0x000069fe, 0x00006a04, 0x00006a0a,
-	0x00006a0f, 0x00006a14, 0x00006a1a, 0x00006a24,
-	0x00006a44, 0x00006a66, 0x00006a8a, 0x00006ab0,
-	0x00006ab9, 0x00006ad5, 0x00006ade, 0x00006af6,
+	0x0000696f, 0x0000697f, 0x0000699e, 0x000069c2,
+	0x000069ce, 0x000069e7, 0x000069f2, 0x000069ff,
+	0x00006a0e, 0x00006a16, 0x00006a20, 0x00006a28,
+	0x00006a30, 0x00006a36, 0x00006a3d, 0x00006a42,
+	0x00006a47, 0x00006a4b, 0x00006a50, 0x00006a56,
+	0x00006a5c, 0x00006a62, 0x00006a67, 0x00006a6c,
+	0x00006a72, 0x00006a7c, 0x00006a9c, 0x00006abe,
+	0x00006ae2, 0x00006b08, 0x00006b11, 0x00006b2d,
 	// Entry 1A0 - 1BF
-	0x00006aff, 0x00006b53, 0x00006b73, 0x00006b79,
-	0x00006b84, 0x00006b8a, 0x00006b98, 0x00006ba3,
-	0x00006bb1, 0x00006be4, 0x00006c08, 0x00006c37,
-	0x00006c80, 0x00006c87, 0x00006c9d, 0x00006d10,
-	0x00006d36, 0x00006d50, 0x00006e38, 0x00006fc7,
-	0x000070ce, 0x00007232, 0x00007282, 0x000072b3,
-	0x000072e6, 0x00007315, 0x00007320, 0x00007324,
-	0x00007336, 0x0000734b, 0x00007359, 0x000073b3,
+	0x00006b36, 0x00006b4e, 0x00006b57, 0x00006bab,
+	0x00006bcb, 0x00006bd1, 0x00006bdc, 0x00006be2,
+	0x00006bf0, 0x00006bfb, 0x00006c09, 0x00006c3c,
+	0x00006c60, 0x00006c8f, 0x00006cd8, 0x00006cdf,
+	0x00006cf5, 0x00006d68, 0x00006d8e, 0x00006da8,
+	0x00006e90, 0x0000701f, 0x00007126, 0x0000728a,
+	0x000072da, 0x0000730b, 0x0000733e, 0x0000736d,
+	0x00007378, 0x0000737c, 0x0000738e, 0x000073a3,
 	// Entry 1C0 - 1DF
-	0x00007418, 0x00007435, 0x00007478, 0x000074df,
-	0x000074ec, 0x00007501, 0x00007514, 0x0000753f,
-	0x0000756c, 0x000075e3, 0x00007775, 0x000077ac,
-	0x000077f6, 0x00007808, 0x00007840, 0x00007857,
-	0x00007863, 0x0000787a, 0x000078ae, 0x000078f8,
-	0x0000792d, 0x00007936, 0x0000794d, 0x0000797b,
-	0x00007a46, 0x00007a59, 0x00007a6b, 0x00007add,
-	0x00007b29, 0x00007b3a, 0x00007b86, 0x00007c00,
+	0x000073b1, 0x0000740b, 0x00007470, 0x0000748d,
+	0x000074d0, 0x00007537, 0x00007544, 0x00007559,
+	0x0000756c, 0x00007597, 0x000075c4, 0x0000763b,
+	0x000077cd, 0x00007804, 0x0000784e, 0x00007860,
+	0x00007898, 0x000078af, 0x000078bb, 0x000078d2,
+	0x00007906, 0x00007950, 0x00007985, 0x0000798e,
+	0x000079a5, 0x000079d3, 0x00007a9e, 0x00007ab1,
+	0x00007ac3, 0x00007b35, 0x00007b81, 0x00007b92,
 	// Entry 1E0 - 1FF
-	0x00007c24, 0x00007c2f, 0x00007c3a, 0x00007c45,
-	0x00007c4f, 0x00007c59, 0x00007c62, 0x00007c6b,
-	0x00007c74, 0x00007c7d, 0x00007c86, 0x00007c8d,
-	0x00007c9b, 0x00007ca1, 0x00007ca8, 0x00007caf,
-	0x00007cb8, 0x00007cbd, 0x00007ccb, 0x00007cd1,
-	0x00007cd7, 0x00007cdd, 0x00007ce5, 0x00007cee,
-	0x00007cf7, 0x00007d0a, 0x00007d1b, 0x00007d3e,
-	0x00007d5f, 0x00007d6e, 0x00007d79, 0x00007d84,
+	0x00007bde, 0x00007c58, 0x00007c7c, 0x00007c87,
+	0x00007c92, 0x00007c9d, 0x00007ca7, 0x00007cb1,
+	0x00007cba, 0x00007cc3, 0x00007ccc, 0x00007cd5,
+	0x00007cde, 0x00007ce5, 0x00007cf3, 0x00007cf9,
+	0x00007d00, 0x00007d07, 0x00007d10, 0x00007d15,
+	0x00007d23, 0x00007d29, 0x00007d2f, 0x00007d35,
+	0x00007d3d, 0x00007d46, 0x00007d4f, 0x00007d62,
+	0x00007d73, 0x00007d96, 0x00007db7, 0x00007dc6,
 	// Entry 200 - 21F
-	0x00007d91, 0x00007d95, 0x00007d99, 0x00007da7,
-	0x00007db5, 0x00007dc3, 0x00007de3, 0x00007df6,
-	0x00007e0f, 0x00007e24, 0x00007e35, 0x00007e47,
-	0x00007e59, 0x00007e5f, 0x00007e66, 0x00007e6e,
-	0x00007e76, 0x00007e94, 0x00007eb2, 0x00007ec9,
-	0x00007ede, 0x00007eef, 0x00007ef5, 0x00007f0e,
-	0x00007f19, 0x00007f4d, 0x00007f5a, 0x00007f78,
-	0x00007f86, 0x00007f8f, 0x00007f96, 0x00007fb1,
+	0x00007dd1, 0x00007ddc, 0x00007de9, 0x00007ded,
+	0x00007df1, 0x00007dff, 0x00007e0d, 0x00007e1b,
+	0x00007e3b, 0x00007e4e, 0x00007e67, 0x00007e7c,
+	0x00007e8d, 0x00007e9f, 0x00007eb1, 0x00007eb7,
+	0x00007ebe, 0x00007ec6, 0x00007ece, 0x00007eec,
+	0x00007f0a, 0x00007f21, 0x00007f36, 0x00007f47,
+	0x00007f4d, 0x00007f66, 0x00007f71, 0x00007fa5,
+	0x00007fb2, 0x00007fd0, 0x00007fde, 0x00007fe7,
 	// Entry 220 - 23F
-	0x00007fbb, 0x00007fce, 0x00008008, 0x00008011,
-	0x00008020, 0x00008084, 0x00008090, 0x0000809a,
-	0x000080ca, 0x00008125, 0x0000820c, 0x00008217,
-	0x0000824a, 0x00008288, 0x00008301, 0x00008326,
-	0x0000832b, 0x0000834b, 0x00008368, 0x00008388,
-	0x0000839d, 0x000083de, 0x000083e9, 0x000083f3,
-	0x0000841c, 0x00008491, 0x000084a2, 0x000084df,
-	0x00008513, 0x00008574, 0x000085be, 0x000085cc,
+	0x00007fee, 0x00008009, 0x00008013, 0x00008026,
+	0x00008060, 0x00008069, 0x00008078, 0x000080dc,
+	0x000080e8, 0x000080f2, 0x00008122, 0x0000817d,
+	0x00008264, 0x0000826f, 0x000082a2, 0x000082e0,
+	0x00008359, 0x0000837e, 0x00008383, 0x000083a3,
+	0x000083c0, 0x000083e0, 0x000083f5, 0x00008436,
+	0x00008441, 0x0000844b, 0x00008474, 0x000084e9,
+	0x000084fa, 0x00008537, 0x0000856b, 0x000085cc,
 	// Entry 240 - 25F
-	0x00008608, 0x00008632, 0x00008677, 0x0000869f,
-	0x000086de, 0x000086ff, 0x0000873d, 0x0000877d,
-	0x0000879d, 0x000087de, 0x00008808, 0x0000882f,
-	0x000088b2, 0x000088ca, 0x000088de, 0x000088f5,
-	0x00008903, 0x0000890e, 0x00008931, 0x0000896f,
-	0x0000898e, 0x000089aa, 0x00008a18, 0x00008aea,
-	0x00008b49, 0x00008bce, 0x00008c4b, 0x00008d5f,
-	0x00008e62, 0x00008ea9, 0x00008f36, 0x00008fa5,
+	0x00008616, 0x00008624, 0x00008660, 0x0000868a,
+	0x000086cf, 0x000086f7, 0x00008736, 0x00008757,
+	0x00008795, 0x000087d5, 0x000087f5, 0x00008836,
+	0x00008860, 0x00008887, 0x0000890a, 0x00008922,
+	0x00008936, 0x0000894d, 0x0000895b, 0x00008966,
+	0x00008989, 0x000089c7, 0x000089e6, 0x00008a02,
+	0x00008a70, 0x00008b42, 0x00008ba1, 0x00008c26,
+	0x00008ca3, 0x00008db7, 0x00008eba, 0x00008f01,
 	// Entry 260 - 27F
-	0x00008feb, 0x00009138, 0x00009160, 0x00009183,
-	0x000091ba, 0x0000924b, 0x0000929e, 0x000092c7,
-	0x000093a9, 0x000093cf, 0x00009416, 0x0000949a,
-	0x00009515, 0x00009592, 0x000095ba, 0x000095e2,
-	0x00009629, 0x00009673, 0x000096a6, 0x000096b9,
-	0x000097c1, 0x000097ef, 0x0000982b, 0x00009841,
-	0x000098d5, 0x000098e8, 0x00009925, 0x0000997e,
-	0x000099ba, 0x000099cd, 0x00009a21, 0x00009a56,
+	0x00008f8e, 0x00008ffd, 0x00009043, 0x00009190,
+	0x000091b8, 0x000091db, 0x00009212, 0x000092a3,
+	0x000092f6, 0x0000931f, 0x00009401, 0x00009427,
+	0x0000946e, 0x000094f2, 0x0000956d, 0x000095ea,
+	0x00009612, 0x0000963a, 0x00009681, 0x000096cb,
+	0x000096fe, 0x00009711, 0x00009819, 0x00009847,
+	0x00009883, 0x00009899, 0x0000992d, 0x00009940,
+	0x0000997d, 0x000099d6, 0x00009a12, 0x00009a25,
 	// Entry 280 - 29F
-	0x00009a68, 0x00009a7f, 0x00009abe, 0x00009b10,
-	0x00009b3c, 0x00009bd9, 0x00009c7f, 0x00009d2c,
-	0x00009d3c, 0x00009d9c, 0x00009e0d, 0x00009e92,
-	0x00009f27, 0x00009f32, 0x00009f4f, 0x00009f6e,
-	0x00009f7f, 0x00009f99, 0x00009fa2, 0x00009fac,
-	0x00009ffa, 0x0000a03f, 0x0000a05e, 0x0000a0db,
-	0x0000a10d, 0x0000a142, 0x0000a193, 0x0000a1a4,
-	0x0000a1ee, 0x0000a204, 0x0000a218, 0x0000a231,
+	0x00009a79, 0x00009aae, 0x00009ac0, 0x00009ad7,
+	0x00009b16, 0x00009b68, 0x00009b94, 0x00009c31,
+	0x00009cd7, 0x00009d84, 0x00009d94, 0x00009df4,
+	0x00009e65, 0x00009eea, 0x00009f7f, 0x00009f8a,
+	0x00009fa7, 0x00009fc6, 0x00009fd7, 0x00009ff1,
+	0x00009ffa, 0x0000a004, 0x0000a052, 0x0000a097,
+	0x0000a0b6, 0x0000a133, 0x0000a165, 0x0000a19a,
+	0x0000a1eb, 0x0000a1fc, 0x0000a246, 0x0000a25c,
 	// Entry 2A0 - 2BF
-	0x0000a247, 0x0000a271, 0x0000a279, 0x0000a28c,
-	0x0000a293, 0x0000a2ae, 0x0000a2ce, 0x0000a2fe,
-	0x0000a30a, 0x0000a344, 0x0000a35b, 0x0000a371,
-	0x0000a3a9, 0x0000a3e4, 0x0000a410, 0x0000a493,
-	0x0000a4a4, 0x0000a4be, 0x0000a4c9, 0x0000a4dd,
-	0x0000a4ef, 0x0000a505, 0x0000a517, 0x0000a529,
-	0x0000a52f, 0x0000a541, 0x0000a54f, 0x0000a55e,
-	0x0000a56a, 0x0000a580, 0x0000a5aa, 0x0000a5dd,
+	0x0000a270, 0x0000a289, 0x0000a29f, 0x0000a2c9,
+	0x0000a2d1, 0x0000a2e4, 0x0000a2eb, 0x0000a306,
+	0x0000a326, 0x0000a356, 0x0000a362, 0x0000a39c,
+	0x0000a3b3, 0x0000a3c9, 0x0000a401, 0x0000a43c,
+	0x0000a468, 0x0000a4eb, 0x0000a4fc, 0x0000a516,
+	0x0000a521, 0x0000a535, 0x0000a547, 0x0000a55d,
+	0x0000a56f, 0x0000a581, 0x0000a587, 0x0000a599,
+	0x0000a5a7, 0x0000a5b6, 0x0000a5c2, 0x0000a5d8,
 	// Entry 2C0 - 2DF
-	0x0000a685, 0x0000a6d5, 0x0000a6fd, 0x0000a74f,
-	0x0000a791, 0x0000a7cd, 0x0000a7e4, 0x0000a8ae,
-	0x0000a8db, 0x0000aa95, 0x0000aaaf, 0x0000aac8,
-	0x0000aae9, 0x0000ab00, 0x0000ab2d, 0x0000ab34,
-	0x0000ab4e, 0x0000ab74, 0x0000ab89, 0x0000abe3,
-	0x0000ac78, 0x0000acdb, 0x0000acee, 0x0000ad15,
-	0x0000ad3d, 0x0000ad4b, 0x0000ad9f, 0x0000adaf,
-	0x0000adc0, 0x0000adc7, 0x0000aefd, 0x0000af04,
+	0x0000a602, 0x0000a635, 0x0000a6dd, 0x0000a72d,
+	0x0000a755, 0x0000a7a7, 0x0000a7e9, 0x0000a825,
+	0x0000a83c, 0x0000a906, 0x0000a933, 0x0000aaed,
+	0x0000ab07, 0x0000ab20, 0x0000ab41, 0x0000ab58,
+	0x0000ab85, 0x0000ab8c, 0x0000aba6, 0x0000abcc,
+	0x0000abe1, 0x0000ac3b, 0x0000acd0, 0x0000ad33,
+	0x0000ad46, 0x0000ad6d, 0x0000ad95, 0x0000ada3,
+	0x0000adf7, 0x0000ae07, 0x0000ae18, 0x0000ae1f,
 	// Entry 2E0 - 2FF
-	0x0000af3e, 0x0000af43, 0x0000af58, 0x0000af6c,
-	0x0000af7e, 0x0000af94, 0x0000afa4, 0x0000afe1,
-	0x0000b021, 0x0000b03c, 0x0000b04d, 0x0000b091,
-	0x0000b0b2, 0x0000b0c4, 0x0000b0d6, 0x0000b1ab,
-	0x0000b1c3, 0x0000b264, 0x0000b2f3, 0x0000b303,
-	0x0000b3dd, 0x0000b49f, 0x0000b4a4, 0x0000b4b4,
-	0x0000b4c2, 0x0000b4d2, 0x0000b4e2, 0x0000b4f0,
-	0x0000b500, 0x0000b50a, 0x0000b533, 0x0000b54d,
+	0x0000af55, 0x0000af5c, 0x0000af96, 0x0000af9b,
+	0x0000afb0, 0x0000afc4, 0x0000afd6, 0x0000afec,
+	0x0000affc, 0x0000b039, 0x0000b079, 0x0000b094,
+	0x0000b0a5, 0x0000b0e9, 0x0000b10a, 0x0000b11c,
+	0x0000b12e, 0x0000b203, 0x0000b21b, 0x0000b2bc,
+	0x0000b34b, 0x0000b35b, 0x0000b435, 0x0000b4f7,
+	0x0000b4fc, 0x0000b50c, 0x0000b51a, 0x0000b52a,
+	0x0000b53a, 0x0000b548, 0x0000b558, 0x0000b562,
 	// Entry 300 - 31F
-	0x0000b568, 0x0000b5f6, 0x0000b634, 0x0000b645,
-	0x0000b6dc, 0x0000b6e9, 0x0000b704, 0x0000b75d,
-	0x0000b771, 0x0000b78f, 0x0000b809, 0x0000b84a,
-	0x0000b8c0, 0x0000b8df, 0x0000b9f5, 0x0000ba0e,
-	0x0000ba54, 0x0000ba6c, 0x0000babf, 0x0000bafa,
-	0x0000bb92, 0x0000bbbe, 0x0000bbe4, 0x0000bc18,
-	0x0000bc30, 0x0000bc5b, 0x0000bd04, 0x0000bd0e,
-	0x0000bd96, 0x0000bdcb, 0x0000be0c, 0x0000bf88,
+	0x0000b58b, 0x0000b5a5, 0x0000b5c0, 0x0000b64e,
+	0x0000b68c, 0x0000b69d, 0x0000b734, 0x0000b741,
+	0x0000b75c, 0x0000b7b5, 0x0000b7c9, 0x0000b7e7,
+	0x0000b861, 0x0000b8a2, 0x0000b918, 0x0000b937,
+	0x0000ba4d, 0x0000ba66, 0x0000baac, 0x0000bac4,
+	0x0000bb17, 0x0000bb52, 0x0000bbea, 0x0000bc16,
+	0x0000bc3c, 0x0000bc70, 0x0000bc88, 0x0000bcb3,
+	0x0000bd5c, 0x0000bd66, 0x0000bdee, 0x0000be23,
 	// Entry 320 - 33F
-	0x0000c107, 0x0000c1e0, 0x0000c2f5, 0x0000c411,
-	0x0000c42a, 0x0000c4a6, 0x0000c56f, 0x0000c5f8,
-	0x0000c605, 0x0000c657, 0x0000c65d, 0x0000c711,
-	0x0000c7c1, 0x0000c7f3, 0x0000c81f, 0x0000c888,
-	0x0000c92f, 0x0000c9f1, 0x0000ca21, 0x0000ca2e,
-	0x0000ca34, 0x0000ca4a, 0x0000ca55, 0x0000ca5c,
-	0x0000ca67, 0x0000ca75, 0x0000ca82, 0x0000ca90,
-	0x0000caa9, 0x0000cad6, 0x0000cb7f, 0x0000cb92,
+	0x0000be64, 0x0000bfe0, 0x0000c15f, 0x0000c238,
+	0x0000c34d, 0x0000c469, 0x0000c482, 0x0000c4fe,
+	0x0000c5c7, 0x0000c650, 0x0000c65d, 0x0000c6af,
+	0x0000c6b5, 0x0000c769, 0x0000c819, 0x0000c84b,
+	0x0000c877, 0x0000c8e0, 0x0000c987, 0x0000ca49,
+	0x0000ca79, 0x0000ca86, 0x0000ca8c, 0x0000caa2,
+	0x0000caad, 0x0000cab4, 0x0000cabf, 0x0000cacd,
+	0x0000cada, 0x0000cae8, 0x0000cb01, 0x0000cb2e,
 	// Entry 340 - 35F
-	0x0000cb9c, 0x0000cc2b, 0x0000cc8c, 0x0000cce8,
-	0x0000ccfa, 0x0000cd14, 0x0000cd27, 0x0000cd65,
-	0x0000cda1, 0x0000cdbe, 0x0000cdcb, 0x0000cdd9,
-	0x0000cde7, 0x0000cdf7, 0x0000ce33, 0x0000ce6d,
-	0x0000ceea, 0x0000cef5, 0x0000cf1f, 0x0000cf2c,
-	0x0000cf48, 0x0000cf4c, 0x0000cf5e, 0x0000d020,
-	0x0000d053, 0x0000d05e, 0x0000d068, 0x0000d07d,
-	0x0000d086, 0x0000d090, 0x0000d0a5, 0x0000d0c9,
+	0x0000cbd7, 0x0000cbea, 0x0000cbf4, 0x0000cc83,
+	0x0000cce4, 0x0000cd40, 0x0000cd52, 0x0000cd6c,
+	0x0000cd7f, 0x0000cdbd, 0x0000cdf9, 0x0000ce16,
+	0x0000ce23, 0x0000ce31, 0x0000ce3f, 0x0000ce4f,
+	0x0000ce8b, 0x0000cec5, 0x0000cf42, 0x0000cf4d,
+	0x0000cf77, 0x0000cf84, 0x0000cfa0, 0x0000cfa4,
+	0x0000cfb6, 0x0000d078, 0x0000d0ab, 0x0000d0b6,
+	0x0000d0c0, 0x0000d0d5, 0x0000d0de, 0x0000d0e8,
 	// Entry 360 - 37F
-	0x0000d0e3, 0x0000d0f8, 0x0000d124, 0x0000d163,
-	0x0000d168, 0x0000d17d, 0x0000d18f, 0x0000d1c4,
-	0x0000d1d5, 0x0000d202, 0x0000d231, 0x0000d353,
-	0x0000d475, 0x0000d4eb, 0x0000d576, 0x0000d605,
-	0x0000d66c, 0x0000d6ae, 0x0000d700, 0x0000d748,
-	0x0000d7bb, 0x0000d803, 0x0000d831, 0x0000d85f,
-	0x0000d892, 0x0000d8c5,
-} // Size: 3584 bytes
+	0x0000d0fd, 0x0000d121, 0x0000d13b, 0x0000d150,
+	0x0000d17c, 0x0000d1bb, 0x0000d1c0, 0x0000d1d5,
+	0x0000d1e7, 0x0000d21c, 0x0000d22d, 0x0000d25a,
+	0x0000d289, 0x0000d3ab, 0x0000d4cd, 0x0000d543,
+	0x0000d5ce, 0x0000d65d, 0x0000d6c4, 0x0000d706,
+	0x0000d758, 0x0000d7a0, 0x0000d813, 0x0000d85b,
+	0x0000d889, 0x0000d8b7, 0x0000d8ea, 0x0000d91d,
+} // Size: 3592 bytes
 
-const frData string = "" + // Size: 55493 bytes
+const frData string = "" + // Size: 55581 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2226,665 +2229,666 @@ const frData string = "" + // Size: 55493 bytes
 	"une nouvelle tentative à un nœud de\x02Créées depuis le\x02Créées jusqu’" +
 	"au\x02Autres critères\x02aucun\x02Par processus et code d’erreur\x02Inst" +
 	"ances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve " +
-	"d’autres.\x14\x01\x81\x01\x00\x02\xcd\x01\x02%[1]d d’entre elles appelle" +
-	" une destination en ce moment\u202f: un arrêt interrompt l’appel, mais l" +
-	"a destination a peut-être déjà traité la requête (une carte débitée" +
-	"\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]d d’entre elles appel" +
-	"lent une destination en ce moment\u202f: un arrêt interrompt l’appel, ma" +
-	"is la destination a peut-être déjà traité la requête (une carte débitée" +
-	"\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d" +
-	" d’entre elles est bloquée à un appel push qui a peut-être été exécuté m" +
-	"algré tout\u202f: il s’est terminé par outcome_unknown ou deadline_excee" +
-	"ded (sa réponse a été perdue, ou est arrivée après le délai), ou par inv" +
-	"alid_outputs (la destination a répondu un succès dont le contrat a refus" +
-	"é les sorties). Vérifiez auprès de la destination qu’elle n’a pas agi a" +
-	"vant de reprendre, sinon elle agira deux fois (une carte débitée deux fo" +
-	"is).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquées à un appel push qu" +
-	"i a peut-être été exécuté malgré tout\u202f: il s’est terminé par outcom" +
-	"e_unknown ou deadline_exceeded (sa réponse a été perdue, ou est arrivée " +
-	"après le délai), ou par invalid_outputs (la destination a répondu un suc" +
-	"cès dont le contrat a refusé les sorties). Vérifiez auprès de la destina" +
-	"tion qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois " +
-	"(une carte débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d " +
-	"autre instance bloquée a échoué avant toute tentative (ses entrées n’ont" +
-	" pas pu être construites)\u202f: elle ne peut pas être reprise et n’est " +
-	"pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres in" +
-	"stances bloquées ont échoué avant toute tentative (leurs entrées n’ont p" +
-	"as pu être construites)\u202f: elles ne peuvent pas être reprises et ne " +
-	"sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir s" +
-	"ur ce filtre\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f»" +
-	" inconnue.\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le process" +
-	"us %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f" +
-	"%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce" +
-	" filtre prend la clé d’une définition\u202f: celle qu’exécute le nœud où" +
-	" une instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’" +
-	"est appelée que par des nœuds push, qui ne sont jamais repris\u202f: auc" +
-	"une nouvelle tentative n’en attend.\x02La définition %[1]s n’a pas de ré" +
-	"vision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la liste." +
-	"\x02Le nombre a changé depuis le décompte (il était de %[1]d)\u202f: ent" +
-	"re-temps, des instances ont été clôturées, reprises ou traitées. Rien n’" +
-	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
-	"\x14\x01\x81\x01\x00\x02\xce\x01\x02%[1]d autre attend de nouveau une no" +
-	"uvelle tentative depuis le comptage (la sienne est arrivée à échéance et" +
-	" a échoué de nouveau)\u202f: revenez à la liste et comptez de nouveau po" +
-	"ur l’avancer aussi.\x00\xd0\x01\x02%[1]d autres attendent de nouveau une" +
-	" nouvelle tentative depuis le comptage (la leur est arrivée à échéance e" +
-	"t a échoué de nouveau)\u202f: revenez à la liste et comptez de nouveau p" +
-	"our les avancer aussi.\x02Cette action groupée a déjà été appliquée (le " +
-	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
-	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
-	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02\\\x02Nouvelle tent" +
-	"ative avancée pour %[1]d instance\u202f: ses exécutants la prennent main" +
-	"tenant.\x00c\x02Nouvelles tentatives avancées pour %[1]d instances\u202f" +
-	": leurs exécutants les prennent maintenant.\x14\x01\x81\x01\x00\x02\xa2" +
-	"\x01\x02%[1]d autre n’attendait plus comme au comptage\u202f: sa nouvell" +
-	"e tentative est arrivée à échéance, ou elle s’est terminée ou a été trai" +
-	"tée entre-temps.\x00\xac\x01\x02%[1]d autres n’attendaient plus comme au" +
-	" comptage\u202f: leur nouvelle tentative est arrivée à échéance, ou elle" +
-	"s se sont terminées ou ont été traitées entre-temps.\x14\x01\x81\x01\x00" +
-	"\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a changé après le comptage (cl" +
-	"ôturée, traitée par quelqu’un d’autre, ou sa nouvelle tentative est arr" +
-	"ivée à échéance).\x00\xa4\x01\x02%[1]d ignorées\u202f: elles ont changé " +
-	"après le comptage (clôturées, traitées par quelqu’un d’autre, ou leur no" +
-	"uvelle tentative est arrivée à échéance).\x14\x01\x81\x01\x00\x02j\x02%[" +
-	"1]d ignorée\u202f: elle a changé après le comptage (clôturée, ou traitée" +
-	" par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé " +
-	"après le comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1" +
-	"]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02In" +
-	"stance de processus\x02Occurrence proposée de nouveau\x02Action groupée" +
-	"\x02reprise immédiate (tentatives inchangées)\x02supprimée\x02Journal d’" +
-	"audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et " +
-	"chaque effacement fait par un administrateur, avec son motif. Les révéla" +
-	"tions de valeurs sensibles ont leur propre journal, que les administrate" +
-	"urs lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtr" +
-	"es\x02le nom d’un jeton, exact\x02exacte\u202f; les instances supprimées" +
-	" depuis ne sont pas trouvées\x02du\x02au\x02Appliquer les filtres\x02Réi" +
-	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
-	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
-	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
-	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
-	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
-	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
-	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
-	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
-	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
-	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
-	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
-	" s’exécute, chaque rechargement montre où elle en est.\x02reprise immédi" +
-	"ate\x02Filtre\u202f: %[1]s.\x02donnée (non conservée)\x02Créées depuis" +
-	"\x02Créées avant\x02%[1]s\u202f: %[2]s\x02aucun (toutes les instances)" +
-	"\x02%[1]s\u202f; %[2]s\x02Action groupée (%[1]s) par %[2]s, commencée le" +
-	" %[3]s — instances comptées\u202f: %[4]d, toutes traitées. Elle s’est te" +
-	"rminée le %[5]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s" +
-	" — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car " +
-	"changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02" +
-	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une er" +
-	"reur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées" +
-	"\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, traitées" +
-	" jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement mont" +
-	"re où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l" +
-	"’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqué" +
-	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Erreur\u202f:" +
-	" %[1]s · %[2]s\x02Console Relais\x02Langue\x02Aller au contenu\x02Naviga" +
-	"tion principale\x02État\x02Tâches externes\x02Processus\x02Trouver une i" +
-	"nstance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Déf" +
-	"initions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Rév" +
-	"élations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
-	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fus" +
-	"eau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f" +
-	": %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s" +
-	" · sans rechargement automatique\x02Rechargement suspendu\x02Reprendre l" +
-	"e rechargement\x02Cette page se recharge toutes les %[1]d secondes.\x02S" +
-	"uspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet de lire" +
-	" que les définitions et les processus\u202f: les tâches externes et les " +
-	"instances de processus sont réservées aux opérateurs et aux administrate" +
-	"urs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le car" +
-	"actère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-" +
-	"le et réessayez.\x02Retour aux tâches externes\x02Retour à la connexion" +
-	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
-	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
-	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journal " +
-	"d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%[1]s" +
-	"\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes mon" +
-	"trent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez son" +
-	" lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance a ét" +
-	"é effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f»." +
-	" Ses entrées, occurrences et tentatives ont été supprimées avec elle" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette " +
-	"session de la console, ou il a expiré\u202f: rien n’a été fait. Rouvrez " +
-	"le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02Formu" +
-	"laire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rie" +
-	"n n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le de no" +
-	"uveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à temps" +
-	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’a p" +
-	"as pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tempor" +
-	"airement indisponible\x02La base de données est injoignable pour le mome" +
-	"nt. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La c" +
-	"onsole n’a pas pu afficher cette page. Réessayez\u202f; si le problème p" +
-	"ersiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
-	"\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02L" +
-	"es services externes qui prennent des tâches, et les définitions que cha" +
-	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
-	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
-	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
-	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
-	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
-	"ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir" +
-	"\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décom" +
-	"pte des occurrences en cours\u202f; les décomptes s’afficheront quand vo" +
-	"us rechargerez la page.\x02Les décomptes sont indisponibles pour le mome" +
-	"nt.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02" +
-	"Description\x02Définition %[1]s\x02Copie de travail\x02La seule partie m" +
-	"odifiable d’une définition. Les processus ne l’utilisent jamais directem" +
-	"ent\u202f: ils épinglent une révision.\x02Sortie de routage\x02Dernier e" +
-	"nregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: la c" +
-	"opie de travail n’a jamais été figée.\x02Publications\x02Aucune publicat" +
-	"ion pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le" +
-	"\x02Comparer des révisions\x02Liste chaque changement d’une révision à l" +
-	"’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
-	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
-	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
-	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
-	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
-	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
-	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
-	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
-	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
-	"t\x02Épinglée par\x02aucune version de processus\x02%[1]s version %[2]s" +
-	"\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: leur copie de trav" +
-	"ail, leurs révisions immuables et leurs publications nommées.\x02Définit" +
-	"ions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Auc" +
-	"une définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
-	"ication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’insta" +
-	"nt.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellent" +
-	" les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, et" +
-	" les secrets de signature, sont scellés et jamais affichés. Créez et mod" +
-	"ifiez les destinations avec relais apply (documents de type Destination)" +
-	" ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destina" +
-	"tions par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maxi" +
-	"mal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
-	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
-	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
-	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
-	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
-	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
-	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
-	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
-	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
-	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
-	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
-	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
-	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
-	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
-	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
-	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
-	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
-	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
-	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
-	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
-	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
-	"e termine ensuite\u202f; un échec qui laisse des tentatives compte sous " +
-	"En attente d’une nouvelle tentative jusqu’à ce que la suivante soit due." +
-	"\x02L’occurrence en échec d’une instance bloquée compte à la fois dans I" +
-	"nstances bloquées et dans En échec.\x02Réussites et échecs, dernière heu" +
-	"re\x02Définitions, celles qui demandent de l’attention d’abord\x02Défini" +
-	"tion\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02En attente d’une nouvelle tentative\x02Terminées" +
-	", dernière heure\x02En échec, dernière heure\x02Aucune définition n’a en" +
-	"core d’occurrence.\x02Au %[1]s (%[2]s)\u202f; recompté à quelques second" +
-	"es d’intervalle, affiché à nouveau à chaque rechargement.\x02la plus pro" +
-	"che prévue le %[1]s\x02disponible depuis le %[1]s\x02attente longue\x02a" +
-	"ucun exécutant\x02Afficher toutes les définitions\x02La définition %[1]s" +
-	" n’a pas encore d’occurrence.\x02Toutes les définitions\x02Réussites et " +
-	"échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans l" +
-	"a dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique d" +
-	"onne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graph" +
-	"ique\x02Réussites et échecs par tranche de 5\u00a0min, les plus ancienne" +
-	"s d’abord\x02Tranche\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d" +
-	" terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les instances t" +
-	"erminées sont conservées sans limite, selon le RELAIS_RETENTION d’une au" +
-	"tre réplique.\x02Rétention\u202f: les instances terminées sont conservée" +
-	"s sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances term" +
-	"inées sont supprimées avec leurs occurrences %[1]s après leur fin, le RE" +
-	"LAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les i" +
-	"nstances terminées sont supprimées avec leurs occurrences %[1]s après le" +
-	"ur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %" +
-	"[4]s %[5]s\x02prochaine tentative %[1]s, à %[2]s\x02%[1]s %[2]s\x02%[2]s" +
-	" %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]" +
-	"d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02Son occurrence au nœud %[1]s a " +
-	"échoué (%[2]s) et attend sa nouvelle tentative (prévue\u202f: %[3]s, %[" +
-	"4]s)\u202f: la reprise la propose dès maintenant, ses tentatives restant" +
-	"es inchangées. L’arrêt annule l’instance et ses occurrences ouvertes. Ni" +
-	" l’une ni l’autre ne termine rien\u202f; chacune demande un motif, consi" +
-	"gné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurre" +
-	"nces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fi" +
-	"n\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02jamais" +
-	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
-	"S_RETENTION)\x02jamais\u202f: le RELAIS_RETENTION d’une autre réplique c" +
-	"onserve les instances terminées sans limite\x02Supprimée par la rétentio" +
-	"n\x02les instances terminées sont conservées %[1]s (RELAIS_RETENTION)" +
-	"\x02les instances terminées sont conservées %[1]s, le RELAIS_RETENTION p" +
-	"lus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœud\x02En" +
-	" échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02Une nouvelle tentative n’attend que sur" +
-	" une instance en cours\u202f: choisissez le statut «\u202fen cours\u202f" +
-	"», ou aucun.\x02Le code d’erreur et «\u202fBloquée à un nœud de\u202f» " +
-	"filtrent les instances bloquées ou en échec, selon le code qui les a arr" +
-	"êtées et l’endroit\u202f; une instance en cours n’a ni l’un ni l’autre" +
-	"\u202f: laissez-les vides. Le code après lequel une nouvelle tentative a" +
-	"ttend figure sur chaque ligne, et la page «\u202fTâches externes\u202f» " +
-	"filtre par ce code les nouvelles tentatives en attente.\x02La version do" +
-	"it être un nombre entier à partir de 1.\x02Une version est celle d’un pr" +
-	"ocessus\u202f: choisissez aussi le processus.\x02Date de création\x02La " +
-	"taille de page doit être comprise entre 1 et %[1]d.\x02Instances de proc" +
-	"essus\x02sans filtre\x02exacte, casse comprise\x02Agir sur toutes les in" +
-	"stances que ce filtre retient\x02La page suivante les compte et demande " +
-	"un motif avant que rien ne change.\x02Instances de processus, les plus r" +
-	"écentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance" +
-	" ne correspond à ces filtres.\x02Une instance en cours n’a pas encore de" +
-	" code d’erreur\u202f: les occurrences en échec avec ce code qui attenden" +
-	"t leur nouvelle tentative sont listées dans les tâches externes, filtrée" +
-	"s par ce code.\x02Tous les processus\x02Toute définition\x02Les occurren" +
-	"ces de %[1]s en attente d’une nouvelle tentative, chacune avec son erreu" +
-	"r et sa prochaine tentative\x02Les occurrences de %[1]s en attente d’une" +
-	" nouvelle tentative après %[2]s\x02Tous les statuts\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
-	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
-	"la dernière tentative a expiré sans tentative restante, après que Relais" +
-	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
-	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
-	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
-	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
-	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
-	"restante.\x02L’échéance est passée avant que l’occurrence soit terminée" +
-	"\u202f: aucune tentative n’a abouti à temps.\x02Le résultat ne respectai" +
-	"t pas le contrat de sorties de la révision.\x02La réponse à l’appel a ét" +
-	"é perdue (la connexion s’est rompue après l’envoi de la requête, ou Rel" +
-	"ais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enr" +
-	"egistrer)\u202f: on ignore si la destination a agi, donc Relais ne l’app" +
-	"elle pas de nouveau de lui-même (la reprise par un opérateur le fait)." +
-	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
-	".\x02La réponse de la destination était trop volumineuse.\x02La dernière" +
-	" tentative a pris fin sans résultat (son verrou a expiré, ou le flux de " +
-	"son exécutant s’est terminé), sans tentative restante.\x02Les entrées n’" +
-	"ont pas pu être construites à partir des liaisons du processus.\x02Un op" +
-	"érateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un " +
-	"échec sans nouvelle tentative restante (retries\u202f: 0, aucun retries" +
-	" envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occ" +
-	"urrence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP " +
-	"%[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécut" +
-	"ants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
-	"écutants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucu" +
-	"n exécutant actif ne prend la révision %[1]d\u202f: les exécutants actif" +
-	"s de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif n" +
-	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenn" +
-	"ent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
-	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
-	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
-	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
-	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
-	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
-	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
-	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
-	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
-	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
-	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
-	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
-	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
-	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
-	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
-	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
-	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
-	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
-	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
-	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"d’autres.\x02Instances de %[1]s\u202f: %[2]s\x02Instances de %[1]s avec " +
+	"le code d’erreur %[2]s\u202f: %[3]s\x14\x01\x81\x01\x00\x02\xcd\x01\x02%" +
+	"[1]d d’entre elles appelle une destination en ce moment\u202f: un arrêt " +
+	"interrompt l’appel, mais la destination a peut-être déjà traité la requê" +
+	"te (une carte débitée\u202f: vérifiez-le chez elle).\x00\xcf\x01\x02%[1]" +
+	"d d’entre elles appellent une destination en ce moment\u202f: un arrêt i" +
+	"nterrompt l’appel, mais la destination a peut-être déjà traité la requêt" +
+	"e (une carte débitée\u202f: vérifiez-le chez elle).\x14\x01\x81\x01\x00" +
+	"\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel push qui a pe" +
+	"ut-être été exécuté malgré tout\u202f: il s’est terminé par outcome_unkn" +
+	"own ou deadline_exceeded (sa réponse a été perdue, ou est arrivée après " +
+	"le délai), ou par invalid_outputs (la destination a répondu un succès do" +
+	"nt le contrat a refusé les sorties). Vérifiez auprès de la destination q" +
+	"u’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (une c" +
+	"arte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont bloquée" +
+	"s à un appel push qui a peut-être été exécuté malgré tout\u202f: il s’es" +
+	"t terminé par outcome_unknown ou deadline_exceeded (sa réponse a été per" +
+	"due, ou est arrivée après le délai), ou par invalid_outputs (la destinat" +
+	"ion a répondu un succès dont le contrat a refusé les sorties). Vérifiez " +
+	"auprès de la destination qu’elle n’a pas agi avant de reprendre, sinon e" +
+	"lle agira deux fois (une carte débitée deux fois).\x14\x01\x81\x01\x00" +
+	"\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute tentat" +
+	"ive (ses entrées n’ont pas pu être construites)\u202f: elle ne peut pas " +
+	"être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8" +
+	"\x01\x02%[1]d autres instances bloquées ont échoué avant toute tentative" +
+	" (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuvent p" +
+	"as être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les." +
+	"\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destinat" +
+	"ion «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s" +
+	"\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun " +
+	"processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la cl" +
+	"é «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f" +
+	": celle qu’exécute le nœud où une instance est bloquée, pas le nom du nœ" +
+	"ud.\x02La définition %[1]s n’est appelée que par des nœuds push, qui ne " +
+	"sont jamais repris\u202f: aucune nouvelle tentative n’en attend.\x02La d" +
+	"éfinition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque" +
+	"\u202f: repartez de la liste.\x02Le nombre a changé depuis le décompte (" +
+	"il était de %[1]d)\u202f: entre-temps, des instances ont été clôturées, " +
+	"reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombr" +
+	"e et confirmez de nouveau.\x14\x01\x81\x01\x00\x02\xce\x01\x02%[1]d autr" +
+	"e attend de nouveau une nouvelle tentative depuis le comptage (la sienne" +
+	" est arrivée à échéance et a échoué de nouveau)\u202f: revenez à la list" +
+	"e et comptez de nouveau pour l’avancer aussi.\x00\xd0\x01\x02%[1]d autre" +
+	"s attendent de nouveau une nouvelle tentative depuis le comptage (la leu" +
+	"r est arrivée à échéance et a échoué de nouveau)\u202f: revenez à la lis" +
+	"te et comptez de nouveau pour les avancer aussi.\x02Cette action groupée" +
+	" a déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses" +
+	" traces sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
+	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02Nouvelle tentative avancée pour %[1]d instance\u202f: ses " +
+	"exécutants la prennent maintenant.\x00c\x02Nouvelles tentatives avancées" +
+	" pour %[1]d instances\u202f: leurs exécutants les prennent maintenant." +
+	"\x14\x01\x81\x01\x00\x02\xa2\x01\x02%[1]d autre n’attendait plus comme a" +
+	"u comptage\u202f: sa nouvelle tentative est arrivée à échéance, ou elle " +
+	"s’est terminée ou a été traitée entre-temps.\x00\xac\x01\x02%[1]d autres" +
+	" n’attendaient plus comme au comptage\u202f: leur nouvelle tentative est" +
+	" arrivée à échéance, ou elles se sont terminées ou ont été traitées entr" +
+	"e-temps.\x14\x01\x81\x01\x00\x02\x9c\x01\x02%[1]d ignorée\u202f: elle a " +
+	"changé après le comptage (clôturée, traitée par quelqu’un d’autre, ou sa" +
+	" nouvelle tentative est arrivée à échéance).\x00\xa4\x01\x02%[1]d ignoré" +
+	"es\u202f: elles ont changé après le comptage (clôturées, traitées par qu" +
+	"elqu’un d’autre, ou leur nouvelle tentative est arrivée à échéance).\x14" +
+	"\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le com" +
+	"ptage (clôturée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignoré" +
+	"es\u202f: elles ont changé après le comptage (clôturées, ou traitées par" +
+	" quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Q" +
+	"ui\x02Action\x02Motif\x02Instance de processus\x02Occurrence proposée de" +
+	" nouveau\x02Action groupée\x02reprise immédiate (tentatives inchangées)" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, et chaque effacement fait par un administrateur," +
+	" avec son motif. Les révélations de valeurs sensibles ont leur propre jo" +
+	"urnal, que les administrateurs lisent sur la page Révélations (GET /api/" +
+	"v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02exacte" +
+	"\u202f; les instances supprimées depuis ne sont pas trouvées\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune action " +
+	"d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proces" +
+	"sus doit être un identifiant d’instance complet (un UUID)\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou c" +
+	"opiez son lien, pour l’identifiant complet.\x02L’action groupée doit êtr" +
+	"e désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les p" +
+	"lus récentes d’abord\x02Aucune action groupée n’a l’identifiant %[1]s" +
+	"\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’audit." +
+	"\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action groupé" +
+	"e %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montre o" +
+	"ù elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action gr" +
+	"oupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mon" +
+	"tre où elle en est.\x02reprise immédiate\x02Filtre\u202f: %[1]s.\x02donn" +
+	"ée (non conservée)\x02Créées depuis\x02Créées avant\x02%[1]s\u202f: %[2" +
+	"]s\x02aucun (toutes les instances)\x02%[1]s\u202f; %[2]s\x02Action group" +
+	"ée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[" +
+	"4]d, toutes traitées. Elle s’est terminée le %[5]s.\x02Action groupée (%" +
+	"[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d, t" +
+	"raitées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[6]d" +
+	". Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, com" +
+	"mencée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %[5]" +
+	"d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué r" +
+	"este appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02" +
+	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — instanc" +
+	"es comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées" +
+	"\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucun progr" +
+	"ès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté." +
+	" Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le f" +
+	"iltre pour le reste.\x02Erreur\u202f: %[1]s · %[2]s\x02Console Relais" +
+	"\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâche" +
+	"s externes\x02Processus\x02Trouver une instance ou une occurrence\x02ide" +
+	"ntifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Consom" +
+	"mateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant que" +
+	" %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
+	"\x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rec" +
+	"hargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes " +
+	"les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatiq" +
+	"ue\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cette page s" +
+	"e recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Ac" +
+	"cès refusé\x02Votre rôle ne permet de lire que les définitions et les pr" +
+	"ocessus\u202f: les tâches externes et les instances de processus sont ré" +
+	"servées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le" +
+	" champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui n" +
+	"e sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux" +
+	" tâches externes\x02Retour à la connexion\x02Retour aux définitions\x02C" +
+	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette " +
+	"adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance t" +
+	"erminée est supprimée, avec ses occurrences et ses tentatives, une fois " +
+	"la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un a" +
+	"dministrateur l’efface\u202f; le journal d’audit garde les actions d’opé" +
+	"rateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant " +
+	"complet (un UUID)\u202f: les listes montrent la fin de chaque identifian" +
+	"t\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet" +
+	".\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pou" +
+	"r ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tenta" +
+	"tives ont été supprimées avec elle\u202f; le journal d’audit garde les a" +
+	"ctions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulair" +
+	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
+	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
+	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
+	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
+	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
+	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
+	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
+	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
+	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
+	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
+	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
+	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
+	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
+	"f de type %[1]s\x02aucune\x02néant\x02Épinglée par\x02aucune version de " +
+	"processus\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Contrats de " +
+	"tâches\u202f: leur copie de travail, leurs révisions immuables et leurs " +
+	"publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
+	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
+	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
+	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
+	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
+	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
+	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
+	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
+	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
+	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
+	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
+	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
+	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
+	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
+	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
+	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
+	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
+	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
+	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
+	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
+	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
+	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
+	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
+	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
+	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
+	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
+	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
+	"i laisse des tentatives compte sous En attente d’une nouvelle tentative " +
+	"jusqu’à ce que la suivante soit due.\x02L’occurrence en échec d’une inst" +
+	"ance bloquée compte à la fois dans Instances bloquées et dans En échec." +
+	"\x02Réussites et échecs, dernière heure\x02Définitions, celles qui deman" +
+	"dent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloqu" +
+	"ées\x02En échec\x02Attente de la plus ancienne disponible\x02En attente" +
+	" d’une nouvelle tentative\x02Terminées, dernière heure\x02En échec, dern" +
+	"ière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[" +
+	"2]s)\u202f; recompté à quelques secondes d’intervalle, affiché à nouveau" +
+	" à chaque rechargement.\x02la plus proche prévue le %[1]s\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02La définition %[1]s n’a pas encore d’occurrence.\x02T" +
+	"outes les définitions\x02Réussites et échecs par tranche de 5\u00a0min, " +
+	"dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]" +
+	"s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
+	"\x02Terminées\x02Les chiffres du graphique\x02Réussites et échecs par tr" +
+	"anche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminé" +
+	"es\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éch" +
+	"ec\x02Rétention\u202f: les instances terminées sont conservées sans limi" +
+	"te, selon le RELAIS_RETENTION d’une autre réplique.\x02Rétention\u202f: " +
+	"les instances terminées sont conservées sans limite (RELAIS_RETENTION)." +
+	"\x02Rétention\u202f: les instances terminées sont supprimées avec leurs " +
+	"occurrences %[1]s après leur fin, le RELAIS_RETENTION plus long d’une au" +
+	"tre réplique.\x02Rétention\u202f: les instances terminées sont supprimée" +
+	"s avec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1" +
+	"]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02prochaine tentative" +
+	" %[1]s, à %[2]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
+	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds attein" +
+	"ts par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœud" +
+	"s atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune " +
+	"tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur" +
+	" cette instance.\x02Actions d’opérateurs sur cette instance, les plus ré" +
+	"centes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquel" +
+	"les l’instance a démarré, nommées d’après le contrat de la version %[1]d" +
+	" du processus\x02Ce processus ne prend aucune entrée.\x02Effacer cette i" +
+	"nstance…\x02Cette instance est terminée. En tant qu’administrateur, vous" +
+	" pouvez l’effacer maintenant plutôt qu’attendre la rétention (demande d’" +
+	"une personne concernée)\u202f: elle est supprimée avec ses occurrences e" +
+	"t ses tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f" +
+	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
+	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
+	"être construites), une reprise échouerait donc de la même façon. L’aban" +
+	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
+	"otif, consigné dans le journal d’audit.\x02Cette instance est bloquée à " +
+	"un nœud en échec\u202f: c’est un incident. La reprise propose de nouveau" +
+	" l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f; l" +
+	"’arrêt l’annule. Chacune demande un motif, consigné dans le journal d’" +
+	"audit.\x02Son occurrence au nœud %[1]s a échoué (%[2]s) et attend sa nou" +
+	"velle tentative (prévue\u202f: %[3]s, %[4]s)\u202f: la reprise la propos" +
+	"e dès maintenant, ses tentatives restantes inchangées. L’arrêt annule l’" +
+	"instance et ses occurrences ouvertes. Ni l’une ni l’autre ne termine rie" +
+	"n\u202f; chacune demande un motif, consigné dans le journal d’audit.\x02" +
+	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
+	"n.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par" +
+	" %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02jamais\u202f: la rétention conserve les insta" +
+	"nces terminées sans limite (RELAIS_RETENTION)\x02jamais\u202f: le RELAIS" +
+	"_RETENTION d’une autre réplique conserve les instances terminées sans li" +
+	"mite\x02Supprimée par la rétention\x02les instances terminées sont conse" +
+	"rvées %[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservée" +
+	"s %[1]s, le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Une nouve" +
+	"lle tentative n’attend que sur une instance en cours\u202f: choisissez l" +
+	"e statut «\u202fen cours\u202f», ou aucun.\x02Le code d’erreur et «" +
+	"\u202fBloquée à un nœud de\u202f» filtrent les instances bloquées ou en " +
+	"échec, selon le code qui les a arrêtées et l’endroit\u202f; une instanc" +
+	"e en cours n’a ni l’un ni l’autre\u202f: laissez-les vides. Le code aprè" +
+	"s lequel une nouvelle tentative attend figure sur chaque ligne, et la pa" +
+	"ge «\u202fTâches externes\u202f» filtre par ce code les nouvelles tentat" +
+	"ives en attente.\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
+	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Une ins" +
+	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
+	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
+	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
+	"Toute définition\x02Les occurrences de %[1]s en attente d’une nouvelle t" +
+	"entative, chacune avec son erreur et sa prochaine tentative\x02Les occur" +
+	"rences de %[1]s en attente d’une nouvelle tentative après %[2]s\x02Tous " +
+	"les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’" +
+	"une instance, pas d’une tâche\u202f: la page Instances liste les instanc" +
+	"es qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponibl" +
+	"e\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
+	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
+	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
+	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
+	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
+	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
+	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
+	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
+	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
+	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
+	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
+	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
+	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
+	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
+	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
+	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
+	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
 	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
-	"tination\x02Message de Relais (en anglais)\x02Une occurrence en attente " +
-	"d’une nouvelle tentative est disponible\u202f: choisissez le statut «" +
-	"\u202fdisponible\u202f», ou aucun.\x02Valeur inconnue du filtre de proch" +
-	"aine tentative.\x02La révision doit être un nombre entier, 1 ou plus." +
-	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
-	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
-	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
-	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
-	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
-	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
-	"ne occurrence ne correspond à ces filtres.\x02Peu importe\x02En attente " +
-	"d’une nouvelle tentative (prévue plus tard)\x02Tous les consommateurs" +
-	"\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les autr" +
-	"es filtres\x02Totaux de toutes les définitions, sans les autres filtres" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques s" +
-	"econdes d’intervalle, affichés à nouveau à chaque rechargement.\x02révis" +
-	"ion\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
-	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
-	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
-	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
-	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
-	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
-	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
-	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
-	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
-	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
-	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
-	"les démarre une instance de cette version\x02Instances de cette version" +
-	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
-	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
-	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
-	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
-	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
-	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
-	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
-	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
-	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
-	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
-	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
-	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
-	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
-	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
-	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
-	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
-	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
-	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
-	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
-	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
-	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
-	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
-	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
-	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
-	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
-	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
-	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
-	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
-	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"Une occurrence en attente d’une nouvelle tentative est disponible\u202f:" +
+	" choisissez le statut «\u202fdisponible\u202f», ou aucun.\x02Valeur inco" +
+	"nnue du filtre de prochaine tentative.\x02La révision doit être un nombr" +
+	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
+	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
+	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
+	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Peu" +
+	" importe\x02En attente d’une nouvelle tentative (prévue plus tard)\x02To" +
+	"us les consommateurs\x02instance bloquée ici\x02Totaux de la définition " +
+	"%[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans" +
+	" les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"refaits à quelques secondes d’intervalle, affichés à nouveau à chaque re" +
+	"chargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clô" +
+	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
+	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
+	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
+	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
+	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
+	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
+	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
+	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
+	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
+	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
+	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
+	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
+	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
+	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
+	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
+	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
+	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
+	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
+	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
+	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
+	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
+	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
+	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
+	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
+	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
+	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
+	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
+	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
+	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
+	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
+	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
+	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
+	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
+	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
+	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
+	"s au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’intervalle, affi" +
+	"chés à nouveau à chaque rechargement.\x02Seuls les administrateurs peuve" +
+	"nt révéler une valeur sensible.\x02Dites pourquoi vous révélez cette val" +
+	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
+	"dit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de" +
+	" données qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a é" +
+	"té enregistré). Une autre réplique peut la révéler\u202f; demandez à vot" +
+	"re administrateur de démarrer toutes les répliques avec les mêmes clés d" +
+	"e données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; " +
+	"consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une " +
+	"valeur que cette page affiche masquée (sensible) peut être révélée.\x02L" +
+	"es valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur se" +
+	"nsible qu’un administrateur a révélée\u202f: qui, quand, quel champ et p" +
+	"ourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélatio" +
+	"ns, les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun" +
+	" (révélée avant que le motif soit demandé)\x02Méthode non autorisée\x02C" +
+	"ette page n’accepte pas cette requête.\x02Ce formulaire a été envoyé dep" +
+	"uis un autre site\u202f: la console n’accepte que les formulaires de ses" +
+	" propres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Rech" +
+	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID co" +
+	"mplet, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien" +
+	" à chercher\u202f: le champ de recherche est vide.\x02C’est trop long po" +
+	"ur être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f" +
+	"%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et" +
+	" telle quelle, majuscules et accents compris\u202f: une liste abrège les" +
+	" longues, copiez-la depuis la page de son instance. Une instance terminé" +
+	"e est supprimée une fois la durée de conservation (RELAIS_RETENTION) éco" +
+	"ulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni o" +
+	"ccurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l" +
+	"’a pour clé métier. Une instance terminée est supprimée, avec ses occu" +
+	"rrences et ses tentatives, une fois la durée de conservation (RELAIS_RET" +
+	"ENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jou" +
+	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
+	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
+	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
+	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jet" +
+	"on dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’ad" +
+	"resse l’a mis dans l’historique de votre navigateur, et peut-être dans l" +
+	"es journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoq" +
+	"uer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est" +
+	" pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mi" +
+	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
+	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
+	" et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec le" +
+	"quel vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f" +
+	": connectez-vous avec un autre.\x02Votre session avait pris fin (inactiv" +
+	"ité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au" +
+	" plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis vo" +
+	"tre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez vo" +
+	"tre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, rév" +
+	"oqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
+	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
+	"tions, le journal des révélations et les effacements sont de leur ressor" +
+	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
+	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
+	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
+	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
+	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105306 bytes (102KiB); checksum: C5673FD4
+	// Total table size 105484 bytes (103KiB); checksum: E1B211A3
