@@ -1738,6 +1738,11 @@ func TestBulkRetryNowBringsWaitingRetriesForward(t *testing.T) {
 			t.Errorf("a waiting instance's row says %q of its retry, want its code and next attempt: %q", got, collapse(row.Text()))
 		}
 	})
+	// A screen reader jumps from the title to the filters and the results
+	// (a11y QA: the page had one heading).
+	if hs := list.doc.Find("h2"); hs.Length() < 2 || text(list, "results-heading") != "Instances matching the filters" {
+		t.Errorf("the instances list's headings: %d h2, results %q", hs.Length(), text(list, "results-heading"))
+	}
 	// The menu offers what can wait a retry: not a definition only push
 	// nodes call (picking it is refused), which Held at offers (QA).
 	options := func(id string) []string {

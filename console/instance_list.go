@@ -164,10 +164,12 @@ type instanceListView struct {
 	Bulk                 []bulkLink
 
 	TableLabel string
-	Head       instanceHeads
-	Rows       []instanceRow
-	Empty      string
-	Pager      pagerView
+	// ResultsLabel heads the list (for a screen reader's headings).
+	ResultsLabel string
+	Head         instanceHeads
+	Rows         []instanceRow
+	Empty        string
+	Pager        pagerView
 }
 
 // instanceList lists process instances newest first, filtered by process,
@@ -188,7 +190,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		Filter: f, Errors: errs, Invalid: problems.Params,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
 		BulkIntro:  T(ctx, "The next page counts them and asks for a reason before anything changes."),
-		TableLabel: T(ctx, "Process instances, newest first"),
+		TableLabel: T(ctx, "Process instances, newest first"), ResultsLabel: T(ctx, "Instances matching the filters"),
 		Head: instanceHeads{ID: T(ctx, "Instance"), Process: T(ctx, "Process"), BusinessKey: T(ctx, "Business key"),
 			Status: T(ctx, "Status"), Outcome: T(ctx, "End node or error"), Created: T(ctx, "Started"), Ended: T(ctx, "Ended")},
 		Empty: T(ctx, "No instance matches these filters."),

@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 388,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          385,
 	"%[1]s; %[2]s":                             384,
-	"%d (0 lowest, 9 highest)":                 569,
-	"%d attempts":                              578,
-	"%d attempts, retry after %s, priority %d": 770,
+	"%d (0 lowest, 9 highest)":                 570,
+	"%d attempts":                              579,
+	"%d attempts, retry after %s, priority %d": 771,
 	"%d breaking":                              294,
 	"%d changes":                               293,
 	"%d completed":                             378,
@@ -55,18 +55,18 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     394,
 	"%d held instances match now.":             79,
 	"%d hours":                                 410,
-	"%d items":                                 851,
-	"%d left":                                  580,
+	"%d items":                                 852,
+	"%d left":                                  581,
 	"%d min":                                   393,
 	"%d minutes":                               411,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 113,
 	"%d more no longer waited as counted: their retry came due, or they ended or were acted on meanwhile.":                                               130,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              849,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              850,
 	"%d more wait a retry again since the count (theirs came due and failed again): go back to the list and count again to bring them forward too.":      126,
 	"%d ms": 413,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         758,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 757,
-	"%d occurrences": 687,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         759,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 758,
+	"%d occurrences": 688,
 	"%d of them are calling a destination now: a stop aborts the call, but the destination may already have acted on the request (a card charged: check with it).":                                                                                                                                                                                                                       111,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 112,
 	"%d releases": 318,
@@ -77,51 +77,51 @@ var messageKeyToIndex = map[string]int{
 	"%d seconds": 412,
 	"%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).": 131,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).":                       132,
-	"%s (a fixed offset, no daylight saving time)":                                                           719,
-	"%s (deferred; settled by %s)":                                                                           645,
-	"%s (deferred; settled with its settle token)":                                                           643,
-	"%s (deferred; settled with its settle token, as %s)":                                                    644,
+	"%s (a fixed offset, no daylight saving time)":                                                           720,
+	"%s (deferred; settled by %s)":                                                                           646,
+	"%s (deferred; settled with its settle token)":                                                           644,
+	"%s (deferred; settled with its settle token, as %s)":                                                    645,
 	"%s (token #%d, %s)": 133,
-	"%s = %s":            764,
+	"%s = %s":            765,
 	"%s ago":             390,
-	"%s at %s":           649,
-	"%s so far":          641,
+	"%s at %s":           650,
+	"%s so far":          642,
 	"%s version %s":      310,
 	"%s versions %s":     311,
-	"%s ← %s":            763,
-	"%s → %s":            765,
+	"%s ← %s":            764,
+	"%s → %s":            766,
 	"%s, %s: %s":         349,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             573,
-	"%s, cut to %s by the destination’s max_timeout":                       572,
-	"%s, multiplied by %s after each failure, up to %s":                    575,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 574,
-	"%s, revision %s":                         532,
-	"%s, version %s":                          533,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                             574,
+	"%s, cut to %s by the destination’s max_timeout":                       573,
+	"%s, multiplied by %s after each failure, up to %s":                    576,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 575,
+	"%s, revision %s":                         533,
+	"%s, version %s":                          534,
 	"%s: %s":                                  164,
 	"%s: %s → %s":                             301,
-	"%s: a date is written 2026-12-01.":       703,
+	"%s: a date is written 2026-12-01.":       704,
 	"%s: every revision, present and future":  239,
 	"%s: revision %s":                         240,
 	"%s: revisions %s":                        241,
-	"%s: the first day comes after the last.": 704,
+	"%s: the first day comes after the last.": 705,
 	"%s; %s": 166,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 570,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 571,
 	"%s–%s":                         377,
-	"(%d characters in all)":        853,
-	"(%d handed back, not counted)": 579,
-	"(each item)":                   839,
-	"(in %s)":                       852,
-	"(worker %s)":                   628,
+	"(%d characters in all)":        854,
+	"(%d handed back, not counted)": 580,
+	"(each item)":                   840,
+	"(in %s)":                       853,
+	"(worker %s)":                   629,
 	"0 seconds":                     408,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            816,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 617,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            817,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 618,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       351,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 714,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 715,
 	"A retry waits on a running instance only: choose the status running, or none.":                                                                                                                                        458,
-	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             667,
-	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           473,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 804,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   803,
+	"A revision is a definition’s: choose the definition too.":                                                                                                                                                             668,
+	"A running instance has no error code yet: occurrences that failed with it and wait for their retry are listed under External tasks, filtered by that code.":                                                           474,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 805,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   804,
 	"A version is a process’s: choose the process too.":                                                                                                                                                                    461,
 	"A worker may take it at once. Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.":                                                                                      19,
 	"Abandon %d instances":                                           83,
@@ -139,32 +139,32 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 467,
 	"Action":          136,
 	"All actions":     153,
-	"All consumers":   683,
+	"All consumers":   684,
 	"All definitions": 370,
 	"All its tasks":   238,
-	"All processes":   474,
-	"All statuses":    478,
-	"All workers":     866,
+	"All processes":   475,
+	"All statuses":    479,
+	"All workers":     867,
 	"An error code is matched exactly, capitals included.":                                  92,
-	"An occurrence waiting for a retry is available: choose the status available, or none.": 664,
-	"An operator abandoned the instance.":                                                   616,
-	"Any":                                                                                   681,
-	"Any definition":                                                                        475,
+	"An occurrence waiting for a retry is available: choose the status available, or none.": 665,
+	"An operator abandoned the instance.":                                                   617,
+	"Any":                                                                                   682,
+	"Any definition":                                                                        476,
 	"Apply filters":                                                                         150,
 	"Apr":                                                                                   399,
 	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 363,
-	"Attempts":                         537,
+	"Attempts":                         538,
 	"Audit log":                        143,
 	"Aug":                              403,
-	"Available from":                   590,
+	"Available from":                   591,
 	"Back to definitions":              206,
 	"Back to external tasks":           204,
 	"Back to sign-in":                  205,
 	"Back to the form":                 214,
 	"Back to the instance":             37,
 	"Back to the list":                 70,
-	"Back to the occurrence":           784,
-	"Back without saving":              716,
+	"Back to the occurrence":           785,
+	"Back without saving":              717,
 	"Breaks processes":                 270,
 	"Breaks workers":                   271,
 	"Bulk %s applied to %d instances.": 128,
@@ -175,42 +175,42 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     140,
 	"Business key":                    98,
 	"By process and error code":       106,
-	"Call timeout":                    571,
+	"Call timeout":                    572,
 	"Calls":                           329,
 	"Calls signed (Relais-Signature)": 331,
-	"Camunda 7 facade":                871,
-	"Cancelled: the instance was stopped (%s).":               640,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 639,
+	"Camunda 7 facade":                872,
+	"Cancelled: the instance was stopped (%s).":               641,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 640,
 	"Cannot act on this filter":                               114,
 	"Cannot act on this instance":                             36,
-	"Cannot reveal":                                           786,
-	"Cannot reveal it here":                                   782,
+	"Cannot reveal":                                           787,
+	"Cannot reveal it here":                                   783,
 	"Change":                                                  268,
 	"Changes between the two revisions":                       280,
 	"Changes of the Working copy since revision %d":           289,
 	"Choose two existing revisions to compare.":               290,
 	"Classification":                                          247,
 	"Clear filters":                                           151,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            752,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 735,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            753,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 736,
 	"Compare":              267,
 	"Compare revisions":    263,
 	"Completed":            373,
-	"Completed (%s).":      634,
+	"Completed (%s).":      635,
 	"Completed, last hour": 360,
 	"Completions and failures per 5 minutes, last hour: %s":    371,
 	"Completions and failures per 5-minute slot, oldest first": 375,
 	"Completions and failures, last hour":                      352,
-	"Connected":                                                862,
+	"Connected":                                                863,
 	"Constraints":                                              248,
-	"Consumer":                                                 539,
-	"Consumer and worker":                                      678,
+	"Consumer":                                                 540,
+	"Consumer and worker":                                      679,
 	"Consumers":                                                185,
 	"Consumers, oldest first":                                  227,
 	"Counting the occurrences; the counts appear when you reload the page.":         242,
 	"Counts are unavailable right now.":                                             243,
-	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 779,
-	"Counts by status": 673,
+	"Counts as of %s (%s); recounted every few seconds, shown anew at each reload.": 780,
+	"Counts by status": 674,
 	"Created":          424,
 	"Created before":   163,
 	"Created from":     102,
@@ -218,11 +218,11 @@ var messageKeyToIndex = map[string]int{
 	"Created since":    162,
 	"Created to":       103,
 	"Creation date":    462,
-	"Dates":            535,
-	"Deadline":         567,
+	"Dates":            536,
+	"Deadline":         568,
 	"Dec":              407,
-	"Deferred":         594,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 633,
+	"Deferred":         595,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 634,
 	"Definition":                           354,
 	"Definition %s":                        250,
 	"Definition %s has no occurrence yet.": 369,
@@ -230,51 +230,51 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 122,
 	"Definitions":        183,
 	"Definitions by key": 313,
-	"Definitions served": 860,
+	"Definitions served": 861,
 	"Definitions, those needing attention first": 353,
 	"Deleted by retention":                       450,
 	"Description":                                249,
-	"Destination":                                551,
+	"Destination":                                552,
 	"Destinations":                               186,
 	"Destinations by name":                       322,
-	"Destination’s answer":                       544,
+	"Destination’s answer":                       545,
 	"Detail":                                     269,
 	"Did you mean “%s”?":                         117,
 	"Digest":                                     283,
 	"Display settings":                           191,
-	"Display settings saved.":                    722,
+	"Display settings saved.":                    723,
 	"Display settings: ":                         192,
-	"Duration":                                   543,
+	"Duration":                                   544,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left counts under Waiting for a retry until its next attempt is due.": 350,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  89,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     82,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 78,
 	"Each one’s occurrence waiting out a retry delay is offered now, its attempts left unchanged: its workers take it at once. If the service it calls still fails, that attempt fails too and spends one of those left. Nothing is completed on anyone’s behalf.": 74,
-	"Earlier attempt:":          690,
+	"Earlier attempt:":          691,
 	"End node":                  453,
-	"End node or error":         471,
+	"End node or error":         472,
 	"Ended":                     444,
 	"Erase process instance %s": 334,
 	"Erase the instance":        337,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 335,
 	"Erase this instance…": 434,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 339,
-	"Error":                      677,
-	"Error (before any attempt)": 597,
-	"Error (the deadline passed after attempt %d)": 596,
+	"Error":                      678,
+	"Error (before any attempt)": 598,
+	"Error (the deadline passed after attempt %d)": 597,
 	"Error code":       99,
-	"Error message":    546,
+	"Error message":    547,
 	"Error: %s · %s":   172,
-	"Every %d seconds": 721,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 589,
-	"Every attempt, oldest first": 538,
+	"Every %d seconds": 722,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 590,
+	"Every attempt, oldest first": 539,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 144,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  789,
-	"Expired token":                        826,
-	"Expires":                              823,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  790,
+	"Expired token":                        827,
+	"Expires":                              824,
 	"External tasks":                       178,
 	"Failed":                               357,
-	"Failed (%s).":                         638,
+	"Failed (%s).":                         639,
 	"Failed at node":                       455,
 	"Failed occurrence":                    446,
 	"Failed, last hour":                    361,
@@ -285,8 +285,8 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              145,
 	"Find":                                 182,
 	"Find an instance or occurrence":       180,
-	"Finished":                             542,
-	"First page":                           700,
+	"Finished":                             543,
+	"First page":                           701,
 	"Follow it in the audit log (new tab)": 72,
 	"Form not received":                    217,
 	"Form refused":                         212,
@@ -295,9 +295,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     291,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 61,
 	"Grants":                  230,
-	"Graph":                   734,
-	"Graph of %s":             756,
-	"HTTP 2xx, unusable body": 655,
+	"Graph":                   735,
+	"Graph of %s":             757,
+	"HTTP 2xx, unusable body": 656,
 	"Headers sent":            325,
 	"Health":                  177,
 	"Held at a node of":       100,
@@ -305,77 +305,78 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                447,
 	"Held instances":          356,
 	"ID":                      228,
-	"In flight":               861,
+	"In flight":               862,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 372,
 	"Inputs": 273,
-	"Inputs an instance of this version is started with": 745,
-	"Inputs from":                743,
+	"Inputs an instance of this version is started with": 746,
+	"Inputs from":                744,
 	"Inputs of revision %d":      284,
 	"Inputs of the working copy": 275,
 	"Inputs the instance was started with, labelled by process version %d's contract": 432,
-	"Inputs, labelled by revision %d's contract":                                      581,
-	"Instance":                               470,
-	"Instances":                              107,
-	"Instances of %s with error code %s: %s": 110,
-	"Instances of %s: %s":                    109,
-	"Instances of this version":              746,
-	"Invalid request":                        202,
-	"It takes every revision its consumer is granted.":     884,
-	"It takes every revision its consumer is granted: %s.": 883,
-	"It takes revision %d only.":                           887,
-	"It takes revisions %s only.":                          889,
+	"Inputs, labelled by revision %d's contract":                                      582,
+	"Instance":                                             471,
+	"Instances":                                            107,
+	"Instances matching the filters":                       470,
+	"Instances of %s with error code %s: %s":               110,
+	"Instances of %s: %s":                                  109,
+	"Instances of this version":                            747,
+	"Invalid request":                                      202,
+	"It takes every revision its consumer is granted.":     885,
+	"It takes every revision its consumer is granted: %s.": 884,
+	"It takes revision %d only.":                           888,
+	"It takes revisions %s only.":                          890,
 	"Its calls":                                            330,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 336,
-	"Its instance is held here, waiting for an operator.":                            635,
-	"Its instance went on along the node’s error path, and is held at a later node.": 636,
-	"Its instance went on along the node’s error path.":                              637,
+	"Its instance is held here, waiting for an operator.":                            636,
+	"Its instance went on along the node’s error path, and is held at a later node.": 637,
+	"Its instance went on along the node’s error path.":                              638,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).":                                                        34,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":                                                                    33,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      831,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      832,
 	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 438,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
 	"Jan":                     396,
 	"Jul":                     402,
 	"Jun":                     401,
-	"Keep it":                 833,
+	"Keep it":                 834,
 	"Keep it held":            16,
 	"Keep it running":         15,
 	"Keep the instance":       332,
 	"Key":                     314,
-	"Kind":                    738,
+	"Kind":                    739,
 	"Language":                174,
 	"Last changed":            327,
-	"Last error (attempt %d)": 595,
-	"Last reserved":           592,
+	"Last error (attempt %d)": 596,
+	"Last reserved":           593,
 	"Last saved":              254,
-	"Last seen":               863,
-	"Last used":               822,
-	"Latest":                  747,
+	"Last seen":               864,
+	"Last used":               823,
+	"Latest":                  748,
 	"Latest revision":         315,
 	"Lists every change from one revision to another, and whom it may break.": 264,
-	"Local time in %s": 718,
-	"Lock expired %s — waiting to be offered again.": 625,
-	"Lock expires":    593,
+	"Local time in %s": 719,
+	"Lock expired %s — waiting to be offered again.": 626,
+	"Lock expires":    594,
 	"Longest timeout": 326,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 292,
 	"Main navigation":     176,
 	"Mar":                 398,
-	"Maximum attempts":    563,
+	"Maximum attempts":    564,
 	"May":                 400,
-	"Message":             675,
-	"Message from Relais": 663,
-	"Message from Relais, quoting the destination’s answer":            662,
-	"Message from the worker (its own words, protected values masked)": 661,
-	"Method not allowed": 793,
-	"Mode":               561,
-	"More filters: instance, revision, consumer, destination, dates": 669,
+	"Message":             676,
+	"Message from Relais": 664,
+	"Message from Relais, quoting the destination’s answer":            663,
+	"Message from the worker (its own words, protected values masked)": 662,
+	"Method not allowed": 794,
+	"Mode":               562,
+	"More filters: instance, revision, consumer, destination, dates": 670,
 	"Name":                    229,
-	"Never":                   720,
-	"Next attempt":            591,
-	"Next attempt or settled": 679,
+	"Never":                   721,
+	"Next attempt":            592,
+	"Next attempt or settled": 680,
 	"Next node":               423,
-	"Next page":               699,
+	"Next page":               700,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 157,
 	"No consumer yet.":                                    224,
 	"No definition has occurrences yet.":                  362,
@@ -383,45 +384,45 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                  317,
 	"No destination yet.":                                 319,
 	"No inputs.":                                          274,
-	"No inputs: an instance starts with an empty object.": 744,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    802,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 800,
-	"No instance matches these filters.": 472,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 801,
-	"No live worker takes %s now (Workers page).":                                               619,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 620,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           621,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          622,
+	"No inputs: an instance starts with an empty object.": 745,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    803,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 801,
+	"No instance matches these filters.": 473,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 802,
+	"No live worker takes %s now (Workers page).":                                               620,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 621,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           622,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          623,
 	"No more consumers.":                                   225,
 	"No more destinations.":                                320,
-	"No occurrence matches these filters.":                 680,
+	"No occurrence matches these filters.":                 681,
 	"No operator action matches.":                          152,
 	"No operator has acted on this instance.":              428,
-	"No outputs yet: the occurrence has not completed.":    584,
+	"No outputs yet: the occurrence has not completed.":    585,
 	"No outputs.":                                          277,
-	"No outputs: the occurrence ended without completing.": 586,
+	"No outputs: the occurrence ended without completing.": 587,
 	"No process has the key “%s”.":                         119,
-	"No process is published yet.":                         729,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             880,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             879,
+	"No process is published yet.":                         730,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             881,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             880,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 171,
 	"No release yet.": 258,
-	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 773,
+	"No retry can run: the deadline ends the occurrence before its retry delay passes.": 774,
 	"No revision yet: the Working copy has never been snapshotted.":                     256,
-	"No token.":              820,
-	"No value was revealed.": 791,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              550,
-	"No worker has reserved this occurrence yet.":                                        547,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 881,
-	"No worker is connected.":           864,
-	"No worker serves this definition.": 867,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 878,
+	"No token.":              821,
+	"No value was revealed.": 792,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              551,
+	"No worker has reserved this occurrence yet.":                                        548,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 882,
+	"No worker is connected.":           865,
+	"No worker serves this definition.": 868,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 879,
 	"Node":                  420,
-	"Nodes":                 736,
-	"Nodes of this version": 753,
-	"Nodes of this version, with their occurrences now": 737,
+	"Nodes":                 737,
+	"Nodes of this version": 754,
+	"Nodes of this version, with their occurrences now": 738,
 	"Nodes reached, in order":                           419,
 	"None of its occurrences waits for a retry any more: it was offered, or taken by a worker, meanwhile. Nothing was done.": 58,
 	"Not allowed": 200,
@@ -430,87 +431,87 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 207,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 208,
 	"Nothing to do: no instance this action applies to matches the filter.": 91,
-	"Nothing to find: the search box is empty.":                             798,
+	"Nothing to find: the search box is empty.":                             799,
 	"Nothing was done.":        35,
 	"Nov":                      406,
-	"Now":                      556,
+	"Now":                      557,
 	"Occurrence":               421,
-	"Occurrence %s":            534,
+	"Occurrence %s":            535,
 	"Occurrence offered again": 139,
-	"Occurrences now":          742,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          876,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 877,
-	"Occurrences, newest first": 674,
+	"Occurrences now":          743,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          877,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 878,
+	"Occurrences, newest first": 675,
 	"Oct":                       405,
-	"Offered from %s — %s.":     624,
+	"Offered from %s — %s.":     625,
 	"Oldest claimable waits":    358,
-	"On error":                  741,
-	"On success":                740,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         787,
-	"Only administrators may reveal a sensitive value.":                                                           780,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 817,
+	"On error":                  742,
+	"On success":                741,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         788,
+	"Only administrators may reveal a sensitive value.":                                                           781,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 818,
 	"Open":             355,
 	"Operator actions": 416,
 	"Operator actions on this instance, newest first": 429,
 	"Operator actions, newest first":                  156,
 	"Other criteria":                                  104,
-	"Outcome":                                         545,
+	"Outcome":                                         546,
 	"Outputs":                                         276,
 	"Outputs of revision %d":                          285,
 	"Outputs of the working copy":                     278,
-	"Outputs, labelled by revision %d's contract":     583,
-	"Pages": 697,
-	"Paste your token in the field: it is empty.": 814,
+	"Outputs, labelled by revision %d's contract":     584,
+	"Pages": 698,
+	"Paste your token in the field: it is empty.": 815,
 	"Path":                            417,
 	"Pause reloading":                 199,
 	"Pinned by":                       308,
-	"Pinned revision":                 739,
-	"Policy":                          536,
-	"Previous page":                   698,
-	"Priority":                        568,
+	"Pinned revision":                 740,
+	"Policy":                          537,
+	"Previous page":                   699,
+	"Priority":                        569,
 	"Process":                         95,
-	"Process %s":                      732,
+	"Process %s":                      733,
 	"Process %s has no version %d.":   118,
-	"Process and node":                676,
+	"Process and node":                677,
 	"Process inputs":                  431,
 	"Process instance":                138,
 	"Process instance %s":             414,
 	"Process instances":               464,
 	"Process instances, newest first": 469,
 	"Processes":                       179,
-	"Processes by key":                727,
-	"Protocol":                        859,
+	"Processes by key":                728,
+	"Protocol":                        860,
 	"Published":                       262,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 725,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       726,
-	"Push destination": 670,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 726,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       727,
+	"Push destination": 671,
 	"Reason":           137,
 	"Reason (recorded in the audit log for every instance)": 69,
 	"Reason (recorded in the audit log)":                    14,
-	"Reason given by the worker":                            562,
+	"Reason given by the worker":                            563,
 	"Recorded operator actions":                             427,
 	"Relais console":                                        173,
-	"Relais has not called the destination yet.":            553,
-	"Relais is calling the destination (since %s).":         630,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 555,
-	"Relais never called the destination: the occurrence ended before any call.":                                    554,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        651,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 653,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     650,
+	"Relais has not called the destination yet.":            554,
+	"Relais is calling the destination (since %s).":         631,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 556,
+	"Relais never called the destination: the occurrence ended before any call.":                                    555,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        652,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 654,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     651,
 	"Relais refused the action. Nothing was done.":                                                                  60,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           652,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           653,
 	"Release":                       259,
 	"Releases":                      257,
 	"Releases, oldest first":        279,
-	"Reload lists and detail pages": 713,
+	"Reload lists and detail pages": 714,
 	"Reloading paused":              196,
-	"Reloading paused: this page stays as it is until you resume.": 724,
-	"Reloading resumed.":                  723,
-	"Replica":                             552,
+	"Reloading paused: this page stays as it is until you resume.": 725,
+	"Reloading resumed.":                  724,
+	"Replica":                             553,
 	"Required":                            246,
-	"Reserved":                            541,
-	"Reserved by %s.":                     632,
-	"Reserved by %s; lock until %s — %s.": 631,
+	"Reserved":                            542,
+	"Reserved by %s.":                     633,
+	"Reserved by %s; lock until %s — %s.": 632,
 	"Reserved now":                        237,
 	"Resume":                              197,
 	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         383,
@@ -520,57 +521,57 @@ var messageKeyToIndex = map[string]int{
 	"Retried by %s at %s — “%s”": 442,
 	"Retried now: the occurrence at node %s is offered at once. Recorded in the audit log.": 53,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.":       54,
-	"Retries": 565,
+	"Retries": 566,
 	"Retries brought forward for %d instances: their workers take them now.": 129,
 	"Retry %d instances":                            80,
 	"Retry %d instances now":                        76,
-	"Retry at %s — %s.":                             623,
-	"Retry delay":                                   564,
+	"Retry at %s — %s.":                             624,
+	"Retry delay":                                   565,
 	"Retry every held instance this filter matches": 77,
 	"Retry every held instance…":                    8,
 	"Retry now":                                     20,
 	"Retry now every instance this filter matches whose retry waits":                                                    73,
 	"Retry now every instance whose retry waits…":                                                                       7,
 	"Retry now? The occurrence at node %s waits for its retry, due %s; it is offered now, its attempts left unchanged.": 18,
-	"Retry or abandon it from its instance":                                                                             557,
+	"Retry or abandon it from its instance":                                                                             558,
 	"Retry process instance %s":                                                                                         17,
 	"Retry the instance":                                                                                                23,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.":           21,
-	"Retryable": 598,
+	"Retryable": 599,
 	"Retrying applies to held instances, or to running ones whose retry waits, not %s ones.": 66,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 587,
-	"Revealed by %s at %s; recorded in the audit log.": 785,
+	"Reveal — this is recorded": 588,
+	"Revealed by %s at %s; recorded in the audit log.": 786,
 	"Reveals":               188,
-	"Reveals, newest first": 790,
+	"Reveals, newest first": 791,
 	"Revision":              260,
 	"Revision %d":           281,
 	"Revisions":             255,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 885,
-	"Revoke the %s token “%s”?": 830,
-	"Revoke the token":          832,
-	"Revoke token %d":           829,
-	"Revoke…":                   827,
-	"Role":                      821,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 886,
+	"Revoke the %s token “%s”?": 831,
+	"Revoke the token":          833,
+	"Revoke token %d":           830,
+	"Revoke…":                   828,
+	"Role":                      822,
 	"Route":                     422,
 	"Routing output":            253,
-	"Row %s":                    701,
-	"Rows %s–%s":                702,
-	"Save settings":             715,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      781,
+	"Row %s":                    702,
+	"Rows %s–%s":                703,
+	"Save settings":             716,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      782,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               13,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 333,
-	"Search":                               796,
-	"Secret values can never be revealed.": 788,
+	"Search":                               797,
+	"Secret values can never be revealed.": 789,
 	"Sep":                                  404,
-	"Served by %d workers":                 882,
+	"Served by %d workers":                 883,
 	"Settled":                              425,
-	"Settlement date":                      668,
+	"Settlement date":                      669,
 	"Show all definitions":                 368,
-	"Show times in":                        711,
+	"Show times in":                        712,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 158,
-	"Sign in": 809,
-	"Sign in with an operator, designer or administrator token.": 810,
+	"Sign in": 810,
+	"Sign in with an operator, designer or administrator token.": 811,
 	"Sign out":             190,
 	"Signed in as %s (%s)": 189,
 	"Since revision %d:":   287,
@@ -580,9 +581,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 38,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                46,
 	"Something went wrong": 222,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 818,
-	"Staff tokens, oldest first": 819,
-	"Start node":                 733,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 819,
+	"Staff tokens, oldest first": 820,
+	"Start node":                 734,
 	"Started":                    443,
 	"State":                      232,
 	"Status":                     97,
@@ -605,75 +606,75 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 312,
 	"Tasks":                   233,
 	"Temporarily unavailable": 220,
-	"That is too long to be an id or a business key.":                                           799,
+	"That is too long to be an id or a business key.":                                           800,
 	"The %d largest groups; the filter matches more.":                                           108,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 559,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 560,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 321,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    286,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            610,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            611,
 	"The bulk action must be its id (a UUID).":                                      155,
-	"The call could not be prepared.":                                               611,
-	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 776,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 629,
+	"The call could not be prepared.":                                               612,
+	"The call may last past the deadline, which cuts it short (deadline_exceeded).": 777,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 630,
 	"The chart’s numbers": 374,
 	"The confirmed count is missing: start again from the list.":                                                                                                        124,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                       223,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      712,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":      713,
 	"The count changed since it was taken (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 125,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                             221,
-	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            608,
-	"The destination answered HTTP %s.":     618,
-	"The destination could not be reached.": 612,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    602,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         603,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   601,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 600,
-	"The destination’s answer was too large.": 613,
+	"The deadline passed before the occurrence was completed: no attempt succeeded in time.":                                                                            609,
+	"The destination answered HTTP %s.":     619,
+	"The destination could not be reached.": 613,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    603,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         604,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   602,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 601,
+	"The destination’s answer was too large.": 614,
 	"The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it.": 459,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":                                                                  226,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                                                                                      203,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                615,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         647,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      648,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    646,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            614,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               605,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 604,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     606,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             607,
-	"The latest %d attempts, oldest first":                                                                                                                 558,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                616,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         648,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      649,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    647,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            615,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               606,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 605,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     607,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             608,
+	"The latest %d attempts, oldest first":                                                                                                                 559,
 	"The next page counts them and asks for a reason before anything changes.":                                                                             468,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 418,
-	"The occurrences of %s waiting for a retry after %s":                                                                                                   477,
-	"The occurrences of %s waiting for a retry, each with its error and its next attempt":                                                                  476,
+	"The occurrences of %s waiting for a retry after %s":                                                                                                   478,
+	"The occurrences of %s waiting for a retry, each with its error and its next attempt":                                                                  477,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         252,
-	"The page cursor is invalid: go back to the first page.":                                                                                               709,
+	"The page cursor is invalid: go back to the first page.":                                                                                               710,
 	"The page size must be between 1 and %d.":                                                                                                              463,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  708,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  709,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 154,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 62,
 	"The reason you gave, not recorded:":                                                                                                                   51,
-	"The result did not match the revision's outputs contract.":                                                                                            609,
-	"The revision must be a whole number, 1 or more.":                                                                                                      666,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    812,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           806,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        836,
+	"The result did not match the revision's outputs contract.":                                                                                            610,
+	"The revision must be a whole number, 1 or more.":                                                                                                      667,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":    813,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                           807,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                        837,
 	"The version must be a whole number from 1.":                                                                                                           460,
 	"These revisions have the same contracts.":                                                                                                             272,
-	"These settings are kept in this browser only.":                                                                                                        710,
-	"They take every revision their consumer is granted.":                                                                                                  886,
-	"They take revision %d only.":                                                                                                                          888,
-	"They take revisions %s only.":                                                                                                                         890,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     705,
+	"These settings are kept in this browser only.":                                                                                                        711,
+	"They take every revision their consumer is granted.":                                                                                                  887,
+	"They take revision %d only.":                                                                                                                          889,
+	"They take revisions %s only.":                                                                                                                         891,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     706,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             127,
-	"This contract has no inputs.":                                                                                                                         582,
-	"This contract has no outputs.":                                                                                                                        585,
+	"This contract has no inputs.":                                                                                                                         583,
+	"This contract has no outputs.":                                                                                                                        586,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                        121,
 	"This form could not be read: nothing was done. Send it again.":                                                                                        219,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                   218,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                         216,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                         213,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  795,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                  796,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      32,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 340,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              39,
@@ -695,244 +696,244 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      52,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   50,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  211,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            835,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           834,
-	"This page does not accept that request.": 794,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            836,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           835,
+	"This page does not accept that request.": 795,
 	"This page reloads every %d seconds.":     198,
 	"This process takes no inputs.":           433,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 783,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 784,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       71,
-	"This token is unknown, revoked or expired.": 815,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 754,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            755,
+	"This token is unknown, revoked or expired.": 816,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 755,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            756,
 	"Times in %s · no auto-reload":    195,
 	"Times in %s · reload every %d s": 194,
 	"Times in %s · reloading paused":  193,
 	"To revision":                     266,
-	"Token":                           811,
+	"Token":                           812,
 	"Tokens":                          187,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 813,
-	"Totals of all definitions, not narrowed by the other filters":         686,
-	"Totals of definition %s, not narrowed by the other filters":           685,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 814,
+	"Totals of all definitions, not narrowed by the other filters":         687,
+	"Totals of definition %s, not narrowed by the other filters":           686,
 	"Type": 245,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 797,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 798,
 	"URL":                              324,
-	"UTC (coordinated universal time)": 717,
+	"UTC (coordinated universal time)": 718,
 	"Unknown action.":                  63,
 	"Unknown consumer.":                115,
 	"Unknown destination “%s”.":        116,
-	"Unknown parameter “%s” (did you mean “%s”?).": 706,
-	"Unknown parameter “%s”.":                      707,
-	"Unknown status “%s” (did you mean “%s”?).":    479,
-	"Unknown status “%s”.":                         481,
-	"Unknown value of the next attempt filter.":    665,
+	"Unknown parameter “%s” (did you mean “%s”?).": 707,
+	"Unknown parameter “%s”.":                      708,
+	"Unknown status “%s” (did you mean “%s”?).":    480,
+	"Unknown status “%s”.":                         482,
+	"Unknown value of the next attempt filter.":    666,
 	"Value":                  430,
 	"Version":                96,
-	"Versions, newest first": 728,
-	"Waiting for Relais to call the destination since %s (%s).": 626,
+	"Versions, newest first": 729,
+	"Waiting for Relais to call the destination since %s (%s).": 627,
 	"Waiting for a retry":                 359,
-	"Waiting for a retry (due later)":     682,
+	"Waiting for a retry (due later)":     683,
 	"Waiting for a retry at a node of":    101,
-	"Waiting for a worker since %s (%s).": 627,
+	"Waiting for a worker since %s (%s).": 628,
 	"When":                                134,
 	"Who":                                 135,
-	"Whole message":                       549,
-	"Why (recorded with the reveal)":      588,
-	"Worker":                              858,
-	"Worker id":                           540,
+	"Whole message":                       550,
+	"Why (recorded with the reveal)":      589,
+	"Worker":                              859,
+	"Worker id":                           541,
 	"Workers":                             184,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        856,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        857,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
-	"Workers seen within three heartbeats": 857,
-	"Workers serving %s":                   865,
+	"Workers seen within three heartbeats": 858,
+	"Workers serving %s":                   866,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
 	"Working copy":        251,
-	"You are signed out.": 805,
+	"You are signed out.": 806,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              201,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 807,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          808,
-	"[redacted]":                          660,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 808,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          809,
+	"[redacted]":                          661,
 	"a token’s name, exact":               146,
 	"abandon":                             4,
 	"active":                              234,
-	"administrator":                       510,
-	"after %s’s retry at %s":              560,
+	"administrator":                       511,
+	"after %s’s retry at %s":              561,
 	"an incident: retry, abandon or stop": 344,
-	"answer too large":                    658,
+	"answer too large":                    659,
 	"any":                                 465,
-	"any other code → %s":                 768,
+	"any other code → %s":                 769,
 	"any other error":                     342,
-	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 688,
-	"at least %d characters":                   840,
-	"at least %d items":                        847,
-	"at most %d":                               576,
-	"at most %d characters":                    841,
-	"at most %d items":                         848,
-	"at most %d since the last operator retry": 577,
-	"available":                                482,
-	"boolean":                                  497,
-	"call in progress since":                   694,
-	"cancelled":                                487,
-	"choice":                                   500,
-	"claimable since":                          693,
+	"as of %s (%s); counts are recounted every few seconds, shown anew at each reload.": 689,
+	"at least %d characters":                   841,
+	"at least %d items":                        848,
+	"at most %d":                               577,
+	"at most %d characters":                    842,
+	"at most %d items":                         849,
+	"at most %d since the last operator retry": 578,
+	"available":                                483,
+	"boolean":                                  498,
+	"call in progress since":                   695,
+	"cancelled":                                488,
+	"choice":                                   501,
+	"claimable since":                          694,
 	"claimable since %s":                       365,
-	"classification changed":                   521,
-	"completed":                                485,
-	"constraint changed":                       522,
-	"consumer":                                 513,
-	"consumer #%s":                             642,
-	"date":                                     498,
-	"date and time":                            499,
-	"deadline %s":                              772,
-	"deferred":                                 484,
-	"deferred since":                           696,
+	"classification changed":                   522,
+	"completed":                                486,
+	"constraint changed":                       523,
+	"consumer":                                 514,
+	"consumer #%s":                             643,
+	"date":                                     499,
+	"date and time":                            500,
+	"deadline %s":                              773,
+	"deferred":                                 485,
+	"deferred since":                           697,
 	"deleted":                                  142,
-	"designer":                                 512,
-	"disconnected":                             493,
-	"each item of %s":                          838,
-	"end (completes)":                          761,
-	"end (fails)":                              762,
+	"designer":                                 513,
+	"disconnected":                             494,
+	"each item of %s":                          839,
+	"end (completes)":                          762,
+	"end (fails)":                              763,
 	"end: completes the instance":              345,
 	"end: fails the instance":                  346,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         451,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 452,
 	"erase":                                  6,
-	"every revision its consumer is granted": 872,
-	"every revision its consumer is granted: %s":   868,
+	"every revision its consumer is granted": 873,
+	"every revision its consumer is granted: %s":   869,
 	"exact, case-sensitive":                        466,
 	"exact; instances deleted since are not found": 147,
-	"expired":                             490,
-	"failed":                              486,
-	"fails the instance":                  769,
-	"field added":                         516,
-	"field removed":                       517,
-	"format":                              527,
-	"format %s":                           843,
+	"expired":                             491,
+	"failed":                              487,
+	"fails the instance":                  770,
+	"field added":                         517,
+	"field removed":                       518,
+	"format":                              528,
+	"format %s":                           844,
 	"from":                                148,
 	"given (not kept)":                    161,
-	"held":                                489,
+	"held":                                490,
 	"held for an operator":                343,
 	"held, then abandoned by an operator": 457,
 	"held, then stopped by an operator":   456,
-	"hidden (secret)":                     507,
-	"hidden (sensitive)":                  506,
-	"hold (an incident for an operator)":  767,
+	"hidden (secret)":                     508,
+	"hidden (sensitive)":                  507,
+	"hold (an incident for an operator)":  768,
 	"id or business key":                  181,
 	"in %s":                               389,
-	"in progress":                         548,
-	"instance held here":                  684,
-	"instance id":                         672,
-	"instances held":                      777,
-	"instances held: %s":                  778,
-	"integer":                             495,
-	"its name, exactly":                   671,
+	"in progress":                         549,
+	"instance held here":                  685,
+	"instance id":                         673,
+	"instances held":                      778,
+	"instances held: %s":                  779,
+	"integer":                             496,
+	"its name, exactly":                   672,
 	"just now":                            391,
-	"list":                                502,
-	"lock until":                          695,
-	"long polling":                        870,
+	"list":                                503,
+	"lock until":                          696,
+	"long polling":                        871,
 	"long wait":                           366,
 	"masked value":                        323,
-	"maximum":                             529,
-	"maximum %s":                          845,
-	"maximum items":                       531,
-	"maximum length":                      525,
-	"minimum":                             528,
-	"minimum %s":                          844,
-	"minimum items":                       530,
-	"minimum length":                      524,
-	"never":                               824,
+	"maximum":                             530,
+	"maximum %s":                          846,
+	"maximum items":                       532,
+	"maximum length":                      526,
+	"minimum":                             529,
+	"minimum %s":                          845,
+	"minimum items":                       531,
+	"minimum length":                      525,
+	"never":                               825,
 	"never: another replica’s RELAIS_RETENTION keeps ended instances forever": 449,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)":       448,
-	"next attempt":                 692,
+	"next attempt":                 693,
 	"next attempt %s, at %s":       386,
-	"no":                           515,
-	"no answer within the timeout": 656,
-	"no connection":                657,
+	"no":                           516,
+	"no answer within the timeout": 657,
+	"no connection":                658,
 	"no grant: it takes nothing":   236,
 	"no header":                    328,
 	"no process version":           309,
 	"no worker":                    367,
-	"no worker takes revision %d":  874,
-	"no worker takes revisions %s": 875,
-	"no: the latest is version %d": 749,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 599,
+	"no worker takes revision %d":  875,
+	"no worker takes revisions %s": 876,
+	"no: the latest is version %d": 750,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 600,
 	"none":                  306,
 	"none (every instance)": 165,
-	"none (revealed before reasons were asked for)": 792,
+	"none (revealed before reasons were asked for)": 793,
 	"none given": 105,
 	"none yet":   316,
-	"none: a failed call takes the node’s error path": 566,
-	"normal":       503,
-	"not provided": 850,
+	"none: a failed call takes the node’s error path": 567,
+	"normal":       504,
+	"not provided": 851,
 	"not set":      307,
-	"not yet":      825,
-	"null":         854,
-	"number":       496,
-	"object":       501,
-	"older versions, from version %d (each links the one before)": 731,
+	"not yet":      826,
+	"null":         855,
+	"number":       497,
+	"object":       502,
+	"older versions, from version %d (each links the one before)": 732,
 	"on error":                           341,
-	"one attempt, no retry, priority %d": 771,
-	"one of: %s":                         846,
-	"operator":                           511,
+	"one attempt, no retry, priority %d": 772,
+	"one of: %s":                         847,
+	"operator":                           512,
 	"optional %s field of type %s":       303,
 	"optional field of type %s":          305,
 	"optional → required":                296,
-	"pattern":                            526,
-	"pattern %s":                         842,
-	"pull":                               759,
+	"pattern":                            527,
+	"pattern %s":                         843,
+	"pull":                               760,
 	"pull %s":                            348,
-	"pull (a worker fetches it)":         508,
+	"pull (a worker fetches it)":         509,
 	"push %s":                            347,
-	"push (Relais calls the service)":    509,
-	"push to %s":                         760,
-	"rejected":                           491,
-	"released":                           492,
+	"push (Relais calls the service)":    510,
+	"push to %s":                         761,
+	"rejected":                           492,
+	"released":                           493,
 	"required %s field of type %s":       302,
-	"required changed":                   519,
+	"required changed":                   520,
 	"required field of type %s":          304,
 	"required → optional":                297,
-	"reserved":                           483,
+	"reserved":                           484,
 	"retry":                              3,
 	"retry now":                          159,
 	"retry now (attempts unchanged)":     141,
-	"revision %d":                        689,
-	"revisions %s":                       873,
+	"revision %d":                        690,
+	"revisions %s":                       874,
 	"revoked":                            235,
-	"routing changed":                    523,
-	"routing output":                     837,
+	"routing changed":                    524,
+	"routing output":                     838,
 	"routing output %s → %s":             295,
-	"running":                            488,
-	"secret":                             505,
-	"sensitive":                          504,
-	"settled":                            691,
+	"running":                            489,
+	"secret":                             506,
+	"sensitive":                          505,
+	"settled":                            692,
 	"stop":                               5,
-	"stream":                             869,
-	"text":                               494,
+	"stream":                             870,
+	"text":                               495,
 	"the contracts are the same (the name or a description changed).": 288,
 	"the soonest due %s":       364,
-	"this session":             828,
-	"timeout %s":               774,
-	"timeout %s (the default)": 775,
+	"this session":             829,
+	"timeout %s":               775,
+	"timeout %s (the default)": 776,
 	"to":                       149,
-	"type changed":             518,
-	"unexpected value":         855,
-	"unknown":                  659,
+	"type changed":             519,
+	"unexpected value":         856,
+	"unknown":                  660,
 	"values added: %s":         298,
-	"values changed":           520,
+	"values changed":           521,
 	"values removed: %s":       299,
 	"values reordered":         300,
-	"version %d":               730,
-	"version %d →":             751,
-	"waiting":                  654,
-	"yes":                      514,
-	"yes: a start that names no version runs this one":                                                                      748,
+	"version %d":               731,
+	"version %d →":             752,
+	"waiting":                  655,
+	"yes":                      515,
+	"yes: a start that names no version runs this one":                                                                      749,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 209,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     480,
-	"← version %d": 750,
-	"→ %s":         766,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     481,
+	"← version %d": 751,
+	"→ %s":         767,
 }
 
-var enIndex = []uint32{ // 892 elements
+var enIndex = []uint32{ // 893 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1065,128 +1066,129 @@ var enIndex = []uint32{ // 892 elements
 	0x0000594e, 0x00005970, 0x00005994, 0x000059e2,
 	0x00005aec, 0x00005b17, 0x00005b4b, 0x00005b59,
 	0x00005b84, 0x00005b96, 0x00005b9a, 0x00005bb0,
-	0x00005bda, 0x00005c23, 0x00005c43, 0x00005c4c,
-	0x00005c5e, 0x00005c81, 0x00005d1c, 0x00005d2a,
-	0x00005d39, 0x00005d90, 0x00005dc9, 0x00005dd6,
+	0x00005bda, 0x00005c23, 0x00005c43, 0x00005c62,
+	0x00005c6b, 0x00005c7d, 0x00005ca0, 0x00005d3b,
+	0x00005d49, 0x00005d58, 0x00005daf, 0x00005de8,
 	// Entry 1E0 - 1FF
-	0x00005e0e, 0x00005e77, 0x00005e93, 0x00005e9d,
-	0x00005ea6, 0x00005eaf, 0x00005eb9, 0x00005ec0,
-	0x00005eca, 0x00005ed2, 0x00005ed7, 0x00005edf,
-	0x00005ee8, 0x00005ef1, 0x00005efe, 0x00005f03,
-	0x00005f0b, 0x00005f12, 0x00005f1a, 0x00005f1f,
-	0x00005f2d, 0x00005f34, 0x00005f3b, 0x00005f40,
-	0x00005f47, 0x00005f51, 0x00005f58, 0x00005f6b,
-	0x00005f7b, 0x00005f96, 0x00005fb6, 0x00005fc4,
+	0x00005df5, 0x00005e2d, 0x00005e96, 0x00005eb2,
+	0x00005ebc, 0x00005ec5, 0x00005ece, 0x00005ed8,
+	0x00005edf, 0x00005ee9, 0x00005ef1, 0x00005ef6,
+	0x00005efe, 0x00005f07, 0x00005f10, 0x00005f1d,
+	0x00005f22, 0x00005f2a, 0x00005f31, 0x00005f39,
+	0x00005f3e, 0x00005f4c, 0x00005f53, 0x00005f5a,
+	0x00005f5f, 0x00005f66, 0x00005f70, 0x00005f77,
+	0x00005f8a, 0x00005f9a, 0x00005fb5, 0x00005fd5,
 	// Entry 200 - 21F
-	0x00005fcd, 0x00005fd6, 0x00005fdf, 0x00005fe3,
-	0x00005fe6, 0x00005ff2, 0x00006000, 0x0000600d,
-	0x0000601e, 0x0000602d, 0x00006044, 0x00006057,
-	0x00006067, 0x00006076, 0x00006085, 0x0000608d,
-	0x00006094, 0x0000609c, 0x000060a4, 0x000060b2,
-	0x000060c0, 0x000060d6, 0x000060eb, 0x000060fc,
-	0x00006102, 0x00006109, 0x00006112, 0x0000612e,
-	0x00006137, 0x00006141, 0x0000614a, 0x00006153,
+	0x00005fe3, 0x00005fec, 0x00005ff5, 0x00005ffe,
+	0x00006002, 0x00006005, 0x00006011, 0x0000601f,
+	0x0000602c, 0x0000603d, 0x0000604c, 0x00006063,
+	0x00006076, 0x00006086, 0x00006095, 0x000060a4,
+	0x000060ac, 0x000060b3, 0x000060bb, 0x000060c3,
+	0x000060d1, 0x000060df, 0x000060f5, 0x0000610a,
+	0x0000611b, 0x00006121, 0x00006128, 0x00006131,
+	0x0000614d, 0x00006156, 0x00006160, 0x00006169,
 	// Entry 220 - 23F
-	0x0000615c, 0x00006173, 0x0000617b, 0x00006189,
-	0x000061b5, 0x000061c1, 0x000061cf, 0x00006215,
-	0x00006221, 0x00006229, 0x00006254, 0x0000629f,
-	0x00006361, 0x00006365, 0x0000638b, 0x000063b3,
-	0x00006416, 0x00006435, 0x0000643a, 0x00006455,
-	0x00006466, 0x00006472, 0x0000647a, 0x000064ac,
-	0x000064b5, 0x000064be, 0x000064da, 0x0000653b,
-	0x00006548, 0x0000657f, 0x000065ae, 0x000065fe,
+	0x00006172, 0x0000617b, 0x00006192, 0x0000619a,
+	0x000061a8, 0x000061d4, 0x000061e0, 0x000061ee,
+	0x00006234, 0x00006240, 0x00006248, 0x00006273,
+	0x000062be, 0x00006380, 0x00006384, 0x000063aa,
+	0x000063d2, 0x00006435, 0x00006454, 0x00006459,
+	0x00006474, 0x00006485, 0x00006491, 0x00006499,
+	0x000064cb, 0x000064d4, 0x000064dd, 0x000064f9,
+	0x0000655a, 0x00006567, 0x0000659e, 0x000065cd,
 	// Entry 240 - 25F
-	0x00006639, 0x00006647, 0x00006673, 0x00006699,
-	0x000066ba, 0x000066c5, 0x000066f3, 0x00006710,
-	0x0000673f, 0x00006771, 0x0000678f, 0x000067c4,
-	0x000067e0, 0x000067ff, 0x0000685a, 0x00006869,
-	0x00006876, 0x00006884, 0x00006891, 0x0000689a,
-	0x000068b5, 0x000068e5, 0x00006900, 0x0000690a,
-	0x0000695c, 0x00006a1c, 0x00006a78, 0x00006af6,
-	0x00006b6c, 0x00006c3f, 0x00006d02, 0x00006d3a,
+	0x0000661d, 0x00006658, 0x00006666, 0x00006692,
+	0x000066b8, 0x000066d9, 0x000066e4, 0x00006712,
+	0x0000672f, 0x0000675e, 0x00006790, 0x000067ae,
+	0x000067e3, 0x000067ff, 0x0000681e, 0x00006879,
+	0x00006888, 0x00006895, 0x000068a3, 0x000068b0,
+	0x000068b9, 0x000068d4, 0x00006904, 0x0000691f,
+	0x00006929, 0x0000697b, 0x00006a3b, 0x00006a97,
+	0x00006b15, 0x00006b8b, 0x00006c5e, 0x00006d21,
 	// Entry 260 - 27F
-	0x00006d9a, 0x00006df1, 0x00006e2b, 0x00006f38,
-	0x00006f58, 0x00006f7e, 0x00006fa8, 0x00007019,
-	0x00007056, 0x0000707a, 0x0000711e, 0x00007143,
-	0x00007172, 0x000071d2, 0x0000722b, 0x00007285,
-	0x0000729f, 0x000072bd, 0x000072f1, 0x00007331,
-	0x0000735b, 0x0000736a, 0x00007435, 0x00007466,
-	0x00007495, 0x000074a8, 0x0000751d, 0x00007530,
-	0x00007564, 0x000075b5, 0x000075e9, 0x000075f9,
+	0x00006d59, 0x00006db9, 0x00006e10, 0x00006e4a,
+	0x00006f57, 0x00006f77, 0x00006f9d, 0x00006fc7,
+	0x00007038, 0x00007075, 0x00007099, 0x0000713d,
+	0x00007162, 0x00007191, 0x000071f1, 0x0000724a,
+	0x000072a4, 0x000072be, 0x000072dc, 0x00007310,
+	0x00007350, 0x0000737a, 0x00007389, 0x00007454,
+	0x00007485, 0x000074b4, 0x000074c7, 0x0000753c,
+	0x0000754f, 0x00007583, 0x000075d4, 0x00007608,
 	// Entry 280 - 29F
-	0x00007640, 0x0000766d, 0x0000767a, 0x0000768a,
-	0x000076ba, 0x000076f4, 0x00007717, 0x0000778e,
-	0x00007810, 0x00007895, 0x000078a4, 0x000078f4,
-	0x00007954, 0x000079c0, 0x00007a37, 0x00007a3f,
-	0x00007a57, 0x00007a74, 0x00007a82, 0x00007a93,
-	0x00007a9b, 0x00007aa6, 0x00007ae7, 0x00007b1f,
-	0x00007b33, 0x00007b89, 0x00007bb3, 0x00007be3,
-	0x00007c1e, 0x00007c2e, 0x00007c6d, 0x00007c7e,
+	0x00007618, 0x0000765f, 0x0000768c, 0x00007699,
+	0x000076a9, 0x000076d9, 0x00007713, 0x00007736,
+	0x000077ad, 0x0000782f, 0x000078b4, 0x000078c3,
+	0x00007913, 0x00007973, 0x000079df, 0x00007a56,
+	0x00007a5e, 0x00007a76, 0x00007a93, 0x00007aa1,
+	0x00007ab2, 0x00007aba, 0x00007ac5, 0x00007b06,
+	0x00007b3e, 0x00007b52, 0x00007ba8, 0x00007bd2,
+	0x00007c02, 0x00007c3d, 0x00007c4d, 0x00007c8c,
 	// Entry 2A0 - 2BF
-	0x00007c90, 0x00007c9c, 0x00007cad, 0x00007cc7,
-	0x00007ccf, 0x00007ce0, 0x00007ce6, 0x00007cfa,
-	0x00007d12, 0x00007d37, 0x00007d3b, 0x00007d5b,
-	0x00007d69, 0x00007d7c, 0x00007dba, 0x00007df7,
-	0x00007e23, 0x00007e7b, 0x00007e8a, 0x00007e9b,
-	0x00007ea3, 0x00007eb0, 0x00007ec0, 0x00007ed7,
-	0x00007ee2, 0x00007ef1, 0x00007ef7, 0x00007f05,
-	0x00007f0f, 0x00007f1a, 0x00007f24, 0x00007f37,
+	0x00007c9d, 0x00007caf, 0x00007cbb, 0x00007ccc,
+	0x00007ce6, 0x00007cee, 0x00007cff, 0x00007d05,
+	0x00007d19, 0x00007d31, 0x00007d56, 0x00007d5a,
+	0x00007d7a, 0x00007d88, 0x00007d9b, 0x00007dd9,
+	0x00007e16, 0x00007e42, 0x00007e9a, 0x00007ea9,
+	0x00007eba, 0x00007ec2, 0x00007ecf, 0x00007edf,
+	0x00007ef6, 0x00007f01, 0x00007f10, 0x00007f16,
+	0x00007f24, 0x00007f2e, 0x00007f39, 0x00007f43,
 	// Entry 2C0 - 2DF
-	0x00007f5c, 0x00007f87, 0x00008018, 0x00008053,
-	0x00008072, 0x000080b0, 0x000080e7, 0x00008115,
-	0x00008123, 0x000081c2, 0x000081e0, 0x00008337,
-	0x00008345, 0x00008359, 0x0000837a, 0x0000838e,
-	0x000083be, 0x000083c4, 0x000083d8, 0x000083f0,
-	0x00008403, 0x00008440, 0x000084b3, 0x00008500,
-	0x00008511, 0x00008528, 0x00008545, 0x00008553,
-	0x00008592, 0x000085a0, 0x000085ab, 0x000085b1,
+	0x00007f56, 0x00007f7b, 0x00007fa6, 0x00008037,
+	0x00008072, 0x00008091, 0x000080cf, 0x00008106,
+	0x00008134, 0x00008142, 0x000081e1, 0x000081ff,
+	0x00008356, 0x00008364, 0x00008378, 0x00008399,
+	0x000083ad, 0x000083dd, 0x000083e3, 0x000083f7,
+	0x0000840f, 0x00008422, 0x0000845f, 0x000084d2,
+	0x0000851f, 0x00008530, 0x00008547, 0x00008564,
+	0x00008572, 0x000085b1, 0x000085bf, 0x000085ca,
 	// Entry 2E0 - 2FF
-	0x000086a3, 0x000086a9, 0x000086db, 0x000086e0,
-	0x000086f0, 0x000086fb, 0x00008704, 0x00008714,
-	0x00008720, 0x00008754, 0x00008787, 0x000087a1,
-	0x000087a8, 0x000087d9, 0x000087f9, 0x0000880b,
-	0x0000881d, 0x000088c2, 0x000088d8, 0x0000895d,
-	0x000089d7, 0x000089e6, 0x00008aa0, 0x00008af1,
-	0x00008af6, 0x00008b04, 0x00008b14, 0x00008b20,
-	0x00008b30, 0x00008b3e, 0x00008b4e, 0x00008b58,
+	0x000085d0, 0x000086c2, 0x000086c8, 0x000086fa,
+	0x000086ff, 0x0000870f, 0x0000871a, 0x00008723,
+	0x00008733, 0x0000873f, 0x00008773, 0x000087a6,
+	0x000087c0, 0x000087c7, 0x000087f8, 0x00008818,
+	0x0000882a, 0x0000883c, 0x000088e1, 0x000088f7,
+	0x0000897c, 0x000089f6, 0x00008a05, 0x00008abf,
+	0x00008b10, 0x00008b15, 0x00008b23, 0x00008b33,
+	0x00008b3f, 0x00008b4f, 0x00008b5d, 0x00008b6d,
 	// Entry 300 - 31F
-	0x00008b7b, 0x00008b94, 0x00008ba7, 0x00008c13,
-	0x00008c39, 0x00008c48, 0x00008c9a, 0x00008ca8,
-	0x00008cc4, 0x00008d12, 0x00008d21, 0x00008d37,
-	0x00008d8b, 0x00008dbd, 0x00008e15, 0x00008e2b,
-	0x00008ef9, 0x00008f10, 0x00008f47, 0x00008f55,
-	0x00008f99, 0x00008fbe, 0x00009035, 0x0000904b,
-	0x00009062, 0x00009090, 0x000090a3, 0x000090cb,
-	0x0000914f, 0x00009156, 0x000091be, 0x000091e8,
+	0x00008b77, 0x00008b9a, 0x00008bb3, 0x00008bc6,
+	0x00008c32, 0x00008c58, 0x00008c67, 0x00008cb9,
+	0x00008cc7, 0x00008ce3, 0x00008d31, 0x00008d40,
+	0x00008d56, 0x00008daa, 0x00008ddc, 0x00008e34,
+	0x00008e4a, 0x00008f18, 0x00008f2f, 0x00008f66,
+	0x00008f74, 0x00008fb8, 0x00008fdd, 0x00009054,
+	0x0000906a, 0x00009081, 0x000090af, 0x000090c2,
+	0x000090ea, 0x0000916e, 0x00009175, 0x000091dd,
 	// Entry 320 - 33F
-	0x00009218, 0x0000936d, 0x000094a7, 0x00009547,
-	0x0000961e, 0x000096f7, 0x0000970b, 0x00009766,
-	0x00009811, 0x00009893, 0x0000989b, 0x000098d6,
-	0x000098dc, 0x0000996e, 0x00009a06, 0x00009a32,
-	0x00009a5d, 0x00009aab, 0x00009b17, 0x00009bbe,
-	0x00009bd9, 0x00009be3, 0x00009be8, 0x00009bf2,
-	0x00009bfa, 0x00009c00, 0x00009c08, 0x00009c16,
-	0x00009c20, 0x00009c2d, 0x00009c40, 0x00009c64,
+	0x00009207, 0x00009237, 0x0000938c, 0x000094c6,
+	0x00009566, 0x0000963d, 0x00009716, 0x0000972a,
+	0x00009785, 0x00009830, 0x000098b2, 0x000098ba,
+	0x000098f5, 0x000098fb, 0x0000998d, 0x00009a25,
+	0x00009a51, 0x00009a7c, 0x00009aca, 0x00009b36,
+	0x00009bdd, 0x00009bf8, 0x00009c02, 0x00009c07,
+	0x00009c11, 0x00009c19, 0x00009c1f, 0x00009c27,
+	0x00009c35, 0x00009c3f, 0x00009c4c, 0x00009c5f,
 	// Entry 340 - 35F
-	0x00009ce4, 0x00009cf5, 0x00009cfd, 0x00009d72,
-	0x00009dc6, 0x00009e0e, 0x00009e1d, 0x00009e30,
-	0x00009e3c, 0x00009e78, 0x00009eb2, 0x00009ec0,
-	0x00009ecd, 0x00009edb, 0x00009ee9, 0x00009ef7,
-	0x00009f29, 0x00009f59, 0x00009fb5, 0x00009fc2,
-	0x00009fe2, 0x00009fed, 0x0000a007, 0x0000a00c,
-	0x0000a01d, 0x0000a0a3, 0x0000a0c8, 0x0000a0cf,
-	0x0000a0d8, 0x0000a0eb, 0x0000a0f5, 0x0000a0ff,
+	0x00009c83, 0x00009d03, 0x00009d14, 0x00009d1c,
+	0x00009d91, 0x00009de5, 0x00009e2d, 0x00009e3c,
+	0x00009e4f, 0x00009e5b, 0x00009e97, 0x00009ed1,
+	0x00009edf, 0x00009eec, 0x00009efa, 0x00009f08,
+	0x00009f16, 0x00009f48, 0x00009f78, 0x00009fd4,
+	0x00009fe1, 0x0000a001, 0x0000a00c, 0x0000a026,
+	0x0000a02b, 0x0000a03c, 0x0000a0c2, 0x0000a0e7,
+	0x0000a0ee, 0x0000a0f7, 0x0000a10a, 0x0000a114,
 	// Entry 360 - 37F
-	0x0000a109, 0x0000a121, 0x0000a137, 0x0000a143,
-	0x0000a165, 0x0000a193, 0x0000a19a, 0x0000a1a7,
-	0x0000a1b8, 0x0000a1df, 0x0000a1ef, 0x0000a20e,
-	0x0000a22e, 0x0000a306, 0x0000a3e7, 0x0000a43b,
-	0x0000a48b, 0x0000a4eb, 0x0000a53e, 0x0000a576,
-	0x0000a5ae, 0x0000a5df, 0x0000a62f, 0x0000a663,
-	0x0000a681, 0x0000a6a0, 0x0000a6bf, 0x0000a6df,
-} // Size: 3592 bytes
+	0x0000a11e, 0x0000a128, 0x0000a140, 0x0000a156,
+	0x0000a162, 0x0000a184, 0x0000a1b2, 0x0000a1b9,
+	0x0000a1c6, 0x0000a1d7, 0x0000a1fe, 0x0000a20e,
+	0x0000a22d, 0x0000a24d, 0x0000a325, 0x0000a406,
+	0x0000a45a, 0x0000a4aa, 0x0000a50a, 0x0000a55d,
+	0x0000a595, 0x0000a5cd, 0x0000a5fe, 0x0000a64e,
+	0x0000a682, 0x0000a6a0, 0x0000a6bf, 0x0000a6de,
+	0x0000a6fe,
+} // Size: 3596 bytes
 
-const enData string = "" + // Size: 42719 bytes
+const enData string = "" + // Size: 42750 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1544,295 +1546,295 @@ const enData string = "" + // Size: 42719 bytes
 	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02a" +
 	"ny\x02exact, case-sensitive\x02Act on every instance this filter matches" +
 	"\x02The next page counts them and asks for a reason before anything chan" +
-	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
-	"\x02No instance matches these filters.\x02A running instance has no erro" +
-	"r code yet: occurrences that failed with it and wait for their retry are" +
-	" listed under External tasks, filtered by that code.\x02All processes" +
-	"\x02Any definition\x02The occurrences of %[1]s waiting for a retry, each" +
-	" with its error and its next attempt\x02The occurrences of %[1]s waiting" +
-	" for a retry after %[2]s\x02All statuses\x02Unknown status “%[1]s” (did " +
-	"you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a ta" +
-	"sk: the Instances page lists the instances with it.\x02Unknown status “%" +
-	"[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02ca" +
-	"ncelled\x02running\x02held\x02expired\x02rejected\x02released\x02disconn" +
-	"ected\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
-	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden " +
-	"(sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Re" +
-	"lais calls the service)\x02administrator\x02operator\x02designer\x02cons" +
-	"umer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02req" +
-	"uired changed\x02values changed\x02classification changed\x02constraint " +
-	"changed\x02routing changed\x02minimum length\x02maximum length\x02patter" +
-	"n\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%" +
-	"[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Date" +
-	"s\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wo" +
-	"rker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02O" +
-	"utcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02a" +
-	"fter %[1]s’s retry at %[2]s\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELA" +
-	"IS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by th" +
-	"e destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TI" +
-	"MEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rel" +
-	"ais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %" +
-	"[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before the occurrence was completed: no attempt succeeded in time." +
-	"\x02The result did not match the revision's outputs contract.\x02The ans" +
-	"wer to the call was lost (the connection broke after the request was sen" +
-	"t, or Relais stopped or could not reach its database before recording it" +
-	"): whether the destination acted is unknown, so Relais does not call it " +
-	"again by itself (an operator’s retry does).\x02The call could not be pre" +
-	"pared.\x02The destination could not be reached.\x02The destination’s ans" +
-	"wer was too large.\x02The last attempt ended without a result (its lock " +
-	"expired, or its worker’s stream ended) with no attempt left.\x02The inpu" +
-	"ts could not be built from the process’s bindings.\x02An operator abando" +
-	"ned the instance.\x02A Camunda 7 worker reported a failure with no retri" +
-	"es left (retries: 0, no retries sent, which Camunda reads as 0, or a bud" +
-	"get already spent): it is not run again.\x02The destination answered HTT" +
-	"P %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live wo" +
-	"rker takes revision %[1]d: the live workers of %[2]s declare inputs it d" +
-	"oes not have.\x02No live worker takes revision %[1]d: the live workers o" +
-	"f %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d" +
-	": the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s" +
-	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
-	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
-	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
-	" %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result reco" +
-	"rded: the replica making it may have stopped. If so, it fails outcome_un" +
-	"known at %[3]s (%[4]s): ask the destination whether it took effect.\x02R" +
-	"elais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lo" +
-	"ck until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%" +
-	"[2]s): a worker of the same consumer, or a front end with a settle token" +
-	", completes it later.\x02Completed (%[1]s).\x02Its instance is held here" +
-	", waiting for an operator.\x02Its instance went on along the node’s erro" +
-	"r path, and is held at a later node.\x02Its instance went on along the n" +
-	"ode’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stop" +
-	"ped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped " +
-	"(%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled " +
-	"with its settle token)\x02%[1]s (deferred; settled with its settle token" +
-	", as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was st" +
-	"opped while the worker held the task: its report is refused, but it may " +
-	"already have done the work.\x02The instance was stopped during the call," +
-	" which was aborted: the destination may already have acted on the reques" +
-	"t (check there).\x02The instance was stopped while the task was deferred" +
-	": a settlement by id is refused, but the work it waited for may already " +
-	"be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at" +
-	" %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of" +
-	" this attempt, the last at %[2]s (%[3]s), before taking another.\x02Rela" +
-	"is refused this attempt’s report at %[1]s (%[2]s): its worker answered, " +
-	"and the answer was not taken.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s): its worker answered, and no answer was" +
-	" taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
-	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02M" +
-	"essage from the worker (its own words, protected values masked)\x02Messa" +
-	"ge from Relais, quoting the destination’s answer\x02Message from Relais" +
-	"\x02An occurrence waiting for a retry is available: choose the status av" +
-	"ailable, or none.\x02Unknown value of the next attempt filter.\x02The re" +
-	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
-	"s: choose the definition too.\x02Settlement date\x02More filters: instan" +
-	"ce, revision, consumer, destination, dates\x02Push destination\x02its na" +
-	"me, exactly\x02instance id\x02Counts by status\x02Occurrences, newest fi" +
-	"rst\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Ne" +
-	"xt attempt or settled\x02No occurrence matches these filters.\x02Any\x02" +
-	"Waiting for a retry (due later)\x02All consumers\x02instance held here" +
-	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
-	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are recounted every few seconds, shown anew at " +
-	"each reload.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next at" +
-	"tempt\x02claimable since\x02call in progress since\x02lock until\x02defe" +
-	"rred since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %" +
-	"[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
-	"s: the first day comes after the last.\x02This address holds a parameter" +
-	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
-	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
-	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
-	"lid: go back to the first page.\x02These settings are kept in this brows" +
-	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
-	"ad your computer’s time zone: choose a place, whose daylight saving time" +
-	" is followed, or a fixed offset from UTC.\x02Reload lists and detail pag" +
-	"es\x02A reload empties what you typed but did not apply (filters, the se" +
-	"arch box) and moves the focus back to the top of the page: “Pause reload" +
-	"ing”, on every page that reloads, stops it until you resume. Pages where" +
-	" you type a reason (confirmations, and occurrences with a value to revea" +
-	"l) never reload on their own, nor does a revealed value.\x02Save setting" +
-	"s\x02Back without saving\x02UTC (coordinated universal time)\x02Local ti" +
-	"me in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never" +
-	"\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading resumed." +
-	"\x02Reloading paused: this page stays as it is until you resume.\x02Publ" +
-	"ished process versions: their nodes, routes and pinned revisions, drawn," +
-	" with where their occurrences are now.\x02Published process versions: th" +
-	"eir nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Ve" +
-	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
-	"\x02older versions, from version %[1]d (each links the one before)\x02Pr" +
-	"ocess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path fr" +
-	"om the start node. Solid arrows are successes (labelled with their route" +
-	"), dashed ones failures (labelled with their error codes). Each box says" +
-	" how many of this version’s occurrences are at that node now.\x02Nodes" +
-	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
-	"revision\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02" +
-	"No inputs: an instance starts with an empty object.\x02Inputs an instanc" +
-	"e of this version is started with\x02Instances of this version\x02Latest" +
-	"\x02yes: a start that names no version runs this one\x02no: the latest i" +
-	"s version %[1]d\x02← version %[1]d\x02version %[1]d →\x02Columns follow " +
-	"the longest path from the start node. Solid arrows are successes (labell" +
-	"ed with their route), dashed ones failures (labelled with their error co" +
-	"des).\x02Nodes of this version\x02This version has %[1]d nodes: too many" +
-	" to draw legibly (at most %[2]d). The table below lists every node with " +
-	"its routes and counts.\x02This version has %[1]d nodes: too many to draw" +
-	" legibly (at most %[2]d). The table below lists every node with its rout" +
-	"es.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"ges.\x02Process instances, newest first\x02Instances matching the filter" +
+	"s\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02A running instance has no error code yet: occurrences that failed wi" +
+	"th it and wait for their retry are listed under External tasks, filtered" +
+	" by that code.\x02All processes\x02Any definition\x02The occurrences of " +
+	"%[1]s waiting for a retry, each with its error and its next attempt\x02T" +
+	"he occurrences of %[1]s waiting for a retry after %[2]s\x02All statuses" +
+	"\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the st" +
+	"atus of an instance, not of a task: the Instances page lists the instanc" +
+	"es with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02defer" +
+	"red\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02after %[1]s’s retry at %[2]s\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before the occurr" +
+	"ence was completed: no attempt succeeded in time.\x02The result did not " +
+	"match the revision's outputs contract.\x02The answer to the call was los" +
+	"t (the connection broke after the request was sent, or Relais stopped or" +
+	" could not reach its database before recording it): whether the destinat" +
+	"ion acted is unknown, so Relais does not call it again by itself (an ope" +
+	"rator’s retry does).\x02The call could not be prepared.\x02The destinati" +
+	"on could not be reached.\x02The destination’s answer was too large.\x02T" +
+	"he last attempt ended without a result (its lock expired, or its worker’" +
+	"s stream ended) with no attempt left.\x02The inputs could not be built f" +
+	"rom the process’s bindings.\x02An operator abandoned the instance.\x02A " +
+	"Camunda 7 worker reported a failure with no retries left (retries: 0, no" +
+	" retries sent, which Camunda reads as 0, or a budget already spent): it " +
+	"is not run again.\x02The destination answered HTTP %[1]s.\x02No live wor" +
+	"ker takes %[1]s now (Workers page).\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s declare inputs it does not have.\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revision %" +
+	"[3]d only.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered fr" +
+	"om %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path, and is held a" +
+	"t a later node.\x02Its instance went on along the node’s error path.\x02" +
+	"Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s" +
+	" — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so " +
+	"far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token" +
+	")\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s " +
+	"(deferred; settled by %[2]s)\x02The instance was stopped while the worke" +
+	"r held the task: its report is refused, but it may already have done the" +
+	" work.\x02The instance was stopped during the call, which was aborted: t" +
+	"he destination may already have acted on the request (check there).\x02T" +
+	"he instance was stopped while the task was deferred: a settlement by id " +
+	"is refused, but the work it waited for may already be done.\x02%[1]s at " +
+	"%[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before" +
+	" taking another.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s), before taking another.\x02Relais refused this attem" +
+	"pt’s report at %[1]s (%[2]s): its worker answered, and the answer was no" +
+	"t taken.\x02Relais refused %[1]s reports of this attempt, the last at %[" +
+	"2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the wo" +
+	"rker (its own words, protected values masked)\x02Message from Relais, qu" +
+	"oting the destination’s answer\x02Message from Relais\x02An occurrence w" +
+	"aiting for a retry is available: choose the status available, or none." +
+	"\x02Unknown value of the next attempt filter.\x02The revision must be a " +
+	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
+	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
+	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02Any\x02Waiting for a " +
+	"retry (due later)\x02All consumers\x02instance held here\x02Totals of de" +
+	"finition %[1]s, not narrowed by the other filters\x02Totals of all defin" +
+	"itions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are recounted every few seconds, shown anew at each reload.\x02" +
+	"revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimab" +
+	"le since\x02call in progress since\x02lock until\x02deferred since\x02Pa" +
+	"ges\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1" +
+	"]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02This address holds a parameter that cannot be " +
+	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
+	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
+	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
+	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
+	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
+	"imes in\x02The console runs no script, so it cannot read your computer’s" +
+	" time zone: choose a place, whose daylight saving time is followed, or a" +
+	" fixed offset from UTC.\x02Reload lists and detail pages\x02A reload emp" +
+	"ties what you typed but did not apply (filters, the search box) and move" +
+	"s the focus back to the top of the page: “Pause reloading”, on every pag" +
+	"e that reloads, stops it until you resume. Pages where you type a reason" +
+	" (confirmations, and occurrences with a value to reveal) never reload on" +
+	" their own, nor does a revealed value.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1" +
+	"]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[1]d sec" +
+	"onds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pause" +
+	"d: this page stays as it is until you resume.\x02Published process versi" +
+	"ons: their nodes, routes and pinned revisions, drawn, with where their o" +
+	"ccurrences are now.\x02Published process versions: their nodes, routes a" +
+	"nd pinned revisions, drawn.\x02Processes by key\x02Versions, newest firs" +
+	"t\x02No process is published yet.\x02version %[1]d\x02older versions, fr" +
+	"om version %[1]d (each links the one before)\x02Process %[1]s\x02Start n" +
+	"ode\x02Graph\x02Columns follow the longest path from the start node. Sol" +
+	"id arrows are successes (labelled with their route), dashed ones failure" +
+	"s (labelled with their error codes). Each box says how many of this vers" +
+	"ion’s occurrences are at that node now.\x02Nodes\x02Nodes of this versio" +
+	"n, with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an instance" +
+	" starts with an empty object.\x02Inputs an instance of this version is s" +
+	"tarted with\x02Instances of this version\x02Latest\x02yes: a start that " +
+	"names no version runs this one\x02no: the latest is version %[1]d\x02← v" +
+	"ersion %[1]d\x02version %[1]d →\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
 	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02No retry can run: the deadline ends the occurrence before its ret" +
-	"ry delay passes.\x02timeout %[1]s\x02timeout %[1]s (the default)\x02The " +
-	"call may last past the deadline, which cuts it short (deadline_exceeded)" +
-	".\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]" +
-	"s); recounted every few seconds, shown anew at each reload.\x02Only admi" +
-	"nistrators may reveal a sensitive value.\x02Say why you reveal this valu" +
-	"e: the reason is recorded with the reveal in the audit log.\x02Cannot re" +
-	"veal it here\x02This replica lacks the data key the value was sealed wit" +
-	"h, so it cannot open it (nothing was recorded). Another replica may reve" +
-	"al it; ask your administrator to start every replica with the same data " +
-	"keys.\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded " +
-	"in the audit log.\x02Cannot reveal\x02Only a value this page shows as hi" +
-	"dden (sensitive) can be revealed.\x02Secret values can never be revealed" +
-	".\x02Every sensitive value an administrator revealed: who, when, which f" +
-	"ield and why. The values themselves are never kept.\x02Reveals, newest f" +
-	"irst\x02No value was revealed.\x02none (revealed before reasons were ask" +
-	"ed for)\x02Method not allowed\x02This page does not accept that request." +
-	"\x02This form was sent from another site: the console takes its forms fr" +
-	"om its own pages only. Open the console and send it from there.\x02Searc" +
-	"h\x02Type an instance or occurrence id (a whole UUID, as the title of it" +
-	"s page shows it), or a business key.\x02Nothing to find: the search box " +
-	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
-	"nce has “%[1]s” as its business key. A business key is found only whole " +
-	"and exactly as given, capitals and accents included: a list shows a long" +
-	" one shortened, so copy it from its instance’s page. An ended instance i" +
-	"s deleted once the retention period (RELAIS_RETENTION) has passed, or at" +
-	" once when an administrator erases it.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key. An ended ins" +
-	"tance is deleted, with its occurrences and attempts, once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it; the audit log keeps the operator actions taken on it.\x02No in" +
-	"stance has “%[1]s” as its business key, and it is not a whole id: the li" +
-	"sts show the end of each id. Open the row, or copy its link, for the who" +
-	"le id.\x02A token in the address is not used: you are signed in already." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02A token in the address is not used: paste it in the field below." +
-	" The address has put it in your browser’s history, and perhaps in a prox" +
-	"y’s logs: if others may read them, have the token revoked and use a new " +
-	"one.\x02You are signed out.\x02The token you signed in with is revoked, " +
-	"and you are signed out: sign in with another one.\x02Your session had en" +
-	"ded (inactivity, a sign-out elsewhere, a revoked token or a restart of t" +
-	"he server), so your last action was not applied. Sign in again, then rep" +
-	"eat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a t" +
-	"oken revoked or expired, or a restart of the server). Sign in again.\x02" +
-	"Sign in\x02Sign in with an operator, designer or administrator token." +
-	"\x02Token\x02The token is checked once and never stored in your browser;" +
-	" a session cookie stands for it for up to 8 hours of inactivity, and 12 " +
-	"hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from" +
-	" your address. Try again in %[1]d second.\x00H\x02Too many failed sign-i" +
-	"ns from your address. Try again in %[1]d seconds.\x02Paste your token in" +
-	" the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02every revision its consumer is granted: %[1]" +
-	"s\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its co" +
-	"nsumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted: %[1]s.\x02It takes every r" +
-	"evision its consumer is granted.\x02Revisions they take: %[1]s; some tak" +
-	"e every revision their consumer is granted.\x02They take every revision " +
-	"their consumer is granted.\x02It takes revision %[1]d only.\x02They take" +
-	" revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take rev" +
-	"isions %[1]s only."
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02No retry can r" +
+	"un: the deadline ends the occurrence before its retry delay passes.\x02t" +
+	"imeout %[1]s\x02timeout %[1]s (the default)\x02The call may last past th" +
+	"e deadline, which cuts it short (deadline_exceeded).\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); recounted every" +
+	" few seconds, shown anew at each reload.\x02Only administrators may reve" +
+	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
+	"corded with the reveal in the audit log.\x02Cannot reveal it here\x02Thi" +
+	"s replica lacks the data key the value was sealed with, so it cannot ope" +
+	"n it (nothing was recorded). Another replica may reveal it; ask your adm" +
+	"inistrator to start every replica with the same data keys.\x02Back to th" +
+	"e occurrence\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance has “%[1]s” a" +
+	"s its business key. A business key is found only whole and exactly as gi" +
+	"ven, capitals and accents included: a list shows a long one shortened, s" +
+	"o copy it from its instance’s page. An ended instance is deleted once th" +
+	"e retention period (RELAIS_RETENTION) has passed, or at once when an adm" +
+	"inistrator erases it.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02A tok" +
+	"en in the address is not used: you are signed in already. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02A token" +
+	" in the address is not used: paste it in the field below. The address ha" +
+	"s put it in your browser’s history, and perhaps in a proxy’s logs: if ot" +
+	"hers may read them, have the token revoked and use a new one.\x02You are" +
+	" signed out.\x02The token you signed in with is revoked, and you are sig" +
+	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
+	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
+	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
+	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
+	" in with an operator, designer or administrator token.\x02Token\x02The t" +
+	"oken is checked once and never stored in your browser; a session cookie " +
+	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
+	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
+	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
+	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
+	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
+	"perators) that are not revoked. Consumer tokens are managed with their c" +
+	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
+	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
+	") was revoked: its next request is refused.\x02routing output\x02each it" +
+	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
+	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
+	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
+	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
+	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
+	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
+	"bscribe workers to it, with their consumers granted it (a worker naming " +
+	"no revision takes those its consumer is granted; a process version pins " +
+	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
+	"em: subscribe workers to them, with their consumers granted them (a work" +
+	"er naming no revision takes those its consumer is granted; a process ver" +
+	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x02No process uses this definition yet: " +
+	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
+	"nition: Relais calls its destinations (push), and it needs no worker." +
+	"\x02No worker is connected for this definition; none of its occurrences " +
+	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
+	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 892 elements
+var frIndex = []uint32{ // 893 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1965,128 +1967,129 @@ var frIndex = []uint32{ // 892 elements
 	0x0000756c, 0x00007597, 0x000075c4, 0x0000763b,
 	0x000077cd, 0x00007804, 0x0000784e, 0x00007860,
 	0x00007898, 0x000078af, 0x000078bb, 0x000078d2,
-	0x00007906, 0x00007950, 0x00007985, 0x0000798e,
-	0x000079a5, 0x000079d3, 0x00007a9e, 0x00007ab1,
-	0x00007ac3, 0x00007b35, 0x00007b81, 0x00007b92,
+	0x00007906, 0x00007950, 0x00007985, 0x000079a9,
+	0x000079b2, 0x000079c9, 0x000079f7, 0x00007ac2,
+	0x00007ad5, 0x00007ae7, 0x00007b59, 0x00007ba5,
 	// Entry 1E0 - 1FF
-	0x00007bde, 0x00007c58, 0x00007c7c, 0x00007c87,
-	0x00007c92, 0x00007c9d, 0x00007ca7, 0x00007cb1,
-	0x00007cba, 0x00007cc3, 0x00007ccc, 0x00007cd5,
-	0x00007cde, 0x00007ce5, 0x00007cf3, 0x00007cf9,
-	0x00007d00, 0x00007d07, 0x00007d10, 0x00007d15,
-	0x00007d23, 0x00007d29, 0x00007d2f, 0x00007d35,
-	0x00007d3d, 0x00007d46, 0x00007d4f, 0x00007d62,
-	0x00007d73, 0x00007d96, 0x00007db7, 0x00007dc6,
+	0x00007bb6, 0x00007c02, 0x00007c7c, 0x00007ca0,
+	0x00007cab, 0x00007cb6, 0x00007cc1, 0x00007ccb,
+	0x00007cd5, 0x00007cde, 0x00007ce7, 0x00007cf0,
+	0x00007cf9, 0x00007d02, 0x00007d09, 0x00007d17,
+	0x00007d1d, 0x00007d24, 0x00007d2b, 0x00007d34,
+	0x00007d39, 0x00007d47, 0x00007d4d, 0x00007d53,
+	0x00007d59, 0x00007d61, 0x00007d6a, 0x00007d73,
+	0x00007d86, 0x00007d97, 0x00007dba, 0x00007ddb,
 	// Entry 200 - 21F
-	0x00007dd1, 0x00007ddc, 0x00007de9, 0x00007ded,
-	0x00007df1, 0x00007dff, 0x00007e0d, 0x00007e1b,
-	0x00007e3b, 0x00007e4e, 0x00007e67, 0x00007e7c,
-	0x00007e8d, 0x00007e9f, 0x00007eb1, 0x00007eb7,
-	0x00007ebe, 0x00007ec6, 0x00007ece, 0x00007eec,
-	0x00007f0a, 0x00007f21, 0x00007f36, 0x00007f47,
-	0x00007f4d, 0x00007f66, 0x00007f71, 0x00007fa5,
-	0x00007fb2, 0x00007fd0, 0x00007fde, 0x00007fe7,
+	0x00007dea, 0x00007df5, 0x00007e00, 0x00007e0d,
+	0x00007e11, 0x00007e15, 0x00007e23, 0x00007e31,
+	0x00007e3f, 0x00007e5f, 0x00007e72, 0x00007e8b,
+	0x00007ea0, 0x00007eb1, 0x00007ec3, 0x00007ed5,
+	0x00007edb, 0x00007ee2, 0x00007eea, 0x00007ef2,
+	0x00007f10, 0x00007f2e, 0x00007f45, 0x00007f5a,
+	0x00007f6b, 0x00007f71, 0x00007f8a, 0x00007f95,
+	0x00007fc9, 0x00007fd6, 0x00007ff4, 0x00008002,
 	// Entry 220 - 23F
-	0x00007fee, 0x00008009, 0x00008013, 0x00008026,
-	0x00008060, 0x00008069, 0x00008078, 0x000080dc,
-	0x000080e8, 0x000080f2, 0x00008122, 0x0000817d,
-	0x00008264, 0x0000826f, 0x000082a2, 0x000082e0,
-	0x00008359, 0x0000837e, 0x00008383, 0x000083a3,
-	0x000083c0, 0x000083e0, 0x000083f5, 0x00008436,
-	0x00008441, 0x0000844b, 0x00008474, 0x000084e9,
-	0x000084fa, 0x00008537, 0x0000856b, 0x000085cc,
+	0x0000800b, 0x00008012, 0x0000802d, 0x00008037,
+	0x0000804a, 0x00008084, 0x0000808d, 0x0000809c,
+	0x00008100, 0x0000810c, 0x00008116, 0x00008146,
+	0x000081a1, 0x00008288, 0x00008293, 0x000082c6,
+	0x00008304, 0x0000837d, 0x000083a2, 0x000083a7,
+	0x000083c7, 0x000083e4, 0x00008404, 0x00008419,
+	0x0000845a, 0x00008465, 0x0000846f, 0x00008498,
+	0x0000850d, 0x0000851e, 0x0000855b, 0x0000858f,
 	// Entry 240 - 25F
-	0x00008616, 0x00008624, 0x00008660, 0x0000868a,
-	0x000086cf, 0x000086f7, 0x00008736, 0x00008757,
-	0x00008795, 0x000087d5, 0x000087f5, 0x00008836,
-	0x00008860, 0x00008887, 0x0000890a, 0x00008922,
-	0x00008936, 0x0000894d, 0x0000895b, 0x00008966,
-	0x00008989, 0x000089c7, 0x000089e6, 0x00008a02,
-	0x00008a70, 0x00008b42, 0x00008ba1, 0x00008c26,
-	0x00008ca3, 0x00008db7, 0x00008eba, 0x00008f01,
+	0x000085f0, 0x0000863a, 0x00008648, 0x00008684,
+	0x000086ae, 0x000086f3, 0x0000871b, 0x0000875a,
+	0x0000877b, 0x000087b9, 0x000087f9, 0x00008819,
+	0x0000885a, 0x00008884, 0x000088ab, 0x0000892e,
+	0x00008946, 0x0000895a, 0x00008971, 0x0000897f,
+	0x0000898a, 0x000089ad, 0x000089eb, 0x00008a0a,
+	0x00008a26, 0x00008a94, 0x00008b66, 0x00008bc5,
+	0x00008c4a, 0x00008cc7, 0x00008ddb, 0x00008ede,
 	// Entry 260 - 27F
-	0x00008f8e, 0x00008ffd, 0x00009043, 0x00009190,
-	0x000091b8, 0x000091db, 0x00009212, 0x000092a3,
-	0x000092f6, 0x0000931f, 0x00009401, 0x00009427,
-	0x0000946e, 0x000094f2, 0x0000956d, 0x000095ea,
-	0x00009612, 0x0000963a, 0x00009681, 0x000096cb,
-	0x000096fe, 0x00009711, 0x00009819, 0x00009847,
-	0x00009883, 0x00009899, 0x0000992d, 0x00009940,
-	0x0000997d, 0x000099d6, 0x00009a12, 0x00009a25,
+	0x00008f25, 0x00008fb2, 0x00009021, 0x00009067,
+	0x000091b4, 0x000091dc, 0x000091ff, 0x00009236,
+	0x000092c7, 0x0000931a, 0x00009343, 0x00009425,
+	0x0000944b, 0x00009492, 0x00009516, 0x00009591,
+	0x0000960e, 0x00009636, 0x0000965e, 0x000096a5,
+	0x000096ef, 0x00009722, 0x00009735, 0x0000983d,
+	0x0000986b, 0x000098a7, 0x000098bd, 0x00009951,
+	0x00009964, 0x000099a1, 0x000099fa, 0x00009a36,
 	// Entry 280 - 29F
-	0x00009a79, 0x00009aae, 0x00009ac0, 0x00009ad7,
-	0x00009b16, 0x00009b68, 0x00009b94, 0x00009c31,
-	0x00009cd7, 0x00009d84, 0x00009d94, 0x00009df4,
-	0x00009e65, 0x00009eea, 0x00009f7f, 0x00009f8a,
-	0x00009fa7, 0x00009fc6, 0x00009fd7, 0x00009ff1,
-	0x00009ffa, 0x0000a004, 0x0000a052, 0x0000a097,
-	0x0000a0b6, 0x0000a133, 0x0000a165, 0x0000a19a,
-	0x0000a1eb, 0x0000a1fc, 0x0000a246, 0x0000a25c,
+	0x00009a49, 0x00009a9d, 0x00009ad2, 0x00009ae4,
+	0x00009afb, 0x00009b3a, 0x00009b8c, 0x00009bb8,
+	0x00009c55, 0x00009cfb, 0x00009da8, 0x00009db8,
+	0x00009e18, 0x00009e89, 0x00009f0e, 0x00009fa3,
+	0x00009fae, 0x00009fcb, 0x00009fea, 0x00009ffb,
+	0x0000a015, 0x0000a01e, 0x0000a028, 0x0000a076,
+	0x0000a0bb, 0x0000a0da, 0x0000a157, 0x0000a189,
+	0x0000a1be, 0x0000a20f, 0x0000a220, 0x0000a26a,
 	// Entry 2A0 - 2BF
-	0x0000a270, 0x0000a289, 0x0000a29f, 0x0000a2c9,
-	0x0000a2d1, 0x0000a2e4, 0x0000a2eb, 0x0000a306,
-	0x0000a326, 0x0000a356, 0x0000a362, 0x0000a39c,
-	0x0000a3b3, 0x0000a3c9, 0x0000a401, 0x0000a43c,
-	0x0000a468, 0x0000a4eb, 0x0000a4fc, 0x0000a516,
-	0x0000a521, 0x0000a535, 0x0000a547, 0x0000a55d,
-	0x0000a56f, 0x0000a581, 0x0000a587, 0x0000a599,
-	0x0000a5a7, 0x0000a5b6, 0x0000a5c2, 0x0000a5d8,
+	0x0000a280, 0x0000a294, 0x0000a2ad, 0x0000a2c3,
+	0x0000a2ed, 0x0000a2f5, 0x0000a308, 0x0000a30f,
+	0x0000a32a, 0x0000a34a, 0x0000a37a, 0x0000a386,
+	0x0000a3c0, 0x0000a3d7, 0x0000a3ed, 0x0000a425,
+	0x0000a460, 0x0000a48c, 0x0000a50f, 0x0000a520,
+	0x0000a53a, 0x0000a545, 0x0000a559, 0x0000a56b,
+	0x0000a581, 0x0000a593, 0x0000a5a5, 0x0000a5ab,
+	0x0000a5bd, 0x0000a5cb, 0x0000a5da, 0x0000a5e6,
 	// Entry 2C0 - 2DF
-	0x0000a602, 0x0000a635, 0x0000a6dd, 0x0000a72d,
-	0x0000a755, 0x0000a7a7, 0x0000a7e9, 0x0000a825,
-	0x0000a83c, 0x0000a906, 0x0000a933, 0x0000aaed,
-	0x0000ab07, 0x0000ab20, 0x0000ab41, 0x0000ab58,
-	0x0000ab85, 0x0000ab8c, 0x0000aba6, 0x0000abcc,
-	0x0000abe1, 0x0000ac3b, 0x0000acd0, 0x0000ad33,
-	0x0000ad46, 0x0000ad6d, 0x0000ad95, 0x0000ada3,
-	0x0000adf7, 0x0000ae07, 0x0000ae18, 0x0000ae1f,
+	0x0000a5fc, 0x0000a626, 0x0000a659, 0x0000a701,
+	0x0000a751, 0x0000a779, 0x0000a7cb, 0x0000a80d,
+	0x0000a849, 0x0000a860, 0x0000a92a, 0x0000a957,
+	0x0000ab11, 0x0000ab2b, 0x0000ab44, 0x0000ab65,
+	0x0000ab7c, 0x0000aba9, 0x0000abb0, 0x0000abca,
+	0x0000abf0, 0x0000ac05, 0x0000ac5f, 0x0000acf4,
+	0x0000ad57, 0x0000ad6a, 0x0000ad91, 0x0000adb9,
+	0x0000adc7, 0x0000ae1b, 0x0000ae2b, 0x0000ae3c,
 	// Entry 2E0 - 2FF
-	0x0000af55, 0x0000af5c, 0x0000af96, 0x0000af9b,
-	0x0000afb0, 0x0000afc4, 0x0000afd6, 0x0000afec,
-	0x0000affc, 0x0000b039, 0x0000b079, 0x0000b094,
-	0x0000b0a5, 0x0000b0e9, 0x0000b10a, 0x0000b11c,
-	0x0000b12e, 0x0000b203, 0x0000b21b, 0x0000b2bc,
-	0x0000b34b, 0x0000b35b, 0x0000b435, 0x0000b4f7,
-	0x0000b4fc, 0x0000b50c, 0x0000b51a, 0x0000b52a,
-	0x0000b53a, 0x0000b548, 0x0000b558, 0x0000b562,
+	0x0000ae43, 0x0000af79, 0x0000af80, 0x0000afba,
+	0x0000afbf, 0x0000afd4, 0x0000afe8, 0x0000affa,
+	0x0000b010, 0x0000b020, 0x0000b05d, 0x0000b09d,
+	0x0000b0b8, 0x0000b0c9, 0x0000b10d, 0x0000b12e,
+	0x0000b140, 0x0000b152, 0x0000b227, 0x0000b23f,
+	0x0000b2e0, 0x0000b36f, 0x0000b37f, 0x0000b459,
+	0x0000b51b, 0x0000b520, 0x0000b530, 0x0000b53e,
+	0x0000b54e, 0x0000b55e, 0x0000b56c, 0x0000b57c,
 	// Entry 300 - 31F
-	0x0000b58b, 0x0000b5a5, 0x0000b5c0, 0x0000b64e,
-	0x0000b68c, 0x0000b69d, 0x0000b734, 0x0000b741,
-	0x0000b75c, 0x0000b7b5, 0x0000b7c9, 0x0000b7e7,
-	0x0000b861, 0x0000b8a2, 0x0000b918, 0x0000b937,
-	0x0000ba4d, 0x0000ba66, 0x0000baac, 0x0000bac4,
-	0x0000bb17, 0x0000bb52, 0x0000bbea, 0x0000bc16,
-	0x0000bc3c, 0x0000bc70, 0x0000bc88, 0x0000bcb3,
-	0x0000bd5c, 0x0000bd66, 0x0000bdee, 0x0000be23,
+	0x0000b586, 0x0000b5af, 0x0000b5c9, 0x0000b5e4,
+	0x0000b672, 0x0000b6b0, 0x0000b6c1, 0x0000b758,
+	0x0000b765, 0x0000b780, 0x0000b7d9, 0x0000b7ed,
+	0x0000b80b, 0x0000b885, 0x0000b8c6, 0x0000b93c,
+	0x0000b95b, 0x0000ba71, 0x0000ba8a, 0x0000bad0,
+	0x0000bae8, 0x0000bb3b, 0x0000bb76, 0x0000bc0e,
+	0x0000bc3a, 0x0000bc60, 0x0000bc94, 0x0000bcac,
+	0x0000bcd7, 0x0000bd80, 0x0000bd8a, 0x0000be12,
 	// Entry 320 - 33F
-	0x0000be64, 0x0000bfe0, 0x0000c15f, 0x0000c238,
-	0x0000c34d, 0x0000c469, 0x0000c482, 0x0000c4fe,
-	0x0000c5c7, 0x0000c650, 0x0000c65d, 0x0000c6af,
-	0x0000c6b5, 0x0000c769, 0x0000c819, 0x0000c84b,
-	0x0000c877, 0x0000c8e0, 0x0000c987, 0x0000ca49,
-	0x0000ca79, 0x0000ca86, 0x0000ca8c, 0x0000caa2,
-	0x0000caad, 0x0000cab4, 0x0000cabf, 0x0000cacd,
-	0x0000cada, 0x0000cae8, 0x0000cb01, 0x0000cb2e,
+	0x0000be47, 0x0000be88, 0x0000c004, 0x0000c183,
+	0x0000c25c, 0x0000c371, 0x0000c48d, 0x0000c4a6,
+	0x0000c522, 0x0000c5eb, 0x0000c674, 0x0000c681,
+	0x0000c6d3, 0x0000c6d9, 0x0000c78d, 0x0000c83d,
+	0x0000c86f, 0x0000c89b, 0x0000c904, 0x0000c9ab,
+	0x0000ca6d, 0x0000ca9d, 0x0000caaa, 0x0000cab0,
+	0x0000cac6, 0x0000cad1, 0x0000cad8, 0x0000cae3,
+	0x0000caf1, 0x0000cafe, 0x0000cb0c, 0x0000cb25,
 	// Entry 340 - 35F
-	0x0000cbd7, 0x0000cbea, 0x0000cbf4, 0x0000cc83,
-	0x0000cce4, 0x0000cd40, 0x0000cd52, 0x0000cd6c,
-	0x0000cd7f, 0x0000cdbd, 0x0000cdf9, 0x0000ce16,
-	0x0000ce23, 0x0000ce31, 0x0000ce3f, 0x0000ce4f,
-	0x0000ce8b, 0x0000cec5, 0x0000cf42, 0x0000cf4d,
-	0x0000cf77, 0x0000cf84, 0x0000cfa0, 0x0000cfa4,
-	0x0000cfb6, 0x0000d078, 0x0000d0ab, 0x0000d0b6,
-	0x0000d0c0, 0x0000d0d5, 0x0000d0de, 0x0000d0e8,
+	0x0000cb52, 0x0000cbfb, 0x0000cc0e, 0x0000cc18,
+	0x0000cca7, 0x0000cd08, 0x0000cd64, 0x0000cd76,
+	0x0000cd90, 0x0000cda3, 0x0000cde1, 0x0000ce1d,
+	0x0000ce3a, 0x0000ce47, 0x0000ce55, 0x0000ce63,
+	0x0000ce73, 0x0000ceaf, 0x0000cee9, 0x0000cf66,
+	0x0000cf71, 0x0000cf9b, 0x0000cfa8, 0x0000cfc4,
+	0x0000cfc8, 0x0000cfda, 0x0000d09c, 0x0000d0cf,
+	0x0000d0da, 0x0000d0e4, 0x0000d0f9, 0x0000d102,
 	// Entry 360 - 37F
-	0x0000d0fd, 0x0000d121, 0x0000d13b, 0x0000d150,
-	0x0000d17c, 0x0000d1bb, 0x0000d1c0, 0x0000d1d5,
-	0x0000d1e7, 0x0000d21c, 0x0000d22d, 0x0000d25a,
-	0x0000d289, 0x0000d3ab, 0x0000d4cd, 0x0000d543,
-	0x0000d5ce, 0x0000d65d, 0x0000d6c4, 0x0000d706,
-	0x0000d758, 0x0000d7a0, 0x0000d813, 0x0000d85b,
-	0x0000d889, 0x0000d8b7, 0x0000d8ea, 0x0000d91d,
-} // Size: 3592 bytes
+	0x0000d10c, 0x0000d121, 0x0000d145, 0x0000d15f,
+	0x0000d174, 0x0000d1a0, 0x0000d1df, 0x0000d1e4,
+	0x0000d1f9, 0x0000d20b, 0x0000d240, 0x0000d251,
+	0x0000d27e, 0x0000d2ad, 0x0000d3cf, 0x0000d4f1,
+	0x0000d567, 0x0000d5f2, 0x0000d681, 0x0000d6e8,
+	0x0000d72a, 0x0000d77c, 0x0000d7c4, 0x0000d837,
+	0x0000d87f, 0x0000d8ad, 0x0000d8db, 0x0000d90e,
+	0x0000d941,
+} // Size: 3596 bytes
 
-const frData string = "" + // Size: 55581 bytes
+const frData string = "" + // Size: 55617 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2537,358 +2540,359 @@ const frData string = "" + // Size: 55581 bytes
 	" 1 et %[1]d.\x02Instances de processus\x02sans filtre\x02exacte, casse c" +
 	"omprise\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
 	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Une ins" +
-	"tance en cours n’a pas encore de code d’erreur\u202f: les occurrences en" +
-	" échec avec ce code qui attendent leur nouvelle tentative sont listées d" +
-	"ans les tâches externes, filtrées par ce code.\x02Tous les processus\x02" +
-	"Toute définition\x02Les occurrences de %[1]s en attente d’une nouvelle t" +
-	"entative, chacune avec son erreur et sa prochaine tentative\x02Les occur" +
-	"rences de %[1]s en attente d’une nouvelle tentative après %[2]s\x02Tous " +
-	"les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’" +
-	"une instance, pas d’une tâche\u202f: la page Instances liste les instanc" +
-	"es qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponibl" +
-	"e\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours" +
-	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
-	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
-	"\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02après la reprise par %[1]s le %[2]s" +
-	"\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant qu" +
-	"e l’occurrence soit terminée\u202f: aucune tentative n’a abouti à temps." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a suivi le chemin d’erreur " +
-	"du nœud, et est bloquée à un nœud suivant.\x02Son instance a continué pa" +
-	"r le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’i" +
-	"nstance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomm" +
-	"ateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règl" +
-	"ement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, e" +
-	"n tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’ins" +
-	"tance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son" +
-	" compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L" +
-	"’instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: l" +
-	"a destination a peut-être déjà donné suite à la requête (vérifiez-le che" +
-	"z elle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"Une occurrence en attente d’une nouvelle tentative est disponible\u202f:" +
-	" choisissez le statut «\u202fdisponible\u202f», ou aucun.\x02Valeur inco" +
-	"nnue du filtre de prochaine tentative.\x02La révision doit être un nombr" +
-	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
-	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
-	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
-	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
-	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
-	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Peu" +
-	" importe\x02En attente d’une nouvelle tentative (prévue plus tard)\x02To" +
-	"us les consommateurs\x02instance bloquée ici\x02Totaux de la définition " +
-	"%[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans" +
-	" les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
-	"refaits à quelques secondes d’intervalle, affichés à nouveau à chaque re" +
-	"chargement.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clô" +
-	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
-	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
-	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
-	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
-	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
-	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
-	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"nstances de processus, les plus récentes d’abord\x02Instances correspond" +
+	"ant aux filtres\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance " +
+	"ne correspond à ces filtres.\x02Une instance en cours n’a pas encore de " +
+	"code d’erreur\u202f: les occurrences en échec avec ce code qui attendent" +
+	" leur nouvelle tentative sont listées dans les tâches externes, filtrées" +
+	" par ce code.\x02Tous les processus\x02Toute définition\x02Les occurrenc" +
+	"es de %[1]s en attente d’une nouvelle tentative, chacune avec son erreur" +
+	" et sa prochaine tentative\x02Les occurrences de %[1]s en attente d’une " +
+	"nouvelle tentative après %[2]s\x02Tous les statuts\x02Statut inconnu" +
 	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02versions plus anciennes" +
-	", depuis la version %[1]d (chacune mène à la précédente)\x02Processus %[" +
-	"1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long che" +
-	"min depuis le nœud de départ. Les flèches pleines sont les réussites (ét" +
-	"iquetées par leur route), les pointillées les échecs (étiquetées par leu" +
-	"rs codes d’erreur). Chaque case indique combien d’occurrences de cette v" +
-	"ersion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette vers" +
-	"ion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En" +
-	" cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées " +
-	"depuis\x02Aucune entrée\u202f: une instance démarre avec un objet vide." +
-	"\x02Entrées avec lesquelles démarre une instance de cette version\x02Ins" +
-	"tances de cette version\x02La plus récente\x02oui\u202f: un démarrage qu" +
-	"i ne nomme aucune version exécute celle-ci\x02non\u202f: c’est la versio" +
-	"n %[1]d\x02← version %[1]d\x02version %[1]d →\x02Les colonnes suivent le" +
-	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
-	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
-	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
-	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
-	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
-	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
-	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
-	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
-	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
-	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
-	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02Aucune nouvelle tentative ne peut avoir lieu\u202f" +
-	": l’échéance met fin à l’occurrence avant que son délai de nouvelle tent" +
-	"ative ne soit écoulé.\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’ap" +
-	"pel peut durer au-delà de l’échéance, qui l’interrompt (deadline_exceede" +
-	"d).\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décompte" +
-	"s au %[1]s (%[2]s)\u202f; refaits à quelques secondes d’intervalle, affi" +
-	"chés à nouveau à chaque rechargement.\x02Seuls les administrateurs peuve" +
-	"nt révéler une valeur sensible.\x02Dites pourquoi vous révélez cette val" +
-	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
-	"dit.\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de" +
-	" données qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a é" +
-	"té enregistré). Une autre réplique peut la révéler\u202f; demandez à vot" +
-	"re administrateur de démarrer toutes les répliques avec les mêmes clés d" +
-	"e données.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; " +
-	"consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une " +
-	"valeur que cette page affiche masquée (sensible) peut être révélée.\x02L" +
-	"es valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur se" +
-	"nsible qu’un administrateur a révélée\u202f: qui, quand, quel champ et p" +
-	"ourquoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélatio" +
-	"ns, les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun" +
-	" (révélée avant que le motif soit demandé)\x02Méthode non autorisée\x02C" +
-	"ette page n’accepte pas cette requête.\x02Ce formulaire a été envoyé dep" +
-	"uis un autre site\u202f: la console n’accepte que les formulaires de ses" +
-	" propres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Rech" +
-	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID co" +
-	"mplet, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien" +
-	" à chercher\u202f: le champ de recherche est vide.\x02C’est trop long po" +
-	"ur être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f" +
-	"%[1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et" +
-	" telle quelle, majuscules et accents compris\u202f: une liste abrège les" +
-	" longues, copiez-la depuis la page de son instance. Une instance terminé" +
-	"e est supprimée une fois la durée de conservation (RELAIS_RETENTION) éco" +
-	"ulée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni o" +
-	"ccurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l" +
-	"’a pour clé métier. Une instance terminée est supprimée, avec ses occu" +
-	"rrences et ses tentatives, une fois la durée de conservation (RELAIS_RET" +
-	"ENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jou" +
-	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
-	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
-	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
-	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Un jet" +
-	"on dans l’adresse n’est pas utilisé\u202f: vous êtes déjà connecté. L’ad" +
-	"resse l’a mis dans l’historique de votre navigateur, et peut-être dans l" +
-	"es journaux d’un proxy\u202f: si d’autres peuvent les lire, faites révoq" +
-	"uer le jeton et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est" +
-	" pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mi" +
-	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
-	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
-	" et utilisez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec le" +
-	"quel vous vous étiez connecté est révoqué, et vous êtes déconnecté\u202f" +
-	": connectez-vous avec un autre.\x02Votre session avait pris fin (inactiv" +
-	"ité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
-	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
-	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
-	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
-	"ion le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au" +
-	" plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis vo" +
-	"tre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez vo" +
-	"tre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, rév" +
-	"oqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
-	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
-	"tions, le journal des révélations et les effacements sont de leur ressor" +
-	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
-	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
-	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
-	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
-	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
-	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02après la reprise par %[1]s le %[2]s\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant que l’occurrence soit terminée" +
+	"\u202f: aucune tentative n’a abouti à temps.\x02Le résultat ne respectai" +
+	"t pas le contrat de sorties de la révision.\x02La réponse à l’appel a ét" +
+	"é perdue (la connexion s’est rompue après l’envoi de la requête, ou Rel" +
+	"ais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enr" +
+	"egistrer)\u202f: on ignore si la destination a agi, donc Relais ne l’app" +
+	"elle pas de nouveau de lui-même (la reprise par un opérateur le fait)." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02La dernière" +
+	" tentative a pris fin sans résultat (son verrou a expiré, ou le flux de " +
+	"son exécutant s’est terminé), sans tentative restante.\x02Les entrées n’" +
+	"ont pas pu être construites à partir des liaisons du processus.\x02Un op" +
+	"érateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un " +
+	"échec sans nouvelle tentative restante (retries\u202f: 0, aucun retries" +
+	" envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occ" +
+	"urrence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP " +
+	"%[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécut" +
+	"ants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucu" +
+	"n exécutant actif ne prend la révision %[1]d\u202f: les exécutants actif" +
+	"s de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif n" +
+	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenn" +
+	"ent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
+	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
+	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
+	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
+	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02Une occurrence en attente " +
+	"d’une nouvelle tentative est disponible\u202f: choisissez le statut «" +
+	"\u202fdisponible\u202f», ou aucun.\x02Valeur inconnue du filtre de proch" +
+	"aine tentative.\x02La révision doit être un nombre entier, 1 ou plus." +
+	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
+	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
+	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
+	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
+	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
+	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
+	"ne occurrence ne correspond à ces filtres.\x02Peu importe\x02En attente " +
+	"d’une nouvelle tentative (prévue plus tard)\x02Tous les consommateurs" +
+	"\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les autr" +
+	"es filtres\x02Totaux de toutes les définitions, sans les autres filtres" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02au %[1]s (%[2]s)\u202f; les décomptes sont refaits à quelques s" +
+	"econdes d’intervalle, affichés à nouveau à chaque rechargement.\x02révis" +
+	"ion\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
+	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
+	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
+	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
+	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
+	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
+	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
+	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
+	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
+	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02A" +
+	"ucune nouvelle tentative ne peut avoir lieu\u202f: l’échéance met fin à " +
+	"l’occurrence avant que son délai de nouvelle tentative ne soit écoulé." +
+	"\x02délai %[1]s\x02délai %[1]s (par défaut)\x02L’appel peut durer au-del" +
+	"à de l’échéance, qui l’interrompt (deadline_exceeded).\x02instances blo" +
+	"quées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)" +
+	"\u202f; refaits à quelques secondes d’intervalle, affichés à nouveau à c" +
+	"haque rechargement.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Impossible" +
+	" de la révéler ici\x02Cette réplique n’a pas la clé de données qui a sce" +
+	"llé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Un" +
+	"e autre réplique peut la révéler\u202f; demandez à votre administrateur " +
+	"de démarrer toutes les répliques avec les mêmes clés de données.\x02Reto" +
+	"ur à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
+	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métie" +
+	"r. Une instance terminée est supprimée, avec ses occurrences et ses tent" +
+	"atives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou" +
+	" aussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde " +
+	"les actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%" +
+	"[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f" +
+	": les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou " +
+	"copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n" +
+	"’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dan" +
+	"s l’historique de votre navigateur, et peut-être dans les journaux d’un " +
+	"proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton et u" +
+	"tilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105484 bytes (103KiB); checksum: E1B211A3
+	// Total table size 105559 bytes (103KiB); checksum: 361E77DF
