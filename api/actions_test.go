@@ -679,6 +679,14 @@ func TestBulkFilterOfAnUnknownKeyIsRefused(t *testing.T) {
 			t.Errorf("filter %s %q: %d %s; want 400 at /filter/%s", member, key, r.Status, r.Body, member)
 		}
 	}
+	// A key pasted with a space is said padded, as the list's query says
+	// it, not unknown (a misspelling to look for).
+	for _, member := range []string{"process", "held_at", "retrying_at", "error_code", "business_key"} {
+		r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{member: "crm_hold "}})
+		if r.Status != 400 || !strings.Contains(string(r.Body), "padded with white space") || !strings.Contains(string(r.Body), `"/filter/`+member+`"`) {
+			t.Errorf("filter %s padded: %d %s; want 400 saying padded at /filter/%s", member, r.Status, r.Body, member)
+		}
+	}
 	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
 		"filter": map[string]any{"process": "crm_hold", "held_at": "add_company_to_crm"}}).JSON(t)["count"]; n != 1.0 {
 		t.Errorf("known keys: count %v, want 1", n)

@@ -458,8 +458,14 @@ func (a *API) actOnFilter() http.Handler {
 		}
 		var errs []fault.FieldError
 		given := func(v *string, name string) string {
-			if v != nil && strings.TrimSpace(*v) == "" {
+			switch {
+			case v != nil && strings.TrimSpace(*v) == "":
 				errs = append(errs, fault.FieldError{Path: "/filter/" + name, Message: "must not be empty: leave it out to match every instance"})
+				return ""
+			case v != nil && strings.TrimSpace(*v) != *v:
+				// As the list's query refuses it: "no definition has the
+				// key" read as a misspelling, not as a space pasted in.
+				errs = append(errs, fault.FieldError{Path: "/filter/" + name, Message: "must not be padded with white space: no key or code is"})
 				return ""
 			}
 			return deref(v)
