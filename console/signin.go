@@ -67,9 +67,9 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("revoked") == "1":
 		v.SignedOut = T(r.Context(), "The token you signed in with is revoked, and you are signed out: sign in with another one.")
 	case r.URL.Query().Get("ended") == "action":
-		v.SignedOut = T(r.Context(), "Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.")
+		v.SignedOut = T(r.Context(), "Your session had ended (inactivity, 12 hours since sign-in, a sign-out elsewhere, or a token revoked or expired), so your last action was not applied. Sign in again, then repeat it.")
 	case r.URL.Query().Get("ended") == "1":
-		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.")
+		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, 12 hours since sign-in, a sign-out elsewhere, or a token revoked or expired). Sign in again.")
 	}
 	if addressToken(r) {
 		// Not used, and said so: a bookmark holding it keeps a token in

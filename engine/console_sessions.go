@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/queries"
 )
@@ -97,3 +100,20 @@ func (e *Engine) PurgeConsoleSessions(ctx context.Context, now time.Time) (int64
 	n, err := e.q.ConsoleSessionsPurge(ctx, now)
 	return n, wrap("purge console sessions", err)
 }
+
+// ForgetConsoleSessions ends every console session of a database at
+// schemaVersion: a restored backup's are those live when it was taken,
+// signed out or revoked since perhaps, which a rollback must not sign in
+// again. A schema older than the sessions (before migration 39) has none.
+func ForgetConsoleSessions(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
+	if schemaVersion < consoleSessionsSchema {
+		return nil
+	}
+	if err := queries.New(pool).ConsoleSessionsForget(ctx); err != nil {
+		return fmt.Errorf("forget the console sessions: %w", err)
+	}
+	return nil
+}
+
+// consoleSessionsSchema is the migration that made console_sessions.
+const consoleSessionsSchema = 39

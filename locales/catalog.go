@@ -749,9 +749,9 @@ var messageKeyToIndex = map[string]int{
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
 	"Working copy":        251,
 	"You are signed out.": 806,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              201,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 808,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          809,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                                         201,
+	"Your session had ended (inactivity, 12 hours since sign-in, a sign-out elsewhere, or a token revoked or expired), so your last action was not applied. Sign in again, then repeat it.": 808,
+	"Your session has ended (inactivity, 12 hours since sign-in, a sign-out elsewhere, or a token revoked or expired). Sign in again.":                                                      809,
 	"[redacted]":                          661,
 	"a token’s name, exact":               146,
 	"abandon":                             4,
@@ -1162,33 +1162,33 @@ var enIndex = []uint32{ // 893 elements
 	// Entry 320 - 33F
 	0x00009207, 0x00009237, 0x0000938c, 0x000094c6,
 	0x00009566, 0x0000963d, 0x00009716, 0x0000972a,
-	0x00009785, 0x00009830, 0x000098b2, 0x000098ba,
-	0x000098f5, 0x000098fb, 0x0000998d, 0x00009a25,
-	0x00009a51, 0x00009a7c, 0x00009aca, 0x00009b36,
-	0x00009bdd, 0x00009bf8, 0x00009c02, 0x00009c07,
-	0x00009c11, 0x00009c19, 0x00009c1f, 0x00009c27,
-	0x00009c35, 0x00009c3f, 0x00009c4c, 0x00009c5f,
+	0x00009785, 0x0000983b, 0x000098bc, 0x000098c4,
+	0x000098ff, 0x00009905, 0x00009997, 0x00009a2f,
+	0x00009a5b, 0x00009a86, 0x00009ad4, 0x00009b40,
+	0x00009be7, 0x00009c02, 0x00009c0c, 0x00009c11,
+	0x00009c1b, 0x00009c23, 0x00009c29, 0x00009c31,
+	0x00009c3f, 0x00009c49, 0x00009c56, 0x00009c69,
 	// Entry 340 - 35F
-	0x00009c83, 0x00009d03, 0x00009d14, 0x00009d1c,
-	0x00009d91, 0x00009de5, 0x00009e2d, 0x00009e3c,
-	0x00009e4f, 0x00009e5b, 0x00009e97, 0x00009ed1,
-	0x00009edf, 0x00009eec, 0x00009efa, 0x00009f08,
-	0x00009f16, 0x00009f48, 0x00009f78, 0x00009fd4,
-	0x00009fe1, 0x0000a001, 0x0000a00c, 0x0000a026,
-	0x0000a02b, 0x0000a03c, 0x0000a0c2, 0x0000a0e7,
-	0x0000a0ee, 0x0000a0f7, 0x0000a10a, 0x0000a114,
+	0x00009c8d, 0x00009d0d, 0x00009d1e, 0x00009d26,
+	0x00009d9b, 0x00009def, 0x00009e37, 0x00009e46,
+	0x00009e59, 0x00009e65, 0x00009ea1, 0x00009edb,
+	0x00009ee9, 0x00009ef6, 0x00009f04, 0x00009f12,
+	0x00009f20, 0x00009f52, 0x00009f82, 0x00009fde,
+	0x00009feb, 0x0000a00b, 0x0000a016, 0x0000a030,
+	0x0000a035, 0x0000a046, 0x0000a0cc, 0x0000a0f1,
+	0x0000a0f8, 0x0000a101, 0x0000a114, 0x0000a11e,
 	// Entry 360 - 37F
-	0x0000a11e, 0x0000a128, 0x0000a140, 0x0000a156,
-	0x0000a162, 0x0000a184, 0x0000a1b2, 0x0000a1b9,
-	0x0000a1c6, 0x0000a1d7, 0x0000a1fe, 0x0000a20e,
-	0x0000a22d, 0x0000a24d, 0x0000a325, 0x0000a406,
-	0x0000a45a, 0x0000a4aa, 0x0000a50a, 0x0000a55d,
-	0x0000a595, 0x0000a5cd, 0x0000a5fe, 0x0000a64e,
-	0x0000a682, 0x0000a6a0, 0x0000a6bf, 0x0000a6de,
-	0x0000a6fe,
+	0x0000a128, 0x0000a132, 0x0000a14a, 0x0000a160,
+	0x0000a16c, 0x0000a18e, 0x0000a1bc, 0x0000a1c3,
+	0x0000a1d0, 0x0000a1e1, 0x0000a208, 0x0000a218,
+	0x0000a237, 0x0000a257, 0x0000a32f, 0x0000a410,
+	0x0000a464, 0x0000a4b4, 0x0000a514, 0x0000a567,
+	0x0000a59f, 0x0000a5d7, 0x0000a608, 0x0000a658,
+	0x0000a68c, 0x0000a6aa, 0x0000a6c9, 0x0000a6e8,
+	0x0000a708,
 } // Size: 3596 bytes
 
-const enData string = "" + // Size: 42750 bytes
+const enData string = "" + // Size: 42760 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1772,67 +1772,67 @@ const enData string = "" + // Size: 42750 bytes
 	"hers may read them, have the token revoked and use a new one.\x02You are" +
 	" signed out.\x02The token you signed in with is revoked, and you are sig" +
 	"ned out: sign in with another one.\x02Your session had ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server), so " +
-	"your last action was not applied. Sign in again, then repeat it.\x02Your" +
-	" session has ended (inactivity, a sign-out elsewhere, a token revoked or" +
-	" expired, or a restart of the server). Sign in again.\x02Sign in\x02Sign" +
-	" in with an operator, designer or administrator token.\x02Token\x02The t" +
-	"oken is checked once and never stored in your browser; a session cookie " +
-	"stands for it for up to 8 hours of inactivity, and 12 hours at most.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02Paste your token in the field: it is " +
-	"empty.\x02This token is unknown, revoked or expired.\x02A %[1]s token ca" +
-	"nnot open the console: it is a worker’s token, for the API.\x02Only admi" +
-	"nistrators see this page: tokens, consumers, destinations, the reveal lo" +
-	"g and erasures are theirs.\x02Staff tokens (administrators, designers, o" +
-	"perators) that are not revoked. Consumer tokens are managed with their c" +
-	"onsumers. Revoking a token refuses its next request.\x02Staff tokens, ol" +
-	"dest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token “%[1]s” (%[2]s" +
-	") was revoked: its next request is refused.\x02routing output\x02each it" +
-	"em of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d" +
-	" character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02ever" +
-	"y revision its consumer is granted: %[1]s\x02stream\x02long polling\x02C" +
-	"amunda 7 facade\x02every revision its consumer is granted\x02revisions %" +
-	"[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]" +
-	"s\x02Occurrences of revision %[1]d wait, and no live worker takes it: su" +
-	"bscribe workers to it, with their consumers granted it (a worker naming " +
-	"no revision takes those its consumer is granted; a process version pins " +
-	"it).\x02Occurrences of revisions %[1]s wait, and no live worker takes th" +
-	"em: subscribe workers to them, with their consumers granted them (a work" +
-	"er naming no revision takes those its consumer is granted; a process ver" +
-	"sion pins them).\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x02No process uses this definition yet: " +
-	"it needs a worker once a process pulls it.\x02No process pulls this defi" +
-	"nition: Relais calls its destinations (push), and it needs no worker." +
-	"\x02No worker is connected for this definition; none of its occurrences " +
-	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
-	"is granted: %[1]s.\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	", 12 hours since sign-in, a sign-out elsewhere, or a token revoked or ex" +
+	"pired), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, 12 hours since sign-in, a sig" +
+	"n-out elsewhere, or a token revoked or expired). Sign in again.\x02Sign " +
+	"in\x02Sign in with an operator, designer or administrator token.\x02Toke" +
+	"n\x02The token is checked once and never stored in your browser; a sessi" +
+	"on cookie stands for it for up to 8 hours of inactivity, and 12 hours at" +
+	" most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your ad" +
+	"dress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from " +
+	"your address. Try again in %[1]d seconds.\x02Paste your token in the fie" +
+	"ld: it is empty.\x02This token is unknown, revoked or expired.\x02A %[1]" +
+	"s token cannot open the console: it is a worker’s token, for the API." +
+	"\x02Only administrators see this page: tokens, consumers, destinations, " +
+	"the reveal log and erasures are theirs.\x02Staff tokens (administrators," +
+	" designers, operators) that are not revoked. Consumer tokens are managed" +
+	" with their consumers. Revoking a token refuses its next request.\x02Sta" +
+	"ff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke t" +
+	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
+	"used, and console sessions opened with it end. This cannot be undone: wh" +
+	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
+	"is the token you signed in with: revoking it signs you out. Its next req" +
+	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
+	"istrator token: create another one before revoking it.\x02The token “%[1" +
+	"]s” (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at " +
+	"least %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81" +
+	"\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d cha" +
+	"racters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1" +
+	"]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item" +
+	"\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most " +
+	"%[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown" +
+	": the page shows the first %[2]d, the API's detail has them all.\x02not " +
+	"provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d item" +
+	"s\x02(in %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value" +
+	"\x02Workers connected by a stream, and polling workers by their last fet" +
+	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
+	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions s" +
+	"erved\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
+	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
+	"tion.\x02every revision its consumer is granted: %[1]s\x02stream\x02long" +
+	" polling\x02Camunda 7 facade\x02every revision its consumer is granted" +
+	"\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes" +
+	" revisions %[1]s\x02Occurrences of revision %[1]d wait, and no live work" +
+	"er takes it: subscribe workers to it, with their consumers granted it (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins it).\x02Occurrences of revisions %[1]s wait, and no live " +
+	"worker takes them: subscribe workers to them, with their consumers grant" +
+	"ed them (a worker naming no revision takes those its consumer is granted" +
+	"; a process version pins them).\x02No worker serves this definition: its" +
+	" occurrences wait until one connects or polls.\x02No process uses this d" +
+	"efinition yet: it needs a worker once a process pulls it.\x02No process " +
+	"pulls this definition: Relais calls its destinations (push), and it need" +
+	"s no worker.\x02No worker is connected for this definition; none of its " +
+	"occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]" +
+	"d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision i" +
+	"ts consumer is granted: %[1]s.\x02It takes every revision its consumer i" +
+	"s granted.\x02Revisions they take: %[1]s; some take every revision their" +
+	" consumer is granted.\x02They take every revision their consumer is gran" +
+	"ted.\x02It takes revision %[1]d only.\x02They take revision %[1]d only." +
+	"\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 893 elements
 	// Entry 0 - 1F
@@ -2063,33 +2063,33 @@ var frIndex = []uint32{ // 893 elements
 	// Entry 320 - 33F
 	0x0000be47, 0x0000be88, 0x0000c004, 0x0000c183,
 	0x0000c25c, 0x0000c371, 0x0000c48d, 0x0000c4a6,
-	0x0000c522, 0x0000c5eb, 0x0000c674, 0x0000c681,
-	0x0000c6d3, 0x0000c6d9, 0x0000c78d, 0x0000c83d,
-	0x0000c86f, 0x0000c89b, 0x0000c904, 0x0000c9ab,
-	0x0000ca6d, 0x0000ca9d, 0x0000caaa, 0x0000cab0,
-	0x0000cac6, 0x0000cad1, 0x0000cad8, 0x0000cae3,
-	0x0000caf1, 0x0000cafe, 0x0000cb0c, 0x0000cb25,
+	0x0000c522, 0x0000c5fa, 0x0000c686, 0x0000c693,
+	0x0000c6e5, 0x0000c6eb, 0x0000c79f, 0x0000c84f,
+	0x0000c881, 0x0000c8ad, 0x0000c916, 0x0000c9bd,
+	0x0000ca7f, 0x0000caaf, 0x0000cabc, 0x0000cac2,
+	0x0000cad8, 0x0000cae3, 0x0000caea, 0x0000caf5,
+	0x0000cb03, 0x0000cb10, 0x0000cb1e, 0x0000cb37,
 	// Entry 340 - 35F
-	0x0000cb52, 0x0000cbfb, 0x0000cc0e, 0x0000cc18,
-	0x0000cca7, 0x0000cd08, 0x0000cd64, 0x0000cd76,
-	0x0000cd90, 0x0000cda3, 0x0000cde1, 0x0000ce1d,
-	0x0000ce3a, 0x0000ce47, 0x0000ce55, 0x0000ce63,
-	0x0000ce73, 0x0000ceaf, 0x0000cee9, 0x0000cf66,
-	0x0000cf71, 0x0000cf9b, 0x0000cfa8, 0x0000cfc4,
-	0x0000cfc8, 0x0000cfda, 0x0000d09c, 0x0000d0cf,
-	0x0000d0da, 0x0000d0e4, 0x0000d0f9, 0x0000d102,
+	0x0000cb64, 0x0000cc0d, 0x0000cc20, 0x0000cc2a,
+	0x0000ccb9, 0x0000cd1a, 0x0000cd76, 0x0000cd88,
+	0x0000cda2, 0x0000cdb5, 0x0000cdf3, 0x0000ce2f,
+	0x0000ce4c, 0x0000ce59, 0x0000ce67, 0x0000ce75,
+	0x0000ce85, 0x0000cec1, 0x0000cefb, 0x0000cf78,
+	0x0000cf83, 0x0000cfad, 0x0000cfba, 0x0000cfd6,
+	0x0000cfda, 0x0000cfec, 0x0000d0ae, 0x0000d0e1,
+	0x0000d0ec, 0x0000d0f6, 0x0000d10b, 0x0000d114,
 	// Entry 360 - 37F
-	0x0000d10c, 0x0000d121, 0x0000d145, 0x0000d15f,
-	0x0000d174, 0x0000d1a0, 0x0000d1df, 0x0000d1e4,
-	0x0000d1f9, 0x0000d20b, 0x0000d240, 0x0000d251,
-	0x0000d27e, 0x0000d2ad, 0x0000d3cf, 0x0000d4f1,
-	0x0000d567, 0x0000d5f2, 0x0000d681, 0x0000d6e8,
-	0x0000d72a, 0x0000d77c, 0x0000d7c4, 0x0000d837,
-	0x0000d87f, 0x0000d8ad, 0x0000d8db, 0x0000d90e,
-	0x0000d941,
+	0x0000d11e, 0x0000d133, 0x0000d157, 0x0000d171,
+	0x0000d186, 0x0000d1b2, 0x0000d1f1, 0x0000d1f6,
+	0x0000d20b, 0x0000d21d, 0x0000d252, 0x0000d263,
+	0x0000d290, 0x0000d2bf, 0x0000d3e1, 0x0000d503,
+	0x0000d579, 0x0000d604, 0x0000d693, 0x0000d6fa,
+	0x0000d73c, 0x0000d78e, 0x0000d7d6, 0x0000d849,
+	0x0000d891, 0x0000d8bf, 0x0000d8ed, 0x0000d920,
+	0x0000d953,
 } // Size: 3596 bytes
 
-const frData string = "" + // Size: 55617 bytes
+const frData string = "" + // Size: 55635 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2817,82 +2817,82 @@ const frData string = "" + // Size: 55617 bytes
 	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
 	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
 	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
-	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
-	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
-	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
-	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
-	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
-	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
-	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
-	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
-	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
-	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
-	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
-	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
-	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
-	"\x02Seules les révisions %[1]s sont prises en charge."
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, 12 he" +
+	"ures depuis la connexion, déconnexion ailleurs, jeton révoqué ou expiré)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, 12 heures depu" +
+	"is la connexion, déconnexion ailleurs, jeton révoqué ou expiré). Reconne" +
+	"ctez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, " +
+	"de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une " +
+	"fois et n’est jamais conservé dans votre navigateur\u202f; un cookie de " +
+	"session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heure" +
+	"s au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexion" +
+	"s échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Colle" +
+	"z votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu," +
+	" révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la cons" +
+	"ole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administ" +
+	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
+	"inations, le journal des révélations et les effacements sont de leur res" +
+	"sort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) " +
+	"non révoqués. Les jetons des consommateurs se gèrent avec leurs consomma" +
+	"teurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du person" +
+	"nel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilis" +
+	"ation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105559 bytes (103KiB); checksum: 361E77DF
+	// Total table size 105587 bytes (103KiB); checksum: B2183E99

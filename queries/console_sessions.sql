@@ -39,3 +39,7 @@ delete from console_sessions where key = @key;
 -- name: ConsoleSessionsPurge :execrows
 -- Sessions past their expiry: nobody can present them again.
 delete from console_sessions where expires_at <= @now::timestamptz;
+
+-- name: ConsoleSessionsForget :exec
+-- Every session, for a restored backup (see engine.ForgetConsoleSessions).
+delete from console_sessions;

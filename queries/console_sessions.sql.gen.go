@@ -146,6 +146,16 @@ func (q *Queries) ConsoleSessionTouch(ctx context.Context, arg ConsoleSessionTou
 	return err
 }
 
+const consoleSessionsForget = `-- name: ConsoleSessionsForget :exec
+delete from console_sessions
+`
+
+// Every session, for a restored backup (see engine.ForgetConsoleSessions).
+func (q *Queries) ConsoleSessionsForget(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, consoleSessionsForget)
+	return err
+}
+
 const consoleSessionsPurge = `-- name: ConsoleSessionsPurge :execrows
 delete from console_sessions where expires_at <= $1::timestamptz
 `

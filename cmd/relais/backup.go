@@ -27,7 +27,7 @@ Writes the database serve uses (the embedded cluster of RELAIS_DATA_DIR,
 whether a serve runs on it or not, or RELAIS_DATABASE_URL) to FILE, a new
 file readable by its owner alone, in pg_dump's custom format: definitions,
 processes, instances, the tokens' hashes and the sealed values (and
-whatever else that database holds). The data keys that open the sealed
+whatever else that database holds, but the console's sessions). The data keys that open the sealed
 values are not in it: keep them apart (embedded mode: the data directory's
 data-keys file); the backup says whether the keys configured open them.
 relais restore reads it back.`
@@ -97,7 +97,9 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 		return fmt.Errorf("backup: %w", err)
 	}
 	_ = f.Close()
-	if err := runPGTool(ctx, dump, db.url, "--format=custom", "--file="+partial); err != nil {
+	// Console sessions stay out: a copy of live sessions is one to steal,
+	// and a rollback must not sign in again those signed out since.
+	if err := runPGTool(ctx, dump, db.url, "--format=custom", "--exclude-table-data=*.console_sessions", "--file="+partial); err != nil {
 		_ = os.Remove(partial)
 		return err
 	}
@@ -221,6 +223,11 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 		newer = fmt.Sprintf(", newer than this binary's %d", known)
 	}
 	if err := engine.ForgetRetentionNotes(ctx, db.pool, restored); err != nil {
+		return fmt.Errorf("%s restored (schema version %d%s), but: %w", file, restored, newer, err)
+	}
+	// A backup relais makes holds none (see backupCommand); any other
+	// pg_dump of a Relais may.
+	if err := engine.ForgetConsoleSessions(ctx, db.pool, restored); err != nil {
 		return fmt.Errorf("%s restored (schema version %d%s), but: %w", file, restored, newer, err)
 	}
 	if _, err := loadKeys(ctx, cfg, configured, db, logger); err != nil {

@@ -43,6 +43,18 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A console session, live when the backup is taken.
+	if pool, err := pgxpool.New(context.Background(), source["RELAIS_DATABASE_URL"]); err != nil {
+		t.Fatal(err)
+	} else {
+		_, err = pool.Exec(context.Background(), `insert into console_sessions (key, token_hash, csrf, created_at, expires_at, ends_at)
+			values ('\x01', '\x02', 'c', now(), now() + interval '1 hour', now() + interval '2 hours')`)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	file := filepath.Join(t.TempDir(), "relais.dump")
 	out, err := relais(source, "backup", file)
 	if err != nil || !strings.Contains(out, "written to "+file) || !strings.Contains(out, "open with the data keys of RELAIS_DATA_KEYS") {
@@ -83,9 +95,16 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		err = pool.QueryRow(context.Background(), "select count(*) from retention_settings").Scan(&notes)
-		pool.Close()
 		if err != nil || notes != 0 {
 			t.Errorf("the restored database keeps %d retention notes (%v), want none", notes, err)
+		}
+		// Nor console sessions: a rollback must not sign in again those
+		// signed out since the backup (verifier QA).
+		var sessions int
+		err = pool.QueryRow(context.Background(), "select count(*) from console_sessions").Scan(&sessions)
+		pool.Close()
+		if err != nil || sessions != 0 {
+			t.Errorf("the restored database keeps %d console sessions (%v), want none", sessions, err)
 		}
 	}
 	list, err := relais(target, "token", "list")

@@ -74,6 +74,8 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 		run = func(c *apply.Client) error {
 			const usage = "usage: relais consumer create --name NAME --grant KEY[=REVISIONS] [--grant …]"
 			switch {
+			case *name == "" && len(grants) == 0:
+				return errors.New("--name and --grant are missing: " + usage)
 			case *name == "":
 				return errors.New("--name is missing: " + usage)
 			case len(grants) == 0:

@@ -120,6 +120,7 @@ func TestConsumerCommand(t *testing.T) {
 		{[]string{"create", "--nme", "x"}, "did you mean --name?"},
 		{[]string{"create", "--name", "x"}, "--grant is missing (a consumer needs at least one): usage: relais consumer create"},
 		{[]string{"create", "--grant", "k"}, "--name is missing: usage: relais consumer create"},
+		{[]string{"create"}, "--name and --grant are missing: usage: relais consumer create"},
 		{[]string{"create", "--name", "x", "--grant", "k=one"}, `revisions are "all" or revision numbers`},
 		{[]string{"rotate", "abc"}, `"abc" is not a consumer id`},
 		{[]string{"rotate", "3", "--overlap", "10m"}, `--overlap: "10m": not an ISO-8601 duration`},

@@ -325,7 +325,7 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 			}
 			return fmt.Errorf("database at %s refused the connection: %w", where, err)
 		case !time.Now().Before(deadline):
-			return unreachable{msg: fmt.Sprintf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %s", where, isoduration.Format(timeout), distinctLines(err.Error())), err: err}
+			return unreachable{msg: fmt.Sprintf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %s", where, isoduration.Format(timeout), oneLine(err.Error())), err: err}
 		}
 		if !time.Now().Before(nextReport) {
 			// pgx puts each address it tried on a line of its own, which a

@@ -216,6 +216,7 @@ var otherTools = map[string]bool{
 	"package.json": true, "package-lock.json": true, "tsconfig.json": true, "jsconfig.json": true,
 	"buf.yaml": true, "buf.gen.yaml": true, "buf.work.yaml": true, "docker-compose.yaml": true, "docker-compose.yml": true,
 	"renovate.json": true, "mkdocs.yml": true, "mkdocs.yaml": true, "codecov.yml": true, "codecov.yaml": true,
+	"sqlc.yaml": true, "sqlc.yml": true, "sqlc.json": true,
 }
 
 // skipped reports whether a folder's walk leaves d out.

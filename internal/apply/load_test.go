@@ -271,10 +271,11 @@ func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 	tools := t.TempDir()
 	write(t, tools, "package.json", "{}\n")
 	write(t, tools, "buf.gen.yaml", "version: v2\n")
+	write(t, tools, "sqlc.yaml", "version: \"2\"\n")
 	write(t, tools, ".gitlab-ci.yml", "stages: []\n")
 	for _, c := range []struct{ path, want string }{
 		// Not "holds no .yaml" of a folder that shows some (evaluator QA).
-		{tools, "no documents found in " + tools + ": its only .yaml, .yml or .json files are other tools' (buf.gen.yaml, package.json), which apply skips"},
+		{tools, "no documents found in " + tools + ": its only .yaml, .yml or .json files are other tools' (buf.gen.yaml, package.json, sqlc.yaml), which apply skips"},
 		{empty, "no documents found in " + empty + ": it holds no .yaml, .yml or .json file"},
 		{other, "no documents found in " + other + ": it holds no .yaml, .yml or .json file"},
 		{blank, "no documents found in " + blank + ": only empty documents or comments"},
