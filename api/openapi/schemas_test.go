@@ -12,10 +12,10 @@ import (
 
 // The contract schemas a revision serves (GET …/schemas/inputs) carry
 // keywords of Relais's own, which a strict validator (Ajv's default)
-// refuses unless it is told of them: the README names each, with the call
+// refuses unless it is told of them: docs/contracts.md names each, with the call
 // that declares it, where it says the schemas serve workers in any
 // language.
-func TestReadmeNamesTheSchemasOwnKeywords(t *testing.T) {
+func TestDocsNameTheSchemasOwnKeywords(t *testing.T) {
 	t.Parallel()
 	w, vs := contracts.ParseWorking([]byte(`{"name": "every option", "outputs": {"fields": []}, "inputs": {"fields": [
 		{"name": "a", "type": "text", "required": true, "classification": "sensitive", "description": "a", "min_length": 1, "max_length": 9, "pattern": "^.+$", "format": "email"},
@@ -51,19 +51,19 @@ func TestReadmeNamesTheSchemasOwnKeywords(t *testing.T) {
 	if len(own) == 0 {
 		t.Fatal("the schema carries no keyword of its own: this test proves nothing")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/contracts.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(readme)
 	at := strings.Index(text, "usable by workers in any language")
 	if at < 0 {
-		t.Fatal(`README.md no longer says the schemas are "usable by workers in any language"`)
+		t.Fatal(`docs/contracts.md no longer says the schemas are "usable by workers in any language"`)
 	}
 	paragraph, _, _ := strings.Cut(text[at:], "\n\n")
 	for _, k := range own {
 		if !strings.Contains(paragraph, `addKeyword("`+k+`")`) {
-			t.Errorf("the served schemas carry %s, which the README's paragraph on them does not declare (ajv.addKeyword(%q))", k, k)
+			t.Errorf("the served schemas carry %s, which docs/contracts.md's paragraph on them does not declare (ajv.addKeyword(%q))", k, k)
 		}
 	}
 }
