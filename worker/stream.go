@@ -738,7 +738,7 @@ func (r *run) adopt(s *streamSession, asked []*orphan, resumed []string) {
 			}
 			continue
 		}
-		r.w.log.Info("the new stream did not resume the task (Relais took it back as the stream ended, or its lock lapsed); cancelling the handler", taskAttrs(t.task)...)
+		r.w.log.Info("the new stream did not resume the task (Relais took it back as the stream ended, or its lock lapsed); cancelling the handler, whose outcome is not reported", taskAttrs(t.task)...)
 		t.cancel(fmt.Errorf("%w: %w, and %w", ErrLockLost, errStreamEnded, errNotResumed))
 	}
 }

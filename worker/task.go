@@ -1015,6 +1015,16 @@ func (r *run) afterStreamEnded(t *Task, outputs any, err, cause error, log *slog
 		t.ended(OutcomeLockLost, "", nil)
 		return
 	}
+	if errors.Is(cause, errNotResumed) {
+		// The next stream asked for it and Relais did not give it back:
+		// it is Relais's again, or another worker's. Said when the handler
+		// was cancelled (one line per event, not two); which of this and
+		// the refused extension below came first was a race (a flaky
+		// test).
+		log.Debug("the handler of a task the next stream could not resume returned: its outcome is not reported")
+		t.ended(OutcomeLockLost, "", nil)
+		return
+	}
 	if err != nil {
 		log.Info("the stream ended while the handler ran, which failed or was cut short: nothing reported (the task is handed back, or its lock expires)")
 		t.ended(OutcomeLockLost, "", nil)
@@ -1025,14 +1035,6 @@ func (r *run) afterStreamEnded(t *Task, outputs any, err, cause error, log *slog
 		// handed the task back): a report could only be refused, three
 		// more lines per task (verifier QA).
 		log.Info("the stream ended while the handler ran, and Relais said the task is no longer this worker's: its outcome is not reported", "code", ae.Code)
-		t.ended(OutcomeLockLost, "", nil)
-		return
-	}
-	if errors.Is(cause, errNotResumed) {
-		// The next stream asked for it and Relais did not give it back:
-		// it is Relais's again, or another worker's. Which of this and the
-		// refused extension above came first was a race (a flaky test).
-		log.Info("the stream ended while the handler ran, and the next stream could not resume the task: its outcome is not reported")
 		t.ended(OutcomeLockLost, "", nil)
 		return
 	}
