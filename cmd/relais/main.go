@@ -74,7 +74,7 @@ func jsonLogs(args []string, getenv func(string) string) bool {
 const usage = `usage: relais <command> [flags]
 
 commands:
-  serve          run the API, pull protocol, push runner, timers and console
+  serve          run the API, console, pull protocol, worker streams, Camunda facade, timers and push calls
   migrate        apply pending database migrations and exit (migrate status: list them, apply nothing)
   token create   create a staff token: relais token create --role ROLE --name NAME [--expires-in P90D]
   token list     list the staff tokens (id, name, role, created, last used, expires)
