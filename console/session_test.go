@@ -357,7 +357,8 @@ func TestSessionsEndTwelveHoursAfterSignIn(t *testing.T) {
 }
 
 // TestRevokingTheTokenEndsItsSessions: the session stands for the token, so
-// a revoked token stops opening pages at once, not eight hours later.
+// a revoked token stops opening pages at once, not eight hours later, and
+// its sessions are deleted with it.
 // (A revocation by SQL is followed within the notification's delay: see
 // TestTokenRevokedBySQLIsForgotten.)
 func TestRevokingTheTokenEndsItsSessions(t *testing.T) {
@@ -365,10 +366,25 @@ func TestRevokingTheTokenEndsItsSessions(t *testing.T) {
 	env := relaistest.New(t)
 	b := signedIn(t, env.URL, "en", env.Operator)
 	b.mustGet("/console/definitions", 200)
+	signedIn(t, env.URL, "fr", env.Admin) // a session of another token
+	sessions := func() (n int) {
+		if err := env.Pool.QueryRow(t.Context(), "select count(*) from console_sessions").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := sessions(); n != 2 {
+		t.Fatalf("%d sessions, want 2", n)
+	}
 	for _, tok := range env.Must(200, "GET", "/api/v1/tokens", env.Admin, nil).JSON(t)["items"].([]any) {
 		if tok := tok.(map[string]any); tok["role"] == "operator" {
 			env.Must(204, "DELETE", fmt.Sprintf("/api/v1/tokens/%v", tok["id"]), env.Admin, nil)
 		}
+	}
+	// Its sessions go with it, in the revocation's transaction; the
+	// other token's stays.
+	if n := sessions(); n != 1 {
+		t.Errorf("%d sessions after the revocation, want the admin's alone", n)
 	}
 	if r := b.get("/console/definitions"); r.status != http.StatusSeeOther {
 		t.Fatalf("revoked token: %d, want a redirect to sign-in", r.status)

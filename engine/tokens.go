@@ -192,8 +192,10 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
 			return err
 		}
-		_, err = q.TokenRevoke(ctx, queries.TokenRevokeParams{ID: id, Now: e.at()})
-		return err
+		if _, err = q.TokenRevoke(ctx, queries.TokenRevokeParams{ID: id, Now: e.at()}); err != nil {
+			return err
+		}
+		return q.ConsoleSessionsOfTokenEnd(ctx, id)
 	})
 	if err != nil {
 		return wrap("revoke token", err)

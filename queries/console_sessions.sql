@@ -43,3 +43,8 @@ delete from console_sessions where expires_at <= @now::timestamptz;
 -- name: ConsoleSessionsForget :exec
 -- Every session, for a restored backup (see engine.ForgetConsoleSessions).
 delete from console_sessions;
+
+-- name: ConsoleSessionsOfTokenEnd :exec
+-- The console sessions opened with a token being revoked: none could be
+-- used again (every request looks the token up), nor need they be kept.
+delete from console_sessions where token_hash = (select hash from tokens where id = @token_id);

@@ -156,6 +156,17 @@ func (q *Queries) ConsoleSessionsForget(ctx context.Context) error {
 	return err
 }
 
+const consoleSessionsOfTokenEnd = `-- name: ConsoleSessionsOfTokenEnd :exec
+delete from console_sessions where token_hash = (select hash from tokens where id = $1)
+`
+
+// The console sessions opened with a token being revoked: none could be
+// used again (every request looks the token up), nor need they be kept.
+func (q *Queries) ConsoleSessionsOfTokenEnd(ctx context.Context, tokenID int64) error {
+	_, err := q.db.Exec(ctx, consoleSessionsOfTokenEnd, tokenID)
+	return err
+}
+
 const consoleSessionsPurge = `-- name: ConsoleSessionsPurge :execrows
 delete from console_sessions where expires_at <= $1::timestamptz
 `
