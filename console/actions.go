@@ -665,6 +665,13 @@ func bringsForward(a engine.Action, f instanceFilter) bool {
 	return a.BringsForward(engine.InstanceFilter{Status: f.Status, RetryingAt: f.RetryingAt})
 }
 
+// overWaitingRetries reports whether a over f takes running instances
+// whose retry waits, as the engine decides it
+// (engine.Action.OverWaitingRetries).
+func overWaitingRetries(a engine.Action, f instanceFilter) bool {
+	return a.OverWaitingRetries(engine.InstanceFilter{Status: f.Status, RetryingAt: f.RetryingAt})
+}
+
 // keptStatus is the status the instances f matches are in, when one: its
 // status; running when it keeps the instances a retry waits on; held when
 // it names where they are held or the code they failed with (a stop acts
@@ -808,7 +815,7 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			list := f
 			list.Process, list.ErrorCode, list.Status = g.ProcessKey, "", engine.InstanceRunning
 			row := bulkGroup{Process: g.ProcessKey, Count: number(ctx, g.Count)}
-			if bringsForward(a, f) || f.RetryingAt != "" {
+			if overWaitingRetries(a, f) {
 				// Running instances, grouped by the code their waiting
 				// occurrence failed with, which the instances list cannot
 				// filter by: the group's list is of those occurrences.
@@ -1115,7 +1122,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if skipped > 0 {
-		if f.RetryingAt != "" || bringsForward(a, f) {
+		if overWaitingRetries(a, f) {
 			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, acted on by someone else, or their retry came due).", skipped)
 		} else {
 			msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)

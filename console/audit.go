@@ -254,14 +254,17 @@ func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (label string, kn
 }
 
 // bulkBroughtForward reports whether a bulk retry's recorded filter kept
-// running instances: it brought their waiting retries forward.
+// running instances, as the engine decides it: it brought their waiting
+// retries forward.
 func bulkBroughtForward(raw json.RawMessage) bool {
-	var f map[string]any
+	var f struct {
+		Status     string `json:"status"`
+		RetryingAt string `json:"retrying_at"`
+	}
 	if json.Unmarshal(raw, &f) != nil {
 		return false
 	}
-	_, at := f["retrying_at"]
-	return f["status"] == engine.InstanceRunning || at
+	return engine.ActionRetry.BringsForward(engine.InstanceFilter{Status: f.Status, RetryingAt: f.RetryingAt})
 }
 
 // bulkFilterText says a bulk action's recorded filter (the API's names, as

@@ -75,15 +75,13 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 		// Nothing would match, which would read as nothing waiting.
 		errs.add(T(ctx, "A retry waits on a running instance only: choose the status running, or none."), "status", "retrying_at")
 	}
-	if f.RetryingAt != "" && (f.ErrorCode != "" || f.HeldAt != "") {
-		// The fields given are what to clear (a11y QA: an empty one was
-		// marked invalid, the error code not).
+	if refused := engine.RunningFilterErrors(ef, ""); f.RetryingAt != "" && len(refused) > 0 {
+		// The fields the engine refuses are what to clear (a11y QA: an
+		// empty one was marked invalid, the error code not), in the
+		// console's words.
 		var given []string
-		if f.ErrorCode != "" {
-			given = append(given, "error_code")
-		}
-		if f.HeldAt != "" {
-			given = append(given, "held_at")
+		for _, fe := range refused {
+			given = append(given, fe.Path)
 		}
 		errs.add(T(ctx, "The error code and “Held at a node of” filter held and failed instances, by the code they stopped with and where; a running instance has neither: leave them out. The code a retry waits after is shown on each row, and External tasks filter waiting retries by it."), given...)
 	}

@@ -66,6 +66,15 @@ func (a Action) BringsForward(f InstanceFilter) bool {
 	return a == ActionRetry && (f.Status == InstanceRunning || f.RetryingAt != "")
 }
 
+// OverWaitingRetries reports whether action over f takes running
+// instances whose retry waits: a retry bringing them forward, or any
+// action narrowed to the definition a retry waits at. Such instances have
+// no error code of their own (their occurrence's is what breaks them
+// down), and their count shrinks as retries come due.
+func (a Action) OverWaitingRetries(f InstanceFilter) bool {
+	return a.BringsForward(f) || f.RetryingAt != ""
+}
+
 // bulkStatuses are the statuses action changes among what f matches.
 func (a Action) bulkStatuses(f InstanceFilter) []string {
 	if a.BringsForward(f) {
@@ -625,7 +634,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
 		StatusIn: action.bulkStatuses(f), WaitingOnly: action.BringsForward(f), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), RetryingAt: strPtr(f.RetryingAt), Now: e.at(), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
 		RetryableOnly: action == ActionRetry && !action.BringsForward(f), WithCalls: action == ActionStop,
-		WaitingCodes: action.BringsForward(f) || f.RetryingAt != "", Max: allGroups + 1})
+		WaitingCodes: action.OverWaitingRetries(f), Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
 	}
@@ -661,7 +670,7 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 		return fault.New(fault.BadRequest, "invalid_request", "retrying_at keeps running instances whose retry waits, and %s: nothing would match", other).
 			WithErrors([]fault.FieldError{{Path: "/filter/retrying_at", Message: "keeps running instances: leave it out, or give it with retry (their retries brought forward) or stop, and status running or none"}})
 	}
-	if action.BringsForward(f) || f.RetryingAt != "" {
+	if action.OverWaitingRetries(f) {
 		// Review: a script narrowed a bring-forward to the code its
 		// breakdown showed.
 		if errs := RunningFilterErrors(f, "/filter/"); len(errs) > 0 {
