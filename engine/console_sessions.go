@@ -101,11 +101,11 @@ func (e *Engine) PurgeConsoleSessions(ctx context.Context, now time.Time) (int64
 	return n, wrap("purge console sessions", err)
 }
 
-// ForgetConsoleSessions ends every console session of a database at
+// forgetConsoleSessions ends every console session of a database at
 // schemaVersion: a restored backup's are those live when it was taken,
 // signed out or revoked since perhaps, which a rollback must not sign in
 // again. A schema older than the sessions (before migration 39) has none.
-func ForgetConsoleSessions(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
+func forgetConsoleSessions(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
 	if schemaVersion < consoleSessionsSchema {
 		return nil
 	}

@@ -296,12 +296,23 @@ func retentionText(d time.Duration) string {
 	return formatDuration(d)
 }
 
-// ForgetRetentionNotes forgets every replica's noted retention setting on
+// ForgetSourceState forgets, on a restored database at schemaVersion, what
+// belongs to the replicas it was taken from rather than to its data: their
+// noted retention settings and the console sessions opened on them (see
+// forgetRetentionNotes and forgetConsoleSessions).
+func ForgetSourceState(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
+	if err := forgetRetentionNotes(ctx, pool, schemaVersion); err != nil {
+		return err
+	}
+	return forgetConsoleSessions(ctx, pool, schemaVersion)
+}
+
+// forgetRetentionNotes forgets every replica's noted retention setting on
 // a database at schemaVersion: a restored backup's are those of the
 // replicas it was taken from, which do not run on it (their longer
 // settings would hold its deletions back for a day). A schema older than
 // the notes (before migration 36) has none.
-func ForgetRetentionNotes(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
+func forgetRetentionNotes(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
 	if schemaVersion < retentionNotesSchema {
 		return nil
 	}

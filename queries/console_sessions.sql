@@ -41,7 +41,7 @@ delete from console_sessions where key = @key;
 delete from console_sessions where expires_at <= @now::timestamptz;
 
 -- name: ConsoleSessionsForget :exec
--- Every session, for a restored backup (see engine.ForgetConsoleSessions).
+-- Every session, for a restored backup (see engine.ForgetSourceState).
 delete from console_sessions;
 
 -- name: ConsoleSessionsOfTokenEnd :exec

@@ -150,7 +150,7 @@ const consoleSessionsForget = `-- name: ConsoleSessionsForget :exec
 delete from console_sessions
 `
 
-// Every session, for a restored backup (see engine.ForgetConsoleSessions).
+// Every session, for a restored backup (see engine.ForgetSourceState).
 func (q *Queries) ConsoleSessionsForget(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, consoleSessionsForget)
 	return err

@@ -222,12 +222,9 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if known := engine.LatestSchemaVersion(); restored > known {
 		newer = fmt.Sprintf(", newer than this binary's %d", known)
 	}
-	if err := engine.ForgetRetentionNotes(ctx, db.pool, restored); err != nil {
-		return fmt.Errorf("%s restored (schema version %d%s), but: %w", file, restored, newer, err)
-	}
-	// A backup relais makes holds none (see backupCommand); any other
-	// pg_dump of a Relais may.
-	if err := engine.ForgetConsoleSessions(ctx, db.pool, restored); err != nil {
+	// Console sessions among it: a backup relais makes holds none (see
+	// backupCommand); any other pg_dump of a Relais may.
+	if err := engine.ForgetSourceState(ctx, db.pool, restored); err != nil {
 		return fmt.Errorf("%s restored (schema version %d%s), but: %w", file, restored, newer, err)
 	}
 	if _, err := loadKeys(ctx, cfg, configured, db, logger); err != nil {
