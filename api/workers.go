@@ -28,16 +28,23 @@ type workerJSON struct {
 	Subscriptions []subscriptionJSON `json:"subscriptions"`
 	Definitions   []string           `json:"definitions"`
 	InFlight      int                `json:"in_flight"`
-	ConnectedAt   time.Time          `json:"connected_at"`
-	LastSeenAt    time.Time          `json:"last_seen_at"`
+	// LapsedLastHour counts the locks its worker id let lapse within
+	// engine.LapseWindow (an hour), LastLapsedAt the latest.
+	LapsedLastHour int        `json:"lapsed_last_hour"`
+	LastLapsedAt   *time.Time `json:"last_lapsed_at"`
+	ConnectedAt    time.Time  `json:"connected_at"`
+	LastSeenAt     time.Time  `json:"last_seen_at"`
 }
 
 func toWorkerJSON(w engine.Worker) workerJSON {
 	out := workerJSON{ID: w.ID, Consumer: consumerRef{ID: w.ConsumerID, Name: w.ConsumerName}, WorkerID: w.WorkerID, Protocol: w.Protocol,
 		Replica: w.Replica, Subscriptions: make([]subscriptionJSON, len(w.Subscriptions)), Definitions: w.Definitions,
-		InFlight: w.InFlight, ConnectedAt: w.ConnectedAt, LastSeenAt: w.LastSeenAt}
+		InFlight: w.InFlight, LapsedLastHour: w.Lapsed, ConnectedAt: w.ConnectedAt, LastSeenAt: w.LastSeenAt}
 	if w.Transport != "" {
 		out.Transport = &w.Transport
+	}
+	if w.Lapsed > 0 {
+		out.LastLapsedAt = &w.LastLapsedAt
 	}
 	for i, s := range w.Subscriptions {
 		out.Subscriptions[i] = subscriptionJSON{Definition: s.Definition, Revisions: s.Revisions, Fields: s.Fields}

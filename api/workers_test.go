@@ -24,6 +24,9 @@ func TestWorkerCatalogLists(t *testing.T) {
 		if w["worker_id"] != "poller-1" || w["protocol"] != "long_poll" || w["consumer"].(map[string]any)["name"] != "crm-sync" {
 			t.Errorf("%s: %v", path, w)
 		}
+		if last, present := w["last_lapsed_at"]; w["lapsed_last_hour"] != float64(0) || last != nil || !present {
+			t.Errorf("%s: lapsed_last_hour %v, last_lapsed_at %v; want 0 and null for a worker that let nothing lapse", path, w["lapsed_last_hour"], last)
+		}
 	}
 	if r := env.Do("GET", "/api/v1/definitions/nothing_here/workers", env.Operator, nil); r.Status != 404 {
 		t.Errorf("unknown definition: %d, want 404", r.Status)

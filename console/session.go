@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/relais/relais/engine"
@@ -32,8 +31,6 @@ const (
 	// is a use, so a console left open on an unattended screen would
 	// otherwise stay signed in for ever.
 	maxSessionAge = 12 * time.Hour
-	// sweepEvery bounds how often expired sessions are purged.
-	sweepEvery = time.Minute
 )
 
 // session is one signed-in browser.
@@ -80,10 +77,8 @@ type flash struct {
 // serves any session, and a restart ends none. Ending every session at
 // once is revoking the tokens they were opened with.
 type sessionStore struct {
-	eng       *engine.Engine
-	logger    *slog.Logger
-	mu        sync.Mutex
-	lastSweep time.Time
+	eng    *engine.Engine
+	logger *slog.Logger
 }
 
 func newSessionStore(eng *engine.Engine, logger *slog.Logger) *sessionStore {
@@ -104,7 +99,6 @@ func sessionKey(id string) []byte {
 
 // create starts a session for the token of tokenHash and returns its id.
 func (s *sessionStore) create(ctx context.Context, tokenHash []byte, now time.Time) (string, error) {
-	s.sweep(ctx, now)
 	id := randomToken()
 	err := s.eng.CreateConsoleSession(ctx, sessionKey(id), tokenHash, randomToken(), now, now.Add(idleTimeout), now.Add(maxSessionAge))
 	return id, err
@@ -162,23 +156,6 @@ func (s *sessionStore) setReloadPaused(ctx context.Context, id string, paused bo
 // delete ends the session of id, if any.
 func (s *sessionStore) delete(ctx context.Context, id string) error {
 	return s.eng.DeleteConsoleSession(ctx, sessionKey(id))
-}
-
-// sweep drops expired sessions at most once a minute per replica, so that
-// abandoned sessions do not accumulate without a background goroutine.
-func (s *sessionStore) sweep(ctx context.Context, now time.Time) {
-	s.mu.Lock()
-	due := now.Sub(s.lastSweep) >= sweepEvery
-	if due {
-		s.lastSweep = now
-	}
-	s.mu.Unlock()
-	if !due {
-		return
-	}
-	if _, err := s.eng.PurgeConsoleSessions(ctx, now); err != nil {
-		s.logger.Warn("console: expired sessions could not be purged; the next sign-in tries again", "err", err)
-	}
 }
 
 // cookie returns a console cookie: HttpOnly (scripts never need it),

@@ -26,9 +26,13 @@ type workerRow struct {
 	Protocol    string
 	Definitions []workerDefinition
 	InFlight    string
-	Connected   timeView
-	LastSeen    timeView
-	Replica     string
+	// Lapsed counts the locks it let lapse within the hour ("" for none),
+	// LastLapsed the latest.
+	Lapsed     string
+	LastLapsed timeView
+	Connected  timeView
+	LastSeen   timeView
+	Replica    string
 }
 
 // workerDefinition is a definition a worker serves and the revisions it
@@ -40,13 +44,15 @@ type workerDefinition struct {
 // workerListView is the Workers page: who serves which definitions now.
 type workerListView struct {
 	Chrome                                                                chrome
-	Intro, Scope, ScopeHref, AllWorkers                                   string
+	Intro, LapsedHint, Scope, ScopeHref, AllWorkers                       string
 	Caption                                                               string
 	HeadWorker, HeadConsumer, HeadProtocol, HeadDefinitions, HeadInFlight string
-	HeadConnected, HeadLastSeen, HeadReplica                              string
-	Rows                                                                  []workerRow
-	Empty                                                                 string
-	Pager                                                                 pagerView
+	HeadLapsed, HeadConnected, HeadLastSeen, HeadReplica                  string
+	// LastLapsed prefixes a worker's latest lapse ("last").
+	LastLapsed string
+	Rows       []workerRow
+	Empty      string
+	Pager      pagerView
 	// Errors say why the page lists nothing: parameters it cannot read.
 	Errors []string
 }
@@ -70,7 +76,9 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		Intro:      T(ctx, "Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats."),
 		Caption:    T(ctx, "Workers seen within three heartbeats"),
 		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadProtocol: T(ctx, "Protocol"),
+		LapsedHint:      T(ctx, "Lapsed: the locks a worker id let lapse in the last hour, unsettled past their expiry or held by a stream that ended. A worker that keeps dying under one id stays listed, and its locks lapse."),
 		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
+		HeadLapsed: T(ctx, "Lapsed (1 h)"), LastLapsed: T(ctx, "last"),
 		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
 		Empty:  T(ctx, "No worker is connected."),
 		Pager:  newPager(ctx),
@@ -103,6 +111,9 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol, wk.Transport),
 			InFlight: number(ctx, wk.InFlight), Connected: formatTime(ctx, wk.ConnectedAt), LastSeen: formatTime(ctx, wk.LastSeenAt),
 			Replica: wk.Replica}
+		if wk.Lapsed > 0 {
+			row.Lapsed, row.LastLapsed = number(ctx, wk.Lapsed), formatTime(ctx, wk.LastLapsedAt)
+		}
 		for _, k := range wk.Definitions {
 			every, revs := revisionsTaken(wk.Subscriptions, k, fitting)
 			text := revisionsText(ctx, every, revs)

@@ -205,3 +205,51 @@ func TestARevisionNoWorkerTakesIsSaid(t *testing.T) {
 		t.Errorf("the definition page still warns once a worker takes revision 2")
 	}
 }
+
+// TestWorkersShowTheirLapsedLocks: a worker whose locks lapse (one
+// crash-looping under a steady id stays live) is marked on the Workers
+// page with how many lapsed in the last hour and when the latest did;
+// one without any shows 0, and lapses older than the hour are left out.
+func TestWorkersShowTheirLapsedLocks(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Consumer("crm-sync", key)
+	id := env.ConsumerID("crm-sync")
+	for _, worker := range []string{"crashy", "steady"} {
+		env.Engine.SeePoller(context.Background(), engine.PollerSighting{ConsumerID: id, WorkerID: worker,
+			Subscriptions: []engine.Subscription{{Definition: key}}, Pairs: engine.Pairs{Keys: []string{key}, Revisions: []int32{1}}, LiveFor: time.Hour})
+	}
+	latest := time.Now().Add(-5 * time.Minute).UTC().Truncate(time.Second)
+	for i, at := range []time.Time{latest, latest.Add(-10 * time.Minute), latest.Add(-2 * time.Hour)} {
+		if _, err := env.Pool.Exec(context.Background(), `insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
+			values ($1, $2, $3, 'crashy', $4)`, uuid.New(), i+1, id, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, lang := range []string{"en", "fr"} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/workers", 200)
+		rows := map[string]*goquery.Selection{}
+		page.doc.Find(`[data-testid=worker-row]`).Each(func(_ int, s *goquery.Selection) { rows[s.AttrOr("data-worker", "")] = s })
+		crashy := rows["crashy"].Find(`[data-testid=worker-lapsed]`)
+		if got := crashy.Find(`[data-testid=worker-lapsed-count]`).Text(); got != "2" {
+			t.Errorf("%s: crashy lapsed %q, want 2 (the one older than an hour left out)", lang, got)
+		}
+		if got, want := crashy.Find("time").AttrOr("datetime", ""), latest.Format(time.RFC3339); !strings.HasPrefix(got, want[:19]) {
+			t.Errorf("%s: crashy's latest lapse %q, want %s", lang, got, want)
+		}
+		if got, want := strings.Fields(crashy.Text())[1], []string{"last", "dernier"}[i]; got != want {
+			t.Errorf("%s: crashy's cell reads %q, want %q after the count", lang, crashy.Text(), want)
+		}
+		steady := rows["steady"].Find(`[data-testid=worker-lapsed]`)
+		if got := strings.TrimSpace(steady.Text()); got != "0" || steady.Find(`[data-testid=worker-lapsed-count]`).Length() != 0 {
+			t.Errorf("%s: steady's lapsed cell %q, want a plain 0", lang, got)
+		}
+		if got, want := page.doc.Find(`th`).Eq(5).Text(), []string{"Lapsed (1 h)", "Expirés (1 h)"}[i]; got != want {
+			t.Errorf("%s: column heading %q, want %q", lang, got, want)
+		}
+		if text(page, "lapsed-hint") == "" {
+			t.Errorf("%s: no hint says what lapsed means", lang)
+		}
+	}
+}

@@ -142,9 +142,20 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 		case lockGone && attemptsLeft(o) == 0:
 			code = CodeAttemptsExhausted
 			how := "its lock expired"
-			if a, err := q.AttemptEnding(ctx, queries.AttemptEndingParams{OccurrenceID: o.ID, Number: o.Attempts}); err == nil && a.Outcome != nil && *a.Outcome == OutcomeDisconnected {
-				// Ended by its stream, not by the clock (QA).
+			a, err := q.AttemptEnding(ctx, queries.AttemptEndingParams{OccurrenceID: o.ID, Number: o.Attempts})
+			switch {
+			case err != nil && !isNoRows(err):
+				return err
+			case err == nil && a.Outcome != nil && *a.Outcome == OutcomeDisconnected:
+				// Ended by its stream, not by the clock (QA); its stream
+				// counted the lapse.
 				how = "the worker stream holding it ended (its worker left, or was dropped after three heartbeats went unacknowledged)"
+			case err == nil && a.Outcome == nil && o.ConsumerID != nil && o.WorkerID != nil:
+				// No claim takes this lock back to count its lapse.
+				if err := q.WorkerLapseRecord(ctx, queries.WorkerLapseRecordParams{OccurrenceID: o.ID, Attempt: o.Attempts,
+					ConsumerID: *o.ConsumerID, WorkerID: *o.WorkerID, LapsedAt: *o.LockExpiresAt}); err != nil {
+					return err
+				}
 			}
 			// Counted as the policy box reads (max_attempts), what was
 			// given back apart: "4 of the 4 allowed" under a policy of 3
@@ -181,6 +192,8 @@ func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration, obser
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	passes, prunes := outage.New(e.logger, "timer pass"), outage.New(e.logger, "worker catalog pruning")
+	chores := outage.New(e.logger, "housekeeping (worker lapses, console sessions)")
+	var lastChores time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -203,10 +216,39 @@ func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration, obser
 		case ctx.Err() == nil:
 			prunes.Failed(err)
 		}
+		if time.Since(lastChores) >= housekeepEvery {
+			switch err := e.Housekeep(ctx); {
+			case err == nil:
+				lastChores = time.Now()
+				chores.Succeeded()
+			case ctx.Err() == nil:
+				chores.Failed(err)
+			}
+		}
 		next := interval
 		if pass.Settled >= timerBatch {
 			next = 0
 		}
 		t.Reset(next)
 	}
+}
+
+// housekeepEvery bounds how often a replica's timer loop runs Housekeep.
+const housekeepEvery = time.Minute
+
+// housekeepBatch bounds the worker lapses one Housekeep deletes: a replica
+// that died holding thousands of locks leaves as many rows, forgotten over
+// a few passes (the catalog counts only those within LapseWindow).
+const housekeepBatch = 1000
+
+// Housekeep forgets what outlived its use: the worker catalog's lapses
+// older than LapseWindow, and the console sessions expired now. Any
+// replica may run it, at any time.
+func (e *Engine) Housekeep(ctx context.Context) error {
+	now := e.Now()
+	if _, err := e.q.WorkerLapsesPrune(ctx, queries.WorkerLapsesPruneParams{Before: now.Add(-LapseWindow), Max: housekeepBatch}); err != nil {
+		return wrap("prune worker lapses", err)
+	}
+	_, err := e.PurgeConsoleSessions(ctx, now)
+	return err
 }

@@ -57,9 +57,19 @@ type Worker struct {
 	Subscriptions []Subscription // as the worker asked
 	Definitions   []string       // the keys they resolved to
 	InFlight      int            // occurrences it holds now (live locks)
-	ConnectedAt   time.Time
-	LastSeenAt    time.Time
+	// Lapsed counts the locks its worker id let lapse within LapseWindow
+	// (unsettled past their expiry, or held by a stream that ended): a
+	// worker crash-looping under one id looks live, and lapses.
+	Lapsed int
+	// LastLapsedAt is when the latest of them lapsed (zero without one).
+	LastLapsedAt time.Time
+	ConnectedAt  time.Time
+	LastSeenAt   time.Time
 }
+
+// LapseWindow is how far back the worker catalog counts a worker's lapsed
+// locks.
+const LapseWindow = time.Hour
 
 // subscriptionJSON is how a subscription is stored in the catalog.
 type subscriptionJSON struct {
@@ -245,7 +255,8 @@ type WorkerFilter struct {
 // ListWorkers returns the live workers: streams connected to any replica
 // and pollers seen within their wait plus LiveHeartbeats heartbeats.
 func (e *Engine) ListWorkers(ctx context.Context, f WorkerFilter) ([]Worker, error) {
-	rows, err := e.q.WorkerListLive(ctx, queries.WorkerListLiveParams{DefinitionKey: strPtr(f.Definition), After: f.After, Max: int32(f.Limit), Now: e.at()})
+	rows, err := e.q.WorkerListLive(ctx, queries.WorkerListLiveParams{DefinitionKey: strPtr(f.Definition), After: f.After, Max: int32(f.Limit),
+		Now: e.at(), LapsedSince: e.Now().Add(-LapseWindow)})
 	if err != nil {
 		return nil, wrap("list workers", err)
 	}
@@ -253,7 +264,10 @@ func (e *Engine) ListWorkers(ctx context.Context, f WorkerFilter) ([]Worker, err
 	for i, r := range rows {
 		out[i] = Worker{ID: r.ID, ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Protocol: r.Protocol, Transport: deref(r.Transport),
 			Replica: r.Replica, Subscriptions: decodeSubscriptions(r.Subscriptions), Definitions: r.DefinitionKeys, InFlight: int(r.InFlight),
-			ConnectedAt: r.ConnectedAt, LastSeenAt: r.LastSeenAt}
+			Lapsed: int(r.Lapsed), ConnectedAt: r.ConnectedAt, LastSeenAt: r.LastSeenAt}
+		if r.Lapsed > 0 {
+			out[i].LastLapsedAt = r.LastLapsedAt
+		}
 	}
 	return out, nil
 }

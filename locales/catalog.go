@@ -144,7 +144,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":   238,
 	"All processes":   475,
 	"All statuses":    479,
-	"All workers":     867,
+	"All workers":     870,
 	"An error code is matched exactly, capitals included.":                                  92,
 	"An occurrence waiting for a retry is available: choose the status available, or none.": 665,
 	"An operator abandoned the instance.":                                                   617,
@@ -178,7 +178,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    572,
 	"Calls":                           329,
 	"Calls signed (Relais-Signature)": 331,
-	"Camunda 7 facade":                872,
+	"Camunda 7 facade":                875,
 	"Cancelled: the instance was stopped (%s).":               641,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 640,
 	"Cannot act on this filter":                               114,
@@ -201,7 +201,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    371,
 	"Completions and failures per 5-minute slot, oldest first": 375,
 	"Completions and failures, last hour":                      352,
-	"Connected":                                                863,
+	"Connected":                                                866,
 	"Constraints":                                              248,
 	"Consumer":                                                 540,
 	"Consumer and worker":                                      679,
@@ -230,7 +230,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s is only called by push nodes, which are never retried: none of its retries waits.": 122,
 	"Definitions":        183,
 	"Definitions by key": 313,
-	"Definitions served": 861,
+	"Definitions served": 862,
 	"Definitions, those needing attention first": 353,
 	"Deleted by retention":                       450,
 	"Description":                                249,
@@ -305,7 +305,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                447,
 	"Held instances":          356,
 	"ID":                      228,
-	"In flight":               862,
+	"In flight":               863,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 372,
 	"Inputs": 273,
 	"Inputs an instance of this version is started with": 746,
@@ -321,10 +321,10 @@ var messageKeyToIndex = map[string]int{
 	"Instances of %s: %s":                                  109,
 	"Instances of this version":                            747,
 	"Invalid request":                                      202,
-	"It takes every revision its consumer is granted.":     885,
-	"It takes every revision its consumer is granted: %s.": 884,
-	"It takes revision %d only.":                           888,
-	"It takes revisions %s only.":                          890,
+	"It takes every revision its consumer is granted.":     888,
+	"It takes every revision its consumer is granted: %s.": 887,
+	"It takes revision %d only.":                           891,
+	"It takes revisions %s only.":                          893,
 	"Its calls":                                            330,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 336,
@@ -336,21 +336,23 @@ var messageKeyToIndex = map[string]int{
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                                                                                      832,
 	"Its occurrence at node %s failed (%s) and waits for its retry, due %s (%s): retry offers it now, its attempts left unchanged. Stopping cancels the instance and its open occurrences. Neither completes anything; each asks for a reason, recorded in the audit log.": 438,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                                                                                 49,
-	"Jan":                     396,
-	"Jul":                     402,
-	"Jun":                     401,
-	"Keep it":                 834,
-	"Keep it held":            16,
-	"Keep it running":         15,
-	"Keep the instance":       332,
-	"Key":                     314,
-	"Kind":                    739,
-	"Language":                174,
+	"Jan":               396,
+	"Jul":               402,
+	"Jun":               401,
+	"Keep it":           834,
+	"Keep it held":      16,
+	"Keep it running":   15,
+	"Keep the instance": 332,
+	"Key":               314,
+	"Kind":              739,
+	"Language":          174,
+	"Lapsed (1 h)":      864,
+	"Lapsed: the locks a worker id let lapse in the last hour, unsettled past their expiry or held by a stream that ended. A worker that keeps dying under one id stays listed, and its locks lapse.": 861,
 	"Last changed":            327,
 	"Last error (attempt %d)": 596,
 	"Last reserved":           593,
 	"Last saved":              254,
-	"Last seen":               864,
+	"Last seen":               867,
 	"Last used":               823,
 	"Latest":                  748,
 	"Latest revision":         315,
@@ -403,8 +405,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 587,
 	"No process has the key “%s”.":                         119,
 	"No process is published yet.":                         730,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             881,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             880,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             884,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             883,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 171,
@@ -415,10 +417,10 @@ var messageKeyToIndex = map[string]int{
 	"No value was revealed.": 792,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              551,
 	"No worker has reserved this occurrence yet.":                                        548,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 882,
-	"No worker is connected.":           865,
-	"No worker serves this definition.": 868,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 879,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 885,
+	"No worker is connected.":           868,
+	"No worker serves this definition.": 871,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 882,
 	"Node":                  420,
 	"Nodes":                 737,
 	"Nodes of this version": 754,
@@ -439,8 +441,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            535,
 	"Occurrence offered again": 139,
 	"Occurrences now":          743,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          877,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 878,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          880,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 881,
 	"Occurrences, newest first": 675,
 	"Oct":                       405,
 	"Offered from %s — %s.":     625,
@@ -547,7 +549,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              260,
 	"Revision %d":           281,
 	"Revisions":             255,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 886,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 889,
 	"Revoke the %s token “%s”?": 831,
 	"Revoke the token":          833,
 	"Revoke token %d":           830,
@@ -564,7 +566,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               797,
 	"Secret values can never be revealed.": 789,
 	"Sep":                                  404,
-	"Served by %d workers":                 883,
+	"Served by %d workers":                 886,
 	"Settled":                              425,
 	"Settlement date":                      669,
 	"Show all definitions":                 368,
@@ -662,9 +664,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                           460,
 	"These revisions have the same contracts.":                                                                                                             272,
 	"These settings are kept in this browser only.":                                                                                                        711,
-	"They take every revision their consumer is granted.":                                                                                                  887,
-	"They take revision %d only.":                                                                                                                          889,
-	"They take revisions %s only.":                                                                                                                         891,
+	"They take every revision their consumer is granted.":                                                                                                  890,
+	"They take revision %d only.":                                                                                                                          892,
+	"They take revisions %s only.":                                                                                                                         894,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     706,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             127,
 	"This contract has no inputs.":                                                                                                                         583,
@@ -745,7 +747,7 @@ var messageKeyToIndex = map[string]int{
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        857,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
 	"Workers seen within three heartbeats": 858,
-	"Workers serving %s":                   866,
+	"Workers serving %s":                   869,
 	"Workers that hold one of them are told at once on a stream, at their next lock extension or report when long polling, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 30,
 	"Working copy":        251,
 	"You are signed out.": 806,
@@ -798,8 +800,8 @@ var messageKeyToIndex = map[string]int{
 	"ended instances are kept %s (RELAIS_RETENTION)":                         451,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 452,
 	"erase":                                  6,
-	"every revision its consumer is granted": 873,
-	"every revision its consumer is granted: %s":   869,
+	"every revision its consumer is granted": 876,
+	"every revision its consumer is granted: %s":   872,
 	"exact, case-sensitive":                        466,
 	"exact; instances deleted since are not found": 147,
 	"expired":                             491,
@@ -828,9 +830,10 @@ var messageKeyToIndex = map[string]int{
 	"integer":                             496,
 	"its name, exactly":                   672,
 	"just now":                            391,
+	"last":                                865,
 	"list":                                503,
 	"lock until":                          696,
-	"long polling":                        871,
+	"long polling":                        874,
 	"long wait":                           366,
 	"masked value":                        323,
 	"maximum":                             530,
@@ -853,8 +856,8 @@ var messageKeyToIndex = map[string]int{
 	"no header":                    328,
 	"no process version":           309,
 	"no worker":                    367,
-	"no worker takes revision %d":  875,
-	"no worker takes revisions %s": 876,
+	"no worker takes revision %d":  878,
+	"no worker takes revisions %s": 879,
 	"no: the latest is version %d": 750,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 600,
 	"none":                  306,
@@ -897,7 +900,7 @@ var messageKeyToIndex = map[string]int{
 	"retry now":                          159,
 	"retry now (attempts unchanged)":     141,
 	"revision %d":                        690,
-	"revisions %s":                       874,
+	"revisions %s":                       877,
 	"revoked":                            235,
 	"routing changed":                    524,
 	"routing output":                     838,
@@ -907,7 +910,7 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                          505,
 	"settled":                            692,
 	"stop":                               5,
-	"stream":                             870,
+	"stream":                             873,
 	"text":                               495,
 	"the contracts are the same (the name or a description changed).": 288,
 	"the soonest due %s":       364,
@@ -933,7 +936,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":         767,
 }
 
-var enIndex = []uint32{ // 893 elements
+var enIndex = []uint32{ // 896 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1176,19 +1179,19 @@ var enIndex = []uint32{ // 893 elements
 	0x00009f20, 0x00009f52, 0x00009f82, 0x00009fde,
 	0x00009feb, 0x0000a00b, 0x0000a016, 0x0000a030,
 	0x0000a035, 0x0000a046, 0x0000a0cc, 0x0000a0f1,
-	0x0000a0f8, 0x0000a101, 0x0000a114, 0x0000a11e,
+	0x0000a0f8, 0x0000a101, 0x0000a1c1, 0x0000a1d4,
 	// Entry 360 - 37F
-	0x0000a128, 0x0000a132, 0x0000a14a, 0x0000a160,
-	0x0000a16c, 0x0000a18e, 0x0000a1bc, 0x0000a1c3,
-	0x0000a1d0, 0x0000a1e1, 0x0000a208, 0x0000a218,
-	0x0000a237, 0x0000a257, 0x0000a32f, 0x0000a410,
-	0x0000a464, 0x0000a4b4, 0x0000a514, 0x0000a567,
-	0x0000a59f, 0x0000a5d7, 0x0000a608, 0x0000a658,
-	0x0000a68c, 0x0000a6aa, 0x0000a6c9, 0x0000a6e8,
-	0x0000a708,
-} // Size: 3596 bytes
+	0x0000a1de, 0x0000a1eb, 0x0000a1f0, 0x0000a1fa,
+	0x0000a204, 0x0000a21c, 0x0000a232, 0x0000a23e,
+	0x0000a260, 0x0000a28e, 0x0000a295, 0x0000a2a2,
+	0x0000a2b3, 0x0000a2da, 0x0000a2ea, 0x0000a309,
+	0x0000a329, 0x0000a401, 0x0000a4e2, 0x0000a536,
+	0x0000a586, 0x0000a5e6, 0x0000a639, 0x0000a671,
+	0x0000a6a9, 0x0000a6da, 0x0000a72a, 0x0000a75e,
+	0x0000a77c, 0x0000a79b, 0x0000a7ba, 0x0000a7da,
+} // Size: 3608 bytes
 
-const enData string = "" + // Size: 42760 bytes
+const enData string = "" + // Size: 42970 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1809,32 +1812,36 @@ const enData string = "" + // Size: 42760 bytes
 	"s\x02(in %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value" +
 	"\x02Workers connected by a stream, and polling workers by their last fet" +
 	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
-	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions s" +
-	"erved\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
-	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
-	"tion.\x02every revision its consumer is granted: %[1]s\x02stream\x02long" +
-	" polling\x02Camunda 7 facade\x02every revision its consumer is granted" +
-	"\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes" +
-	" revisions %[1]s\x02Occurrences of revision %[1]d wait, and no live work" +
-	"er takes it: subscribe workers to it, with their consumers granted it (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins it).\x02Occurrences of revisions %[1]s wait, and no live " +
-	"worker takes them: subscribe workers to them, with their consumers grant" +
-	"ed them (a worker naming no revision takes those its consumer is granted" +
-	"; a process version pins them).\x02No worker serves this definition: its" +
-	" occurrences wait until one connects or polls.\x02No process uses this d" +
-	"efinition yet: it needs a worker once a process pulls it.\x02No process " +
-	"pulls this definition: Relais calls its destinations (push), and it need" +
-	"s no worker.\x02No worker is connected for this definition; none of its " +
-	"occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]" +
-	"d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision i" +
-	"ts consumer is granted: %[1]s.\x02It takes every revision its consumer i" +
-	"s granted.\x02Revisions they take: %[1]s; some take every revision their" +
-	" consumer is granted.\x02They take every revision their consumer is gran" +
-	"ted.\x02It takes revision %[1]d only.\x02They take revision %[1]d only." +
-	"\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only."
+	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Lapsed: the l" +
+	"ocks a worker id let lapse in the last hour, unsettled past their expiry" +
+	" or held by a stream that ended. A worker that keeps dying under one id " +
+	"stays listed, and its locks lapse.\x02Definitions served\x02In flight" +
+	"\x02Lapsed (1 h)\x02last\x02Connected\x02Last seen\x02No worker is conne" +
+	"cted.\x02Workers serving %[1]s\x02All workers\x02No worker serves this d" +
+	"efinition.\x02every revision its consumer is granted: %[1]s\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
+	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
+	"e worker takes it: subscribe workers to it, with their consumers granted" +
+	" it (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
+	" live worker takes them: subscribe workers to them, with their consumers" +
+	" granted them (a worker naming no revision takes those its consumer is g" +
+	"ranted; a process version pins them).\x02No worker serves this definitio" +
+	"n: its occurrences wait until one connects or polls.\x02No process uses " +
+	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
+	"ocess pulls this definition: Relais calls its destinations (push), and i" +
+	"t needs no worker.\x02No worker is connected for this definition; none o" +
+	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
+	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
+	"sion its consumer is granted: %[1]s.\x02It takes every revision its cons" +
+	"umer is granted.\x02Revisions they take: %[1]s; some take every revision" +
+	" their consumer is granted.\x02They take every revision their consumer i" +
+	"s granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d " +
+	"only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s onl" +
+	"y."
 
-var frIndex = []uint32{ // 893 elements
+var frIndex = []uint32{ // 896 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -2077,19 +2084,19 @@ var frIndex = []uint32{ // 893 elements
 	0x0000ce85, 0x0000cec1, 0x0000cefb, 0x0000cf78,
 	0x0000cf83, 0x0000cfad, 0x0000cfba, 0x0000cfd6,
 	0x0000cfda, 0x0000cfec, 0x0000d0ae, 0x0000d0e1,
-	0x0000d0ec, 0x0000d0f6, 0x0000d10b, 0x0000d114,
+	0x0000d0ec, 0x0000d0f6, 0x0000d210, 0x0000d225,
 	// Entry 360 - 37F
-	0x0000d11e, 0x0000d133, 0x0000d157, 0x0000d171,
-	0x0000d186, 0x0000d1b2, 0x0000d1f1, 0x0000d1f6,
-	0x0000d20b, 0x0000d21d, 0x0000d252, 0x0000d263,
-	0x0000d290, 0x0000d2bf, 0x0000d3e1, 0x0000d503,
-	0x0000d579, 0x0000d604, 0x0000d693, 0x0000d6fa,
-	0x0000d73c, 0x0000d78e, 0x0000d7d6, 0x0000d849,
-	0x0000d891, 0x0000d8bf, 0x0000d8ed, 0x0000d920,
-	0x0000d953,
-} // Size: 3596 bytes
+	0x0000d22e, 0x0000d23d, 0x0000d245, 0x0000d24f,
+	0x0000d264, 0x0000d288, 0x0000d2a2, 0x0000d2b7,
+	0x0000d2e3, 0x0000d322, 0x0000d327, 0x0000d33c,
+	0x0000d34e, 0x0000d383, 0x0000d394, 0x0000d3c1,
+	0x0000d3f0, 0x0000d512, 0x0000d634, 0x0000d6aa,
+	0x0000d735, 0x0000d7c4, 0x0000d82b, 0x0000d86d,
+	0x0000d8bf, 0x0000d907, 0x0000d97a, 0x0000d9c2,
+	0x0000d9f0, 0x0000da1e, 0x0000da51, 0x0000da84,
+} // Size: 3608 bytes
 
-const frData string = "" + // Size: 55635 bytes
+const frData string = "" + // Size: 55940 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2862,37 +2869,41 @@ const frData string = "" + // Size: 55635 bytes
 	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
 	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
 	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Expi" +
+	"rés\u202f: les verrous qu’un identifiant d’exécutant a laissés expirer d" +
+	"ans la dernière heure, non réglés à leur échéance ou détenus par un flux" +
+	" qui s’est terminé. Un exécutant qui meurt sans cesse sous un même ident" +
+	"ifiant reste listé, et ses verrous expirent.\x02Définitions servies\x02E" +
+	"n cours\x02Expirés (1 h)\x02dernier\x02Connexion\x02Dernier signe de vie" +
+	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
+	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02toutes le" +
+	"s révisions accordées à son consommateur\u202f: %[1]s\x02flux\x02interro" +
+	"gation longue\x02façade Camunda 7\x02toutes les révisions accordées à so" +
+	"n consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révisio" +
+	"n %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrenc" +
+	"es de la révision %[1]d attendent, et aucun exécutant connecté ne la pre" +
 	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
 	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
-	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"mateur a droit\u202f; une version de processus l’épingle).\x02Des occurr" +
+	"ences des révisions %[1]s attendent, et aucun exécutant connecté ne les " +
+	"prend\u202f: abonnez-y des exécutants dont le consommateur y a droit (un" +
+	" exécutant qui ne nomme aucune révision prend celles auxquelles son cons" +
+	"ommateur a droit\u202f; une version de processus les épingle).\x02Aucun " +
+	"exécutant ne sert cette définition\u202f: ses occurrences attendent qu’u" +
+	"n exécutant se connecte ou interroge.\x02Aucun processus n’utilise encor" +
+	"e cette définition\u202f: elle aura besoin d’un exécutant quand un proce" +
+	"ssus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défini" +
+	"tion en mode pull\u202f: Relais appelle ses destinations (push), elle n’" +
+	"a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette" +
+	" définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
+	"ses en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consomm" +
+	"ateur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
 	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
 	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
 	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
 	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
 	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 105587 bytes (103KiB); checksum: B2183E99
+	// Total table size 106126 bytes (103KiB); checksum: BDBAF6DA

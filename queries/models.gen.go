@@ -302,3 +302,11 @@ type Worker struct {
 	Revisions      json.RawMessage
 	Transport      *string
 }
+
+type WorkerLapse struct {
+	OccurrenceID uuid.UUID
+	Attempt      int32
+	ConsumerID   int64
+	WorkerID     string
+	LapsedAt     time.Time
+}

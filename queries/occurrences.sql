@@ -138,6 +138,17 @@ expired as (
     set outcome = 'expired', ended_at = coalesce(a.lock_expires_at, c.reserved_at)
     from claimed c
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
+    returning a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.ended_at
+),
+lapses as (
+    -- The lapse counts against the worker that let it lapse (the worker
+    -- catalog's lapsed count); a claim takes few lapsed locks back, so
+    -- this writes nothing on most claims.
+    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
+    select x.occurrence_id, x.number, x.consumer_id, x.worker_id, x.ended_at
+    from expired x
+    where x.consumer_id is not null and x.worker_id is not null
+    on conflict do nothing
 ),
 inserted as (
     insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, request_digest, reserved_at, lock_expires_at)
@@ -620,6 +631,15 @@ ended as (
     set outcome = 'disconnected', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
     from handed h
     where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
+    returning a.occurrence_id, a.number, a.ended_at
+),
+lapses as (
+    -- A stream that ended holding assignments let their locks lapse (the
+    -- worker catalog's lapsed count).
+    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
+    select e.occurrence_id, e.number, @consumer_id, @worker_id, e.ended_at
+    from ended e
+    on conflict do nothing
 )
 select id, attempts, mode, definition_key, revision, at from handed;
 

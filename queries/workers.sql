@@ -38,13 +38,23 @@ where consumer_id = @consumer_id and worker_id = @worker_id and protocol <> 'str
   and replica = @replica;
 
 -- name: WorkerListLive :many
--- Live workers (by id, for keyset pagination), each with what it holds now.
+-- Live workers (by id, for keyset pagination), each with what it holds now
+-- and the locks it let lapse since @lapsed_since.
 select w.*, c.name as consumer_name,
        (select count(*) from occurrences o
         where o.consumer_id = w.consumer_id and o.worker_id = w.worker_id and o.status = 'reserved'
-          and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))::integer as in_flight
+          and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))::integer as in_flight,
+       -- last_lapsed_at means something only with a lapse counted (sqlc
+       -- cannot type a column the left join makes null).
+       coalesce(l.lapsed, 0)::integer as lapsed, coalesce(l.last_lapsed_at, w.connected_at)::timestamptz as last_lapsed_at
 from workers w
 join consumers c on c.id = w.consumer_id
+left join (
+    select x.consumer_id, x.worker_id, count(*)::integer as lapsed, max(x.lapsed_at)::timestamptz as last_lapsed_at
+    from worker_lapses x
+    where x.lapsed_at > @lapsed_since::timestamptz
+    group by x.consumer_id, x.worker_id
+) l on l.consumer_id = w.consumer_id and l.worker_id = w.worker_id
 where w.live_until > coalesce(sqlc.narg('now')::timestamptz, now())
   and (sqlc.narg('definition_key')::text is null or sqlc.narg('definition_key')::text = any(w.definition_keys))
   and (sqlc.narg('after')::uuid is null or w.id > sqlc.narg('after')::uuid)
@@ -67,6 +77,22 @@ group by k.key, w.protocol;
 -- name: WorkerStreamOf :one
 -- The consumer of a stream still in the catalog.
 select consumer_id from workers where id = @id and protocol = 'stream';
+
+-- name: WorkerLapseRecord :exec
+-- A lock the timers found lapsed with no attempt left (no claim takes it
+-- back to record it): counted against the worker that held it.
+insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
+values (@occurrence_id, @attempt, @consumer_id, @worker_id, @lapsed_at)
+on conflict do nothing;
+
+-- name: WorkerLapsesPrune :execrows
+-- Forgets lapses older than the catalog's window, a batch at a time.
+delete from worker_lapses
+where (occurrence_id, attempt) in (
+    select occurrence_id, attempt from worker_lapses
+    where lapsed_at < @before::timestamptz
+    order by lapsed_at
+    limit @max);
 
 -- name: WorkerPrune :many
 -- Takes rows that are no longer live: pollers that stopped fetching and

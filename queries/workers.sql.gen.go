@@ -231,22 +231,82 @@ func (q *Queries) WorkerDelete(ctx context.Context, id uuid.UUID) error {
 	return err
 }
 
+const workerLapseRecord = `-- name: WorkerLapseRecord :exec
+insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
+values ($1, $2, $3, $4, $5)
+on conflict do nothing
+`
+
+type WorkerLapseRecordParams struct {
+	OccurrenceID uuid.UUID
+	Attempt      int32
+	ConsumerID   int64
+	WorkerID     string
+	LapsedAt     time.Time
+}
+
+// A lock the timers found lapsed with no attempt left (no claim takes it
+// back to record it): counted against the worker that held it.
+func (q *Queries) WorkerLapseRecord(ctx context.Context, arg WorkerLapseRecordParams) error {
+	_, err := q.db.Exec(ctx, workerLapseRecord,
+		arg.OccurrenceID,
+		arg.Attempt,
+		arg.ConsumerID,
+		arg.WorkerID,
+		arg.LapsedAt,
+	)
+	return err
+}
+
+const workerLapsesPrune = `-- name: WorkerLapsesPrune :execrows
+delete from worker_lapses
+where (occurrence_id, attempt) in (
+    select occurrence_id, attempt from worker_lapses
+    where lapsed_at < $1::timestamptz
+    order by lapsed_at
+    limit $2)
+`
+
+type WorkerLapsesPruneParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Forgets lapses older than the catalog's window, a batch at a time.
+func (q *Queries) WorkerLapsesPrune(ctx context.Context, arg WorkerLapsesPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, workerLapsesPrune, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const workerListLive = `-- name: WorkerListLive :many
 select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions, w.definition_keys, w.connected_at, w.last_seen_at, w.live_until, w.revisions, w.transport, c.name as consumer_name,
        (select count(*) from occurrences o
         where o.consumer_id = w.consumer_id and o.worker_id = w.worker_id and o.status = 'reserved'
-          and o.lock_expires_at > coalesce($1::timestamptz, now()))::integer as in_flight
+          and o.lock_expires_at > coalesce($1::timestamptz, now()))::integer as in_flight,
+       -- last_lapsed_at means something only with a lapse counted (sqlc
+       -- cannot type a column the left join makes null).
+       coalesce(l.lapsed, 0)::integer as lapsed, coalesce(l.last_lapsed_at, w.connected_at)::timestamptz as last_lapsed_at
 from workers w
 join consumers c on c.id = w.consumer_id
+left join (
+    select x.consumer_id, x.worker_id, count(*)::integer as lapsed, max(x.lapsed_at)::timestamptz as last_lapsed_at
+    from worker_lapses x
+    where x.lapsed_at > $2::timestamptz
+    group by x.consumer_id, x.worker_id
+) l on l.consumer_id = w.consumer_id and l.worker_id = w.worker_id
 where w.live_until > coalesce($1::timestamptz, now())
-  and ($2::text is null or $2::text = any(w.definition_keys))
-  and ($3::uuid is null or w.id > $3::uuid)
+  and ($3::text is null or $3::text = any(w.definition_keys))
+  and ($4::uuid is null or w.id > $4::uuid)
 order by w.id
-limit $4
+limit $5
 `
 
 type WorkerListLiveParams struct {
 	Now           *time.Time
+	LapsedSince   time.Time
 	DefinitionKey *string
 	After         *uuid.UUID
 	Max           int32
@@ -267,12 +327,16 @@ type WorkerListLiveRow struct {
 	Transport      *string
 	ConsumerName   string
 	InFlight       int32
+	Lapsed         int32
+	LastLapsedAt   time.Time
 }
 
-// Live workers (by id, for keyset pagination), each with what it holds now.
+// Live workers (by id, for keyset pagination), each with what it holds now
+// and the locks it let lapse since @lapsed_since.
 func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) ([]WorkerListLiveRow, error) {
 	rows, err := q.db.Query(ctx, workerListLive,
 		arg.Now,
+		arg.LapsedSince,
 		arg.DefinitionKey,
 		arg.After,
 		arg.Max,
@@ -299,6 +363,8 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 			&i.Transport,
 			&i.ConsumerName,
 			&i.InFlight,
+			&i.Lapsed,
+			&i.LastLapsedAt,
 		); err != nil {
 			return nil, err
 		}
