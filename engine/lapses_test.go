@@ -14,7 +14,7 @@ import (
 // fetching) does not look healthy: when a claim takes the lock back, when
 // a stream ends holding it, and when the timers fail the occurrence whose
 // last lock lapsed, each once. Only lapses within LapseWindow count, and
-// Housekeep forgets older ones.
+// Housekeep forgets older ones (and purges expired console sessions).
 func TestLapsedLocksCountAgainstTheirWorker(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
@@ -110,10 +110,20 @@ func TestLapsedLocksCountAgainstTheirWorker(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, "select count(*) from worker_lapses").Scan(&rows); err != nil || rows != 3 {
 		t.Fatalf("before housekeeping: %d rows, %v; want 3", rows, err)
 	}
+	// Console sessions past their expiry go in the same housekeeping.
+	now := e.Now()
+	for i, expires := range []time.Time{now.Add(-time.Minute), now.Add(time.Hour)} {
+		if err := e.CreateConsoleSession(ctx, []byte{byte(i)}, []byte("token"), "csrf", now.Add(-2*time.Hour), expires, now.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := e.Housekeep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.pool.QueryRow(ctx, "select count(*) from worker_lapses").Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("after housekeeping: %d rows, %v; want none", rows, err)
+	}
+	if err := e.pool.QueryRow(ctx, "select count(*) from console_sessions").Scan(&rows); err != nil || rows != 1 {
+		t.Errorf("after housekeeping: %d console sessions, %v; want the live one only", rows, err)
 	}
 }
