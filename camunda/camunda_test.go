@@ -160,6 +160,14 @@ func TestFetchVariablesChooseWhatATaskCarriesNotWhichTasks(t *testing.T) {
 	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"Name"}}}})
 	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"Name" is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter (did you mean "name"?)`)
+	// Only an input that is there is suggested (Camunda QA: creditScore
+	// was told of a credit_score no revision has).
+	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"creditScore"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"creditScore" is no input's name`)
+	if msg, _ := res.JSON(t)["message"].(string); strings.Contains(msg, "did you mean") {
+		t.Errorf("a name no input has is suggested: %s", msg)
+	}
 }
 
 func mustMarshal(v any) []byte {
@@ -353,6 +361,13 @@ func TestFailureRetries(t *testing.T) {
 	if task["retries"] != 3.0 {
 		t.Fatalf("first fetch retries %v, want 3 (the budget, this run included)", task["retries"])
 	}
+	// Outputs are refused where they were sent (localVariables alone was
+	// told of /variables: Camunda QA).
+	for _, list := range []string{"variables", "localVariables"} {
+		refused := f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": 1,
+			list: map[string]any{"a": map[string]any{"value": 1}}})
+		mustException(t, refused, 400, "InvalidRequestException", "not_supported", "/"+list+" is not supported")
+	}
 	// Above the budget: the budget stays (2 more runs).
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w",
 		"errorMessage": "CRM timed out", "errorDetails": "stack…", "retries": 10, "retryTimeout": 2000}))
@@ -473,7 +488,7 @@ func TestBpmnErrorRoutesByCode(t *testing.T) {
 }
 
 // extendLock sets the lock to newDuration from now; above the ceiling it is
-// refused.
+// refused, unless the task is settled (said first).
 func TestExtendLock(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -503,6 +518,13 @@ func TestExtendLock(t *testing.T) {
 	if view := f.call("GET", "/external-task/"+occ+"/", nil); view.Status != 200 {
 		t.Errorf("GET /external-task/{id}/ = %d, want 200", view.Status)
 	}
+	// Settled, it is said so first, as to a report: the worker is not
+	// sent to fix a duration that no longer matters (Camunda QA).
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C"}}}))
+	for _, body := range []map[string]any{{"workerId": "w", "newDuration": 500}, {"workerId": "w", "newDuration": 700000}, {"workerId": "w"}} {
+		mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", body), 404, "RestException", "already_settled")
+	}
 }
 
 // unlock hands the task back without spending an attempt, whichever worker
@@ -522,6 +544,39 @@ func TestUnlockReleases(t *testing.T) {
 		t.Errorf("after unlock, another worker fetched %v, want the task with retries 2", tasks)
 	}
 	mustException(t, f.call("POST", "/external-task/0190a5f0-0000-7000-8000-000000000000/unlock", nil), 404, "RestException")
+	// Unlocked, it is not the worker's to report on: told to fetch it, in
+	// Camunda's words (a Camunda worker has no stream: Camunda QA).
+	_, second := f.start("Globex")
+	res := f.call("POST", "/external-task/"+second+"/failure", map[string]any{"workerId": "w", "retries": 1})
+	mustException(t, res, 400, "RestException", "not_reserved", "fetch and lock it first")
+	if msg, _ := res.JSON(t)["message"].(string); strings.Contains(msg, "stream") {
+		t.Errorf("a Camunda worker is told of streams: %s", msg)
+	}
+}
+
+// unlock of a task whose retry waits out a failure's retryTimeout makes it
+// fetchable at once, its retries unchanged: Camunda's unlock clears the
+// lock the failure set (a 204 that changed nothing let it wait on: QA).
+// A task not yet tried, or due already, is left as it is.
+func TestUnlockOffersAWaitingRetryNow(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 3, "retry_delay": "PT1H"})
+	_, occ := f.start("Acme")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", nil))
+	if o := f.occurrence(occ); o["status"] != "available" || o["attempts_left"] != 3.0 {
+		t.Fatalf("unlock before any fetch: %v with %v left, want it untouched", o["status"], o["attempts_left"])
+	}
+	f.fetch("w", 1)
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{
+		"workerId": "w", "errorMessage": "CRM timed out", "retries": 2, "retryTimeout": 3_600_000}))
+	if tasks := f.fetch("w", 1); len(tasks) != 0 {
+		t.Fatalf("fetched %d tasks during the hour's retryTimeout, want none", len(tasks))
+	}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", nil))
+	tasks := f.fetch("other", 1)
+	if len(tasks) != 1 || tasks[0]["id"] != occ || tasks[0]["retries"] != 2.0 {
+		t.Fatalf("after unlock, fetched %v; want the task at once with retries 2", tasks)
+	}
 }
 
 // GET /external-task lists the consumer's open tasks with Camunda's

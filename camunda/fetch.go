@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -202,9 +203,11 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 					// Said as the name sent, not as the pointer made of it
 					// (Camunda QA: "obj/a" came back as /obj~1a).
 					msg := fmt.Sprintf("%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)
-					if snake := snakeCase(name); contracts.IsFieldName(snake) {
+					if snake := snakeCase(name); contracts.IsFieldName(snake) && f.grantedInput(r.Context(), t.TopicName, snake) {
 						// customerName for customer_name, a migrated
-						// worker's usual spelling (verifier QA).
+						// worker's usual spelling (verifier QA), when
+						// an input has that name (Camunda QA: one
+						// none had was suggested).
 						msg += fmt.Sprintf(" (did you mean %q?)", snake)
 					}
 					nameErrs = append(nameErrs, fault.FieldError{Path: at + "/variables/" + strconv.Itoa(j), Message: msg})
@@ -378,4 +381,30 @@ func snakeCase(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// grantedInput reports whether an input of a revision of topic the caller
+// is granted is named name: a suggestion must name an input that is
+// there. A topic that is a pattern, or unknown, has none.
+func (f *Facade) grantedInput(ctx context.Context, topic, name string) bool {
+	caller, _ := auth.FromContext(ctx)
+	granted, err := f.eng.GrantedRevisions(ctx, caller.ConsumerID, topic)
+	if err != nil || len(granted) == 0 {
+		return false
+	}
+	revs, err := f.eng.ListRevisions(ctx, topic)
+	if err != nil {
+		return false
+	}
+	for _, rev := range revs {
+		if !slices.Contains(granted, rev.Revision) {
+			continue
+		}
+		for _, field := range rev.Working.Inputs.Fields {
+			if field.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }

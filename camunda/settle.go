@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -44,6 +45,11 @@ func taskError(id uuid.UUID, err error) error {
 		// The engine speaks of the native API's member.
 		out := *fe
 		out.Detail = strings.ReplaceAll(fe.Detail, "the worker_id that fetched it", "the workerId that fetched it")
+		return &out
+	case ok && fe.Code == "not_reserved":
+		// A Camunda worker has no stream (Camunda QA).
+		out := *fe
+		out.Detail = strings.ReplaceAll(fe.Detail, "claim it first (a fetch, or a stream's assignment)", "fetch and lock it first")
 		return &out
 	}
 	return err
@@ -250,7 +256,13 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Variables) > 0 || len(req.LocalVariables) > 0 {
-		return f.refusedUnsupported(r, ref, "/variables", "a failure carries no outputs (the outputs contract applies to completions)")
+		// Named as sent: a report with localVariables alone was told of
+		// /variables (Camunda QA).
+		path := "/variables"
+		if len(req.Variables) == 0 {
+			path = "/localVariables"
+		}
+		return f.refusedUnsupported(r, ref, path, "a failure carries no outputs (the outputs contract applies to completions)")
 	}
 	retries := 0
 	if req.Retries != nil {
@@ -405,11 +417,19 @@ func (f *Facade) extendLock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var d time.Duration
 	if req.NewDuration == nil {
-		return badRequest("/newDuration", "is required (milliseconds)")
+		err = badRequest("/newDuration", "is required (milliseconds)")
+	} else {
+		d, err = lockMillis("/newDuration", (*int64)(req.NewDuration), 0, f.bounds.MaxLockDuration)
 	}
-	d, err := lockMillis("/newDuration", (*int64)(req.NewDuration), 0, f.bounds.MaxLockDuration)
 	if err != nil {
+		// A task settled, or whose lock lapsed or is another worker's,
+		// is said so first, as to a report: fixing the duration would
+		// not help (Camunda QA).
+		if moot := f.moot(r, ref, err); moot != nil {
+			return moot
+		}
 		return err
 	}
 	if _, err := f.eng.SetLock(r.Context(), ref, d); err != nil {
@@ -422,7 +442,7 @@ func (f *Facade) extendLock(w http.ResponseWriter, r *http.Request) error {
 // unlock hands the reservation back without spending an attempt (a
 // release), whichever worker of the consumer holds it; Camunda's unlock
 // names no worker. An occurrence that holds no live lock is already
-// unlocked: 204 as well.
+// unlocked: 204 as well, its waiting retry (if any) offered now.
 func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	id, err := taskID(r)
 	if err != nil {
@@ -452,6 +472,16 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 			// Past its deadline it fails: gone, as below, before the
 			// timer fails it as after.
 			return taskNotFound(id.String())
+		}
+		// A failure's retryTimeout holds it back: Camunda's unlock clears
+		// the lock that failure set, and the task is fetchable at once
+		// (a 204 that changed nothing let the retry wait on: QA).
+		offered, err := f.eng.OfferRetryNow(r.Context(), id)
+		if err != nil {
+			return taskError(id, err)
+		}
+		if offered {
+			f.logger.Info("camunda: an unlock offered a waiting retry now", "occurrence", id, "consumer", p.ConsumerID)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil

@@ -1011,6 +1011,27 @@ func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
 	return r.followFailure(o.Node, code, message)
 }
 
+// OfferRetryNow offers now a pull occurrence whose retry waits out its
+// delay (a worker's failure asked for one), its attempts left and deadline
+// unchanged, and reports whether one waited: the Camunda facade's unlock
+// of a task a failure's retryTimeout holds back, which Camunda's unlock
+// makes fetchable at once.
+func (e *Engine) OfferRetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
+	offered := false
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		row, err := q.OccurrenceOfferRetryNow(ctx, queries.OccurrenceOfferRetryNowParams{ID: id, Now: e.at()})
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		offered = true
+		return q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(row.Mode, row.DefinitionKey, int(row.Revision), row.AvailableAt)})
+	})
+	return offered, wrap("offer retry now", err)
+}
+
 // Failure is a worker's report that it could not do the work.
 type Failure struct {
 	ErrorCode  string

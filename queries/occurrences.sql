@@ -468,6 +468,17 @@ where instance_id = @instance_id and status = 'available' and attempts > 0
     and available_at > greatest(@now::timestamptz, clock_timestamp())
 returning *;
 
+-- name: OccurrenceOfferRetryNow :one
+-- A pull occurrence whose retry waits out its delay, offered now, its
+-- attempts left and deadline unchanged: the Camunda facade's unlock of a
+-- task a failure's retryTimeout holds back (Camunda's unlock clears the
+-- lock that failure set). Waiting is judged as OccurrenceRetryNow does.
+update occurrences
+set available_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = coalesce(sqlc.narg('now')::timestamptz, now())
+where id = @id and mode = 'pull' and status = 'available' and attempts > 0
+    and available_at > greatest(coalesce(sqlc.narg('now')::timestamptz, now()), clock_timestamp())
+returning mode, definition_key, revision, available_at;
+
 -- name: OccurrenceListOpenPull :many
 -- The open pull occurrences of some (definition, revision) pairs (a
 -- consumer's grants), as the Camunda facade lists external tasks: filtered,

@@ -2428,6 +2428,42 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 	return items, nil
 }
 
+const occurrenceOfferRetryNow = `-- name: OccurrenceOfferRetryNow :one
+update occurrences
+set available_at = coalesce($1::timestamptz, now()), claimable_at = coalesce($1::timestamptz, now())
+where id = $2 and mode = 'pull' and status = 'available' and attempts > 0
+    and available_at > greatest(coalesce($1::timestamptz, now()), clock_timestamp())
+returning mode, definition_key, revision, available_at
+`
+
+type OccurrenceOfferRetryNowParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type OccurrenceOfferRetryNowRow struct {
+	Mode          string
+	DefinitionKey string
+	Revision      int32
+	AvailableAt   time.Time
+}
+
+// A pull occurrence whose retry waits out its delay, offered now, its
+// attempts left and deadline unchanged: the Camunda facade's unlock of a
+// task a failure's retryTimeout holds back (Camunda's unlock clears the
+// lock that failure set). Waiting is judged as OccurrenceRetryNow does.
+func (q *Queries) OccurrenceOfferRetryNow(ctx context.Context, arg OccurrenceOfferRetryNowParams) (OccurrenceOfferRetryNowRow, error) {
+	row := q.db.QueryRow(ctx, occurrenceOfferRetryNow, arg.Now, arg.ID)
+	var i OccurrenceOfferRetryNowRow
+	err := row.Scan(
+		&i.Mode,
+		&i.DefinitionKey,
+		&i.Revision,
+		&i.AvailableAt,
+	)
+	return i, err
+}
+
 const occurrenceRelease = `-- name: OccurrenceRelease :one
 update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
