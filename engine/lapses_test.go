@@ -127,3 +127,43 @@ func TestLapsedLocksCountAgainstTheirWorker(t *testing.T) {
 		t.Errorf("after housekeeping: %d console sessions, %v; want the live one only", rows, err)
 	}
 }
+
+// An occurrence failed when its last lock lapsed says how its budget was
+// counted: attempts handed back, and those its worker gave up, are said
+// apart ("attempt 3 of max_attempts 3" after an unlock and a lowered
+// budget read as three runs spent: Camunda QA).
+func TestExhaustedMessageCountsWhatWasGivenBackAndGivenUp(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := New(dbtest.Pool(t), clock.options(t))
+	prepare(t, e, `"policy":{"max_attempts":3},`)
+	ctx := context.Background()
+	c := consumer(t, e)
+	inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := claimOne(t, e, c, "w")
+	if _, err := e.Release(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: first.ID}); err != nil {
+		t.Fatal(err)
+	}
+	second := claimOne(t, e, c, "w")
+	one, delay := 1, 10*time.Second
+	if _, err := e.Fail(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: second.ID},
+		Failure{ErrorCode: "CRM_DOWN", Retryable: true, AttemptsLeft: &one, RetryDelay: &delay}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Minute)
+	if third := claimOne(t, e, c, "w"); third.Attempt != 3 {
+		t.Fatalf("third claim: attempt %d, want 3", third.Attempt)
+	}
+	clock.advance(2 * time.Minute)
+	if _, err := e.RunTimerPass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := occurrences(t, e, inst.ID)["crm"][0]
+	want := "the last attempt (attempt 3: max_attempts 3, plus 1 given back (handed back unfinished, or an operator's retry), less 1 its worker gave up (a failure lowering the attempts left)) ended: its lock expired"
+	if o.Status != StatusFailed || deref(o.ErrorMessage) != want {
+		t.Errorf("%s: %q\nwant %q", o.Status, deref(o.ErrorMessage), want)
+	}
+}

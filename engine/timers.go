@@ -161,8 +161,15 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 			// given back apart: "4 of the 4 allowed" under a policy of 3
 			// read as a miscount (Camunda QA).
 			which := fmt.Sprintf("attempt %d of max_attempts %d", o.Attempts, o.MaxAttempts)
-			if o.AttemptCredit > 0 {
-				which = fmt.Sprintf("attempt %d: max_attempts %d, plus %d given back (handed back unfinished, or an operator's retry)", o.Attempts, o.MaxAttempts, o.AttemptCredit)
+			// The credit is net of what workers gave up: "attempt 3 of
+			// max_attempts 3" after an unlock and a lowered budget read
+			// as three runs spent (Camunda QA).
+			switch given := o.AttemptCredit + o.AttemptsWaived; {
+			case o.AttemptsWaived > 0:
+				which = fmt.Sprintf("attempt %d: max_attempts %d, plus %d given back (handed back unfinished, or an operator's retry), less %d its worker gave up (a failure lowering the attempts left)",
+					o.Attempts, o.MaxAttempts, given, o.AttemptsWaived)
+			case given > 0:
+				which = fmt.Sprintf("attempt %d: max_attempts %d, plus %d given back (handed back unfinished, or an operator's retry)", o.Attempts, o.MaxAttempts, given)
 			}
 			return r.fail(o, OutcomeExpired, code, fmt.Sprintf("the last attempt (%s) ended: %s", which, how))
 		}
