@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -89,26 +91,41 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	if schema == 0 {
 		return errors.New("the database holds no Relais (no schema): nothing to back up")
 	}
-	// Created first, for its owner alone: pg_dump writes into it as it is
-	// (the dump holds business data and token hashes in clear).
-	partial := file + ".partial"
-	f, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file of a random name, created here for its owner alone, which
+	// pg_dump writes to through its standard output: the dump holds
+	// business data and token hashes in clear, and a path pg_dump opened
+	// itself (a fixed FILE.partial) could be one another local user
+	// planted, readable by them or a symbolic link to a file to clobber
+	// (security QA).
+	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.partial")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	_ = f.Close()
+	partial := f.Name()
+	defer os.Remove(partial)
 	// Console sessions stay out: a copy of live sessions is one to steal,
 	// and a rollback must not sign in again those signed out since.
-	if err := runPGTool(ctx, dump, db.url, "--format=custom", "--exclude-table-data=*.console_sessions", "--file="+partial); err != nil {
-		_ = os.Remove(partial)
+	err = runPGToolTo(ctx, f, dump, db.url, "--format=custom", "--exclude-table-data=*.console_sessions")
+	if err == nil {
+		// On disk before it is said written.
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("backup: %w", cerr)
+	}
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(partial, file); err != nil {
-		_ = os.Remove(partial)
+	info, err := os.Stat(partial)
+	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	info, err := os.Stat(file)
-	if err != nil {
+	// A link, not a rename: it fails rather than replace a FILE that
+	// appeared meanwhile.
+	if err := os.Link(partial, file); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s appeared while the backup ran: relais backup writes a new file (move the other one away, or give another name)", file)
+		}
 		return fmt.Errorf("backup: %w", err)
 	}
 	fmt.Fprintf(stdout, "backup of schema version %d written to %s (%d KiB)\n", schema, file, (info.Size()+1023)/1024)
@@ -319,6 +336,12 @@ func isExecutable(path string) bool {
 // machine; what only pgx reads (a pool's size, a search_path or other
 // run-time setting) is left out, as libpq would refuse it.
 func runPGTool(ctx context.Context, tool, rawURL string, args ...string) error {
+	return runPGToolTo(ctx, nil, tool, rawURL, args...)
+}
+
+// runPGToolTo runs tool as runPGTool does, its standard output written to
+// stdout (discarded when nil).
+func runPGToolTo(ctx context.Context, stdout io.Writer, tool, rawURL string, args ...string) error {
 	settings, err := connSettings(rawURL)
 	if err != nil {
 		return err
@@ -335,14 +358,19 @@ func runPGTool(ctx context.Context, tool, rawURL string, args ...string) error {
 			cmd.Env = append(cmd.Env, env+"="+v)
 		}
 	}
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &out
+	if stdout == nil {
+		cmd.Stdout = &out
+	}
+	err = cmd.Run()
 	if err != nil && ctx.Err() != nil {
 		// Ctrl-C (or SIGTERM) stopped it: "signal: killed" would read as
 		// a crash of the tool.
 		return fmt.Errorf("%s interrupted (%w): nothing was written", filepath.Base(tool), context.Cause(ctx))
 	}
 	if err != nil {
-		msg := strings.TrimSpace(string(out))
+		msg := strings.TrimSpace(out.String())
 		if pw := settings["password"]; pw != "" {
 			msg = strings.ReplaceAll(msg, pw, "***")
 		}

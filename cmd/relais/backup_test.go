@@ -75,6 +75,35 @@ func TestBackupAndRestore(t *testing.T) {
 	if matches, _ := filepath.Glob(file + "*"); len(matches) != 1 {
 		t.Errorf("files beside the backup: %v, want the backup alone", matches)
 	}
+	// What another local user planted where a backup writes is neither
+	// written through nor made the backup (security QA: a FILE.partial
+	// readable by all, or a symbolic link to a file to clobber).
+	dir := t.TempDir()
+	planted, victim := filepath.Join(dir, "planted.dump"), filepath.Join(dir, "victim.conf")
+	if err := os.WriteFile(planted+".partial", nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(dir, "linked.dump")
+	if err := os.Symlink(victim, linked+".partial"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{planted, linked} {
+		if _, err := relais(source, "backup", f); err != nil {
+			t.Fatalf("backup beside a planted %s.partial: %v", filepath.Base(f), err)
+		}
+		if info, err := os.Lstat(f); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want a new regular file for its owner alone", filepath.Base(f), info.Mode(), err)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
+		t.Errorf("the planted link's target now holds %d bytes (%v), want it untouched", len(b), err)
+	}
+	if b, err := os.ReadFile(planted + ".partial"); err != nil || len(b) != 0 {
+		t.Errorf("the planted file now holds %d bytes (%v), want it untouched", len(b), err)
+	}
 
 	// Without the keys the backup was taken with: restored, and told.
 	other := map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_DATA_KEYS": keyring.NewKeySpec("k1")}
