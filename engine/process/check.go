@@ -36,6 +36,11 @@ func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
 		revs:       map[string]contracts.Working{},
 		validators: map[string]*contracts.Validator{},
 		avoid:      map[avoidKey]map[string]bool{},
+		parents:    map[avoidKey]map[string]string{},
+	}
+	if len(p.Nodes) > MaxNodes {
+		// Checked in time and memory that grow faster than the document.
+		return []contracts.Violation{{Path: "/nodes", Message: fmt.Sprintf("a process has at most %d nodes; this one has %d", MaxNodes, len(p.Nodes))}}
 	}
 	k.names = make([]string, 0, len(p.Nodes))
 	for name := range p.Nodes {
@@ -61,6 +66,11 @@ func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
 	return k.sorted()
 }
 
+// MaxNodes bounds the nodes of a process version: checking one takes time
+// and memory that grow faster than its size, and a thousand is far more
+// than a process an operator can follow.
+const MaxNodes = 1000
+
 // emptyResolver stands in for a nil Resolver: nothing is known, so every
 // pinned revision and destination is reported rather than dereferencing nil.
 type emptyResolver struct{}
@@ -82,8 +92,10 @@ type checker struct {
 	revs       map[string]contracts.Working
 	validators map[string]*contracts.Validator
 	// avoid caches, per source node and kind of edge, the nodes
-	// reachable from start without taking that node's edges of that kind.
-	avoid map[avoidKey]map[string]bool
+	// reachable from start without taking that node's edges of that kind;
+	// parents, the shortest paths to them (see pathAvoiding).
+	avoid   map[avoidKey]map[string]bool
+	parents map[avoidKey]map[string]string
 }
 
 // avoidKey names the edges a reach leaves out: the success edges of node
@@ -510,24 +522,29 @@ func (k *checker) reachability() {
 
 // pathAvoiding is a shortest path from start to node that takes none of
 // skip's edges, its nodes joined by arrows: the path a refusal names, so
-// that the designer sees which one lacks the edge.
+// that the designer sees which one lacks the edge. One search from start
+// per skip serves every node (a document with many bindings of one node
+// searched once per binding, and named every path in full: a few
+// thousand nodes held a core for half a minute, security QA); a path
+// longer than pathShown nodes is named by its ends.
 func (k *checker) pathAvoiding(skip avoidKey, node string) string {
-	parent := map[string]string{k.p.Start: ""}
-	for queue := []string{k.p.Start}; len(queue) > 0; {
-		cur := queue[0]
-		queue = queue[1:]
-		if cur == node {
-			break
-		}
-		for _, e := range k.edges(cur) {
-			if cur == skip.node && e.success == skip.success {
-				continue
+	parent, ok := k.parents[skip]
+	if !ok {
+		parent = map[string]string{k.p.Start: ""}
+		for queue := []string{k.p.Start}; len(queue) > 0; {
+			cur := queue[0]
+			queue = queue[1:]
+			for _, e := range k.edges(cur) {
+				if cur == skip.node && e.success == skip.success {
+					continue
+				}
+				if _, seen := parent[e.to]; !seen {
+					parent[e.to] = cur
+					queue = append(queue, e.to)
+				}
 			}
-			if _, seen := parent[e.to]; !seen {
-				parent[e.to] = cur
-				queue = append(queue, e.to)
-			}
 		}
+		k.parents[skip] = parent
 	}
 	if _, found := parent[node]; !found {
 		return node
@@ -537,8 +554,16 @@ func (k *checker) pathAvoiding(skip avoidKey, node string) string {
 		path = append(path, parent[n])
 	}
 	slices.Reverse(path)
+	if len(path) > pathShown {
+		ends := pathShown / 2
+		left := len(path) - 2*ends
+		path = append(append(path[:ends:ends], fmt.Sprintf("… (%d nodes) …", left)), path[len(path)-ends:]...)
+	}
 	return strings.Join(path, " → ")
 }
+
+// pathShown bounds the nodes a refusal's path names.
+const pathShown = 12
 
 // completes reports whether every path from start to node passes through
 // a successful exit of src, i.e. whether src's outputs are guaranteed to
