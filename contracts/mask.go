@@ -66,6 +66,28 @@ func (c Contract) Lookup(path []string) (Field, Classification, bool) {
 	return cur, class, true
 }
 
+// isMarker reports whether v is a masked marker, {"$masked": "…"}.
+func isMarker(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false
+	}
+	_, ok = m[MaskedKey].(string)
+	return ok
+}
+
+// WholeClass is the classification a value of f has as a whole, class
+// being f's effective one: for a list whose items (through nested lists)
+// are classified higher, theirs. Such a list is sealed and stored whole,
+// a marker of that class in its place.
+func WholeClass(f Field, class Classification) Classification {
+	for f.Type == TypeList && f.Items != nil {
+		f = *f.Items
+		class = MaxClass(class, f.Classification)
+	}
+	return class
+}
+
 func isIndex(s string) bool {
 	if s == "" {
 		return false
@@ -174,6 +196,13 @@ func maskValue(v any, f Field, parent, min Classification) (any, bool) {
 				out = append(out, mv)
 			}
 			return out, true
+		}
+		if whole := WholeClass(f, class); whole.Rank() >= min.Rank() && isMarker(v) {
+			// A list of protected items is sealed and stored whole (see
+			// Split): the marker in its place stands for it. It is no
+			// list, and was dropped as a shape mismatch (security QA:
+			// the field vanished from every observation).
+			return masked(whole), true
 		}
 	}
 	switch v.(type) {

@@ -37,6 +37,10 @@ func TestMaskEdgeCases(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"unknown properties dropped", `{"a":"x","password":"hunter2","o":{"n":1,"extra":"leak"}}`, `{"a":"x","o":{"n":1}}`},
 		{"secret list items", `{"keys":["k1","k2"]}`, `{"keys":[{"$masked":"secret"},{"$masked":"secret"}]}`},
+		// Stored whole by Split, a marker in its place (one written
+		// before it said the items' class says "normal").
+		{"stored list of secret items", `{"keys":{"$masked":"normal"}}`, `{"keys":{"$masked":"secret"}}`},
+		{"object in a list of secret items", `{"keys":{"k":"v"}}`, `{}`},
 		{"sensitive list whole", `{"whole":[1,2,3]}`, `{"whole":{"$masked":"sensitive"}}`},
 		{"nested secret", `{"o":{"s":"tok","n":2}}`, `{"o":{"n":2,"s":{"$masked":"secret"}}}`},
 		{"wrong-typed secret still masked", `{"o":{"s":{"deep":"tok"}}}`, `{"o":{"s":{"$masked":"secret"}}}`},

@@ -106,10 +106,12 @@ func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence u
 		if side == SideOutputs {
 			contract, public, sealed, aad = rev.Working.Outputs, row.Outputs, row.SealedOutputs, aadOccurrenceOutputs(row.ID)
 		}
-		_, class, ok := contract.Lookup(path)
+		f, class, ok := contract.Lookup(path)
 		if !ok {
 			return invalidField(side, pointer)
 		}
+		// A list of protected items is masked whole, as they are.
+		class = contracts.WholeClass(f, class)
 		switch class {
 		case contracts.ClassSensitive:
 		case contracts.ClassNormal:

@@ -297,3 +297,38 @@ func TestRevealOnAReplicaWithoutTheKey(t *testing.T) {
 		t.Errorf("reveal with the key: %v, %v", got.Value, err)
 	}
 }
+
+// A list whose items are protected is sealed whole: observations show its
+// marker with the items' class, and an admin reveals it whole (it was left
+// out of every observation, its stored marker saying "normal": security
+// QA).
+func TestAListOfProtectedItemsIsShownMaskedWhole(t *testing.T) {
+	t.Parallel()
+	e, occ, admin, _ := revealFixture(t)
+	ctx := context.Background()
+	o, err := e.GetOccurrence(ctx, occ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := e.GetInstance(ctx, o.InstanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, inputs := range map[string]json.RawMessage{"occurrence": o.Inputs, "instance": inst.Inputs} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(inputs, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m["phones"]); got != `{"$masked":"sensitive"}` {
+			t.Errorf("%s's phones: %q, want the sensitive marker (%s)", what, got, inputs)
+		}
+	}
+	var stored string
+	if err := e.pool.QueryRow(ctx, "select inputs->>'phones' from occurrences where id = $1", occ).Scan(&stored); err != nil || stored != `{"$masked": "sensitive"}` {
+		t.Errorf("stored marker %q (%v), want the items' class", stored, err)
+	}
+	v, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/phones", "support ticket 42")
+	if err != nil || string(v) != `["+33 1 00","+33 2 00"]` {
+		t.Errorf("reveal /phones: %s, %v; want the list", v, err)
+	}
+}

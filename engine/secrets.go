@@ -163,8 +163,10 @@ func classAt(c contracts.Contract, pointer string) contracts.Classification {
 	for _, seg := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
 		path = append(path, strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~"))
 	}
-	if _, class, ok := c.Lookup(path); ok {
-		return class
+	if f, class, ok := c.Lookup(path); ok {
+		// A list of protected items is taken out whole: its marker says
+		// their class (it said the list's own, normal).
+		return contracts.WholeClass(f, class)
 	}
 	return contracts.ClassSecret
 }
