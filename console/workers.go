@@ -41,6 +41,26 @@ type workerDefinition struct {
 	Key, Href, Revisions string
 }
 
+// lapseRow is a worker id that let locks lapse within the hour.
+type lapseRow struct {
+	WorkerID, Consumer, Lapsed, Live string
+	Last                             timeView
+}
+
+// lapsesView lists the worker ids that let locks lapse within the hour,
+// connected now or not.
+type lapsesView struct {
+	Title, Intro, Caption                string
+	HeadWorker, HeadConsumer, HeadLapsed string
+	HeadLast, HeadLive                   string
+	Rows                                 []lapseRow
+	// More says how many ids are not shown ("" when all are).
+	More string
+}
+
+// lapsesShown bounds the worker ids the lapses table lists.
+const lapsesShown = 20
+
 // workerListView is the Workers page: who serves which definitions now.
 type workerListView struct {
 	Chrome                                                                chrome
@@ -55,6 +75,9 @@ type workerListView struct {
 	Pager      pagerView
 	// Errors say why the page lists nothing: parameters it cannot read.
 	Errors []string
+	// Lapses lists the worker ids that let locks lapse within the hour
+	// (nil: none did).
+	Lapses *lapsesView
 }
 
 // workerList lists live workers (streams and pollers), of one definition
@@ -76,7 +99,7 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		Intro:      T(ctx, "Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats."),
 		Caption:    T(ctx, "Workers seen within three heartbeats"),
 		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadProtocol: T(ctx, "Protocol"),
-		LapsedHint:      T(ctx, "Lapsed: the locks a worker id let lapse in the last hour, unsettled past their expiry or held by a stream that ended. A worker that keeps dying under one id stays listed, and its locks lapse."),
+		LapsedHint:      T(ctx, "Lapsed: the locks each worker id let lapse in the last hour."),
 		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
 		HeadLapsed: T(ctx, "Lapsed (1 h)"), LastLapsed: T(ctx, "last"),
 		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
@@ -106,6 +129,10 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Pager.NextHref = workersPath + "?" + next.Encode()
 	}
+	if v.Lapses, err = c.lapses(ctx, f.Definition); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	fitting := c.fittingRevisions(ctx)
 	for _, wk := range workers {
 		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol, wk.Transport),
@@ -131,6 +158,37 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		v.Rows = append(v.Rows, row)
 	}
 	c.render(w, r, http.StatusOK, workerListPage(v))
+}
+
+// lapses is the Workers page's table of the worker ids that let locks
+// lapse within the hour (of definition, when given), connected now or
+// not: a worker that dies and restarts leaves the catalog between its
+// lives, and one taking a new id at each start leaves ids behind (SDK QA:
+// the live rows alone showed nothing of a crash loop). Nil when none did.
+func (c *Console) lapses(ctx context.Context, definition string) (*lapsesView, error) {
+	rows, total, err := c.eng.RecentLapses(ctx, definition, lapsesShown)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	v := &lapsesView{
+		Title:      T(ctx, "Locks lapsed in the last hour"),
+		Intro:      T(ctx, "Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. They were offered again, each run counted as an attempt."),
+		Caption:    T(ctx, "Worker ids that let locks lapse in the last hour"),
+		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadLapsed: T(ctx, "Locks lapsed"),
+		HeadLast: T(ctx, "Last lapse"), HeadLive: T(ctx, "Connected now"),
+	}
+	for _, l := range rows {
+		live := T(ctx, "no")
+		if l.Live {
+			live = T(ctx, "yes")
+		}
+		v.Rows = append(v.Rows, lapseRow{WorkerID: l.WorkerID, Consumer: l.ConsumerName, Lapsed: number(ctx, l.Lapsed), Live: live,
+			Last: formatTime(ctx, l.LastLapsedAt)})
+	}
+	if more := total - len(rows); more > 0 {
+		v.More = T(ctx, "And %d more worker ids, not listed: those above let the most locks lapse.", more)
+	}
+	return v, nil
 }
 
 // protocolLabel names a worker's protocol, and a stream's wire protocol

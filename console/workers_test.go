@@ -221,11 +221,19 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 			Subscriptions: []engine.Subscription{{Definition: key}}, Pairs: engine.Pairs{Keys: []string{key}, Revisions: []int32{1}}, LiveFor: time.Hour})
 	}
 	latest := time.Now().Add(-5 * time.Minute).UTC().Truncate(time.Second)
-	for i, at := range []time.Time{latest, latest.Add(-10 * time.Minute), latest.Add(-2 * time.Hour)} {
-		if _, err := env.Pool.Exec(context.Background(), `insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
-			values ($1, $2, $3, 'crashy', $4)`, uuid.New(), i+1, id, at); err != nil {
+	lapse := func(worker string, attempt int, at time.Time) {
+		t.Helper()
+		if _, err := env.Pool.Exec(context.Background(), `insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+			values ($1, $2, $3, $4, $5, $6)`, uuid.New(), attempt, id, worker, key, at); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i, at := range []time.Time{latest, latest.Add(-10 * time.Minute), latest.Add(-2 * time.Hour)} {
+		lapse("crashy", i+1, at)
+	}
+	// A worker id no longer connected (a restart took a new one).
+	for i := range 3 {
+		lapse("vm-4242", i+1, latest.Add(-20*time.Minute))
 	}
 	for i, lang := range []string{"en", "fr"} {
 		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/workers", 200)
@@ -245,11 +253,22 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 		if got := strings.TrimSpace(steady.Text()); got != "0" || steady.Find(`[data-testid=worker-lapsed-count]`).Length() != 0 {
 			t.Errorf("%s: steady's lapsed cell %q, want a plain 0", lang, got)
 		}
-		if got, want := page.doc.Find(`th`).Eq(5).Text(), []string{"Lapsed (1 h)", "Expirés (1 h)"}[i]; got != want {
+		if got, want := page.doc.Find(`[data-testid=workers] th`).Eq(5).Text(), []string{"Lapsed (1 h)", "Verrous expirés (1 h)"}[i]; got != want {
 			t.Errorf("%s: column heading %q, want %q", lang, got, want)
 		}
 		if text(page, "lapsed-hint") == "" {
 			t.Errorf("%s: no hint says what lapsed means", lang)
+		}
+		// The ids that let locks lapse, connected or not, the most first
+		// (SDK QA: a crash-looping worker's rows come and go, and a new
+		// id at each start left the live rows clean).
+		var lapses []string
+		page.doc.Find(`[data-testid=lapse-row]`).Each(func(_ int, s *goquery.Selection) {
+			cell := func(id string) string { return collapse(s.Find(`[data-testid="` + id + `"]`).Text()) }
+			lapses = append(lapses, s.AttrOr("data-worker", "")+" "+cell("lapse-count")+" "+cell("lapse-live"))
+		})
+		if want := [][]string{{"vm-4242 3 no", "crashy 2 yes"}, {"vm-4242 3 non", "crashy 2 oui"}}[i]; !slices.Equal(lapses, want) {
+			t.Errorf("%s: lapses table %q, want %q", lang, lapses, want)
 		}
 	}
 }

@@ -97,6 +97,22 @@ func TestLapsedLocksCountAgainstTheirWorker(t *testing.T) {
 		t.Fatalf("took %s, want the handed-back %s", again.ID, held.ID)
 	}
 	expect("taken back after the stream", map[string]int{"crashy": 1, "steady": 1, "streamer": 1})
+	// The lapses by worker id, connected or not, of one definition or all.
+	for _, definition := range []string{"", "crm", "elsewhere"} {
+		rows, total, err := e.RecentLapses(ctx, definition, 2)
+		want := 3
+		if definition == "elsewhere" {
+			want = 0
+		}
+		if err != nil || total != want || len(rows) != min(want, 2) {
+			t.Fatalf("RecentLapses(%q): %d of %d, %v; want 2 of %d", definition, len(rows), total, err, want)
+		}
+		for _, r := range rows {
+			if r.Lapsed != 1 || !r.Live || r.LastLapsedAt.IsZero() {
+				t.Errorf("RecentLapses(%q): %+v, want one lapse of a live worker", definition, r)
+			}
+		}
+	}
 
 	// Released work (a replica stopping) is not a lapse.
 	if _, err := e.HandBack(ctx, c, "steady", []Held{{Occurrence: held.ID, Attempt: 2}}, true); err != nil {

@@ -153,7 +153,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 			case err == nil && a.Outcome == nil && o.ConsumerID != nil && o.WorkerID != nil:
 				// No claim takes this lock back to count its lapse.
 				if err := q.WorkerLapseRecord(ctx, queries.WorkerLapseRecordParams{OccurrenceID: o.ID, Attempt: o.Attempts,
-					ConsumerID: *o.ConsumerID, WorkerID: *o.WorkerID, LapsedAt: *o.LockExpiresAt}); err != nil {
+					ConsumerID: *o.ConsumerID, WorkerID: *o.WorkerID, DefinitionKey: o.DefinitionKey, LapsedAt: *o.LockExpiresAt}); err != nil {
 					return err
 				}
 			}

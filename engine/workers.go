@@ -71,6 +71,39 @@ type Worker struct {
 // locks.
 const LapseWindow = time.Hour
 
+// WorkerLapses is what one worker id let lapse within LapseWindow.
+type WorkerLapses struct {
+	ConsumerID   int64
+	ConsumerName string
+	WorkerID     string
+	Lapsed       int
+	LastLapsedAt time.Time
+	// Live says whether a worker of that id is connected (or polling) now.
+	Live bool
+}
+
+// RecentLapses lists the worker ids that let locks lapse within
+// LapseWindow (of the definition, or of all when it is ""), connected now
+// or not, the most lapses first, at most limit of them, and how many ids
+// there are in all: a worker that dies and restarts is no longer in the
+// catalog between its lives, and one that takes a new id at each start
+// spreads its lapses over ids the catalog lists no more.
+func (e *Engine) RecentLapses(ctx context.Context, definition string, limit int) ([]WorkerLapses, int, error) {
+	rows, err := e.q.WorkerLapsesRecent(ctx, queries.WorkerLapsesRecentParams{Since: e.Now().Add(-LapseWindow), DefinitionKey: strPtr(definition),
+		Now: e.at(), Max: int32(limit)})
+	if err != nil {
+		return nil, 0, wrap("recent lapses", err)
+	}
+	out := make([]WorkerLapses, len(rows))
+	total := 0
+	for i, r := range rows {
+		out[i] = WorkerLapses{ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Lapsed: int(r.Lapsed),
+			LastLapsedAt: r.LastLapsedAt, Live: r.Live}
+		total = int(r.Total)
+	}
+	return out, total, nil
+}
+
 // subscriptionJSON is how a subscription is stored in the catalog.
 type subscriptionJSON struct {
 	Definition string   `json:"definition"`

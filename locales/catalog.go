@@ -148,10 +148,11 @@ var messageKeyToIndex = map[string]int{
 	"An error code is matched exactly, capitals included.":                                  92,
 	"An occurrence waiting for a retry is available: choose the status available, or none.": 665,
 	"An operator abandoned the instance.":                                                   617,
-	"Any":                                                                                   682,
-	"Any definition":                                                                        476,
-	"Apply filters":                                                                         150,
-	"Apr":                                                                                   399,
+	"And %d more worker ids, not listed: those above let the most locks lapse.":             879,
+	"Any":            682,
+	"Any definition": 476,
+	"Apply filters":  150,
+	"Apr":            399,
 	"As of %s (%s); recounted every few seconds, shown anew at each reload.": 363,
 	"Attempts":                         538,
 	"Audit log":                        143,
@@ -178,7 +179,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    572,
 	"Calls":                           329,
 	"Calls signed (Relais-Signature)": 331,
-	"Camunda 7 facade":                875,
+	"Camunda 7 facade":                882,
 	"Cancelled: the instance was stopped (%s).":               641,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 640,
 	"Cannot act on this filter":                               114,
@@ -202,6 +203,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5-minute slot, oldest first": 375,
 	"Completions and failures, last hour":                      352,
 	"Connected":                                                866,
+	"Connected now":                                            878,
 	"Constraints":                                              248,
 	"Consumer":                                                 540,
 	"Consumer and worker":                                      679,
@@ -321,10 +323,10 @@ var messageKeyToIndex = map[string]int{
 	"Instances of %s: %s":                                  109,
 	"Instances of this version":                            747,
 	"Invalid request":                                      202,
-	"It takes every revision its consumer is granted.":     888,
-	"It takes every revision its consumer is granted: %s.": 887,
-	"It takes revision %d only.":                           891,
-	"It takes revisions %s only.":                          893,
+	"It takes every revision its consumer is granted.":     895,
+	"It takes every revision its consumer is granted: %s.": 894,
+	"It takes revision %d only.":                           898,
+	"It takes revisions %s only.":                          900,
 	"Its calls":                                            330,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         26,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 336,
@@ -347,9 +349,10 @@ var messageKeyToIndex = map[string]int{
 	"Kind":              739,
 	"Language":          174,
 	"Lapsed (1 h)":      864,
-	"Lapsed: the locks a worker id let lapse in the last hour, unsettled past their expiry or held by a stream that ended. A worker that keeps dying under one id stays listed, and its locks lapse.": 861,
+	"Lapsed: the locks each worker id let lapse in the last hour.": 861,
 	"Last changed":            327,
 	"Last error (attempt %d)": 596,
+	"Last lapse":              877,
 	"Last reserved":           593,
 	"Last saved":              254,
 	"Last seen":               867,
@@ -359,8 +362,10 @@ var messageKeyToIndex = map[string]int{
 	"Lists every change from one revision to another, and whom it may break.": 264,
 	"Local time in %s": 719,
 	"Lock expired %s — waiting to be offered again.": 626,
-	"Lock expires":    594,
-	"Longest timeout": 326,
+	"Lock expires":                  594,
+	"Locks lapsed":                  876,
+	"Locks lapsed in the last hour": 873,
+	"Longest timeout":               326,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 292,
 	"Main navigation":     176,
 	"Mar":                 398,
@@ -405,8 +410,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 587,
 	"No process has the key “%s”.":                         119,
 	"No process is published yet.":                         730,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             884,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             883,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             891,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             890,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    94,
 	"No process, definition, business key or creation date narrows this filter: it applies to the instances of every process.":    93,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 171,
@@ -417,10 +422,10 @@ var messageKeyToIndex = map[string]int{
 	"No value was revealed.": 792,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              551,
 	"No worker has reserved this occurrence yet.":                                        548,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 885,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 892,
 	"No worker is connected.":           868,
 	"No worker serves this definition.": 871,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 882,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 889,
 	"Node":                  420,
 	"Nodes":                 737,
 	"Nodes of this version": 754,
@@ -441,8 +446,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            535,
 	"Occurrence offered again": 139,
 	"Occurrences now":          743,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          880,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 881,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          887,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 888,
 	"Occurrences, newest first": 675,
 	"Oct":                       405,
 	"Offered from %s — %s.":     625,
@@ -549,7 +554,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              260,
 	"Revision %d":           281,
 	"Revisions":             255,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 889,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 896,
 	"Revoke the %s token “%s”?": 831,
 	"Revoke the token":          833,
 	"Revoke token %d":           830,
@@ -566,7 +571,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               797,
 	"Secret values can never be revealed.": 789,
 	"Sep":                                  404,
-	"Served by %d workers":                 886,
+	"Served by %d workers":                 893,
 	"Settled":                              425,
 	"Settlement date":                      669,
 	"Show all definitions":                 368,
@@ -606,8 +611,9 @@ var messageKeyToIndex = map[string]int{
 	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   439,
 	"Summary": 415,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 312,
-	"Tasks":                   233,
-	"Temporarily unavailable": 220,
+	"Tasks": 233,
+	"Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. They were offered again, each run counted as an attempt.": 874,
+	"Temporarily unavailable":                                                                   220,
 	"That is too long to be an id or a business key.":                                           800,
 	"The %d largest groups; the filter matches more.":                                           108,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 560,
@@ -664,9 +670,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                           460,
 	"These revisions have the same contracts.":                                                                                                             272,
 	"These settings are kept in this browser only.":                                                                                                        711,
-	"They take every revision their consumer is granted.":                                                                                                  890,
-	"They take revision %d only.":                                                                                                                          892,
-	"They take revisions %s only.":                                                                                                                         894,
+	"They take every revision their consumer is granted.":                                                                                                  897,
+	"They take revision %d only.":                                                                                                                          899,
+	"They take revisions %s only.":                                                                                                                         901,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     706,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             127,
 	"This contract has no inputs.":                                                                                                                         583,
@@ -743,7 +749,8 @@ var messageKeyToIndex = map[string]int{
 	"Why (recorded with the reveal)":      589,
 	"Worker":                              859,
 	"Worker id":                           541,
-	"Workers":                             184,
+	"Worker ids that let locks lapse in the last hour": 875,
+	"Workers": 184,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        857,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 22,
 	"Workers seen within three heartbeats": 858,
@@ -800,7 +807,7 @@ var messageKeyToIndex = map[string]int{
 	"ended instances are kept %s (RELAIS_RETENTION)":                         451,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 452,
 	"erase":                                  6,
-	"every revision its consumer is granted": 876,
+	"every revision its consumer is granted": 883,
 	"every revision its consumer is granted: %s":   872,
 	"exact, case-sensitive":                        466,
 	"exact; instances deleted since are not found": 147,
@@ -833,7 +840,7 @@ var messageKeyToIndex = map[string]int{
 	"last":                                865,
 	"list":                                503,
 	"lock until":                          696,
-	"long polling":                        874,
+	"long polling":                        881,
 	"long wait":                           366,
 	"masked value":                        323,
 	"maximum":                             530,
@@ -856,8 +863,8 @@ var messageKeyToIndex = map[string]int{
 	"no header":                    328,
 	"no process version":           309,
 	"no worker":                    367,
-	"no worker takes revision %d":  878,
-	"no worker takes revisions %s": 879,
+	"no worker takes revision %d":  885,
+	"no worker takes revisions %s": 886,
 	"no: the latest is version %d": 750,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 600,
 	"none":                  306,
@@ -900,7 +907,7 @@ var messageKeyToIndex = map[string]int{
 	"retry now":                          159,
 	"retry now (attempts unchanged)":     141,
 	"revision %d":                        690,
-	"revisions %s":                       877,
+	"revisions %s":                       884,
 	"revoked":                            235,
 	"routing changed":                    524,
 	"routing output":                     838,
@@ -910,7 +917,7 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                          505,
 	"settled":                            692,
 	"stop":                               5,
-	"stream":                             873,
+	"stream":                             880,
 	"text":                               495,
 	"the contracts are the same (the name or a description changed).": 288,
 	"the soonest due %s":       364,
@@ -936,7 +943,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":         767,
 }
 
-var enIndex = []uint32{ // 896 elements
+var enIndex = []uint32{ // 903 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1179,19 +1186,22 @@ var enIndex = []uint32{ // 896 elements
 	0x00009f20, 0x00009f52, 0x00009f82, 0x00009fde,
 	0x00009feb, 0x0000a00b, 0x0000a016, 0x0000a030,
 	0x0000a035, 0x0000a046, 0x0000a0cc, 0x0000a0f1,
-	0x0000a0f8, 0x0000a101, 0x0000a1c1, 0x0000a1d4,
+	0x0000a0f8, 0x0000a101, 0x0000a13e, 0x0000a151,
 	// Entry 360 - 37F
-	0x0000a1de, 0x0000a1eb, 0x0000a1f0, 0x0000a1fa,
-	0x0000a204, 0x0000a21c, 0x0000a232, 0x0000a23e,
-	0x0000a260, 0x0000a28e, 0x0000a295, 0x0000a2a2,
-	0x0000a2b3, 0x0000a2da, 0x0000a2ea, 0x0000a309,
-	0x0000a329, 0x0000a401, 0x0000a4e2, 0x0000a536,
-	0x0000a586, 0x0000a5e6, 0x0000a639, 0x0000a671,
-	0x0000a6a9, 0x0000a6da, 0x0000a72a, 0x0000a75e,
-	0x0000a77c, 0x0000a79b, 0x0000a7ba, 0x0000a7da,
-} // Size: 3608 bytes
+	0x0000a15b, 0x0000a168, 0x0000a16d, 0x0000a177,
+	0x0000a181, 0x0000a199, 0x0000a1af, 0x0000a1bb,
+	0x0000a1dd, 0x0000a20b, 0x0000a229, 0x0000a333,
+	0x0000a364, 0x0000a371, 0x0000a37c, 0x0000a38a,
+	0x0000a3d7, 0x0000a3de, 0x0000a3eb, 0x0000a3fc,
+	0x0000a423, 0x0000a433, 0x0000a452, 0x0000a472,
+	0x0000a54a, 0x0000a62b, 0x0000a67f, 0x0000a6cf,
+	0x0000a72f, 0x0000a782, 0x0000a7ba, 0x0000a7f2,
+	// Entry 380 - 39F
+	0x0000a823, 0x0000a873, 0x0000a8a7, 0x0000a8c5,
+	0x0000a8e4, 0x0000a903, 0x0000a923,
+} // Size: 3636 bytes
 
-const enData string = "" + // Size: 42970 bytes
+const enData string = "" + // Size: 43299 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1813,35 +1823,39 @@ const enData string = "" + // Size: 42970 bytes
 	"\x02Workers connected by a stream, and polling workers by their last fet" +
 	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
 	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Lapsed: the l" +
-	"ocks a worker id let lapse in the last hour, unsettled past their expiry" +
-	" or held by a stream that ended. A worker that keeps dying under one id " +
-	"stays listed, and its locks lapse.\x02Definitions served\x02In flight" +
-	"\x02Lapsed (1 h)\x02last\x02Connected\x02Last seen\x02No worker is conne" +
-	"cted.\x02Workers serving %[1]s\x02All workers\x02No worker serves this d" +
-	"efinition.\x02every revision its consumer is granted: %[1]s\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
-	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
-	"e worker takes it: subscribe workers to it, with their consumers granted" +
-	" it (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
-	" live worker takes them: subscribe workers to them, with their consumers" +
-	" granted them (a worker naming no revision takes those its consumer is g" +
-	"ranted; a process version pins them).\x02No worker serves this definitio" +
-	"n: its occurrences wait until one connects or polls.\x02No process uses " +
-	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
-	"ocess pulls this definition: Relais calls its destinations (push), and i" +
-	"t needs no worker.\x02No worker is connected for this definition; none o" +
-	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
-	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
-	"sion its consumer is granted: %[1]s.\x02It takes every revision its cons" +
-	"umer is granted.\x02Revisions they take: %[1]s; some take every revision" +
-	" their consumer is granted.\x02They take every revision their consumer i" +
-	"s granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d " +
-	"only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s onl" +
-	"y."
+	"ocks each worker id let lapse in the last hour.\x02Definitions served" +
+	"\x02In flight\x02Lapsed (1 h)\x02last\x02Connected\x02Last seen\x02No wo" +
+	"rker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker " +
+	"serves this definition.\x02every revision its consumer is granted: %[1]s" +
+	"\x02Locks lapsed in the last hour\x02Tasks whose lock expired unsettled," +
+	" or whose worker stream ended while it held them, by the worker id that " +
+	"held them, connected now or not: a worker that dies, hangs, or loses Rel" +
+	"ais for longer than its lock. They were offered again, each run counted " +
+	"as an attempt.\x02Worker ids that let locks lapse in the last hour\x02Lo" +
+	"cks lapsed\x02Last lapse\x02Connected now\x02And %[1]d more worker ids, " +
+	"not listed: those above let the most locks lapse.\x02stream\x02long poll" +
+	"ing\x02Camunda 7 facade\x02every revision its consumer is granted\x02rev" +
+	"isions %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisi" +
+	"ons %[1]s\x02Occurrences of revision %[1]d wait, and no live worker take" +
+	"s it: subscribe workers to it, with their consumers granted it (a worker" +
+	" naming no revision takes those its consumer is granted; a process versi" +
+	"on pins it).\x02Occurrences of revisions %[1]s wait, and no live worker " +
+	"takes them: subscribe workers to them, with their consumers granted them" +
+	" (a worker naming no revision takes those its consumer is granted; a pro" +
+	"cess version pins them).\x02No worker serves this definition: its occurr" +
+	"ences wait until one connects or polls.\x02No process uses this definiti" +
+	"on yet: it needs a worker once a process pulls it.\x02No process pulls t" +
+	"his definition: Relais calls its destinations (push), and it needs no wo" +
+	"rker.\x02No worker is connected for this definition; none of its occurre" +
+	"nces waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worke" +
+	"r\x00\x18\x02Served by %[1]d workers\x02It takes every revision its cons" +
+	"umer is granted: %[1]s.\x02It takes every revision its consumer is grant" +
+	"ed.\x02Revisions they take: %[1]s; some take every revision their consum" +
+	"er is granted.\x02They take every revision their consumer is granted." +
+	"\x02It takes revision %[1]d only.\x02They take revision %[1]d only.\x02I" +
+	"t takes revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 896 elements
+var frIndex = []uint32{ // 903 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -2084,19 +2098,22 @@ var frIndex = []uint32{ // 896 elements
 	0x0000ce85, 0x0000cec1, 0x0000cefb, 0x0000cf78,
 	0x0000cf83, 0x0000cfad, 0x0000cfba, 0x0000cfd6,
 	0x0000cfda, 0x0000cfec, 0x0000d0ae, 0x0000d0e1,
-	0x0000d0ec, 0x0000d0f6, 0x0000d210, 0x0000d225,
+	0x0000d0ec, 0x0000d0f6, 0x0000d162, 0x0000d177,
 	// Entry 360 - 37F
-	0x0000d22e, 0x0000d23d, 0x0000d245, 0x0000d24f,
-	0x0000d264, 0x0000d288, 0x0000d2a2, 0x0000d2b7,
-	0x0000d2e3, 0x0000d322, 0x0000d327, 0x0000d33c,
-	0x0000d34e, 0x0000d383, 0x0000d394, 0x0000d3c1,
-	0x0000d3f0, 0x0000d512, 0x0000d634, 0x0000d6aa,
-	0x0000d735, 0x0000d7c4, 0x0000d82b, 0x0000d86d,
-	0x0000d8bf, 0x0000d907, 0x0000d97a, 0x0000d9c2,
-	0x0000d9f0, 0x0000da1e, 0x0000da51, 0x0000da84,
-} // Size: 3608 bytes
+	0x0000d180, 0x0000d197, 0x0000d19f, 0x0000d1a9,
+	0x0000d1be, 0x0000d1e2, 0x0000d1fc, 0x0000d211,
+	0x0000d23d, 0x0000d27c, 0x0000d2a5, 0x0000d41c,
+	0x0000d472, 0x0000d483, 0x0000d498, 0x0000d4ad,
+	0x0000d59b, 0x0000d5a0, 0x0000d5b5, 0x0000d5c7,
+	0x0000d5fc, 0x0000d60d, 0x0000d63a, 0x0000d669,
+	0x0000d78b, 0x0000d8ad, 0x0000d923, 0x0000d9ae,
+	0x0000da3d, 0x0000daa4, 0x0000dae6, 0x0000db38,
+	// Entry 380 - 39F
+	0x0000db80, 0x0000dbf3, 0x0000dc3b, 0x0000dc69,
+	0x0000dc97, 0x0000dcca, 0x0000dcfd,
+} // Size: 3636 bytes
 
-const frData string = "" + // Size: 55940 bytes
+const frData string = "" + // Size: 56573 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2869,41 +2886,51 @@ const frData string = "" + // Size: 55940 bytes
 	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
 	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
 	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Expi" +
-	"rés\u202f: les verrous qu’un identifiant d’exécutant a laissés expirer d" +
-	"ans la dernière heure, non réglés à leur échéance ou détenus par un flux" +
-	" qui s’est terminé. Un exécutant qui meurt sans cesse sous un même ident" +
-	"ifiant reste listé, et ses verrous expirent.\x02Définitions servies\x02E" +
-	"n cours\x02Expirés (1 h)\x02dernier\x02Connexion\x02Dernier signe de vie" +
-	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
-	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02toutes le" +
-	"s révisions accordées à son consommateur\u202f: %[1]s\x02flux\x02interro" +
-	"gation longue\x02façade Camunda 7\x02toutes les révisions accordées à so" +
-	"n consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révisio" +
-	"n %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrenc" +
-	"es de la révision %[1]d attendent, et aucun exécutant connecté ne la pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus l’épingle).\x02Des occurr" +
-	"ences des révisions %[1]s attendent, et aucun exécutant connecté ne les " +
-	"prend\u202f: abonnez-y des exécutants dont le consommateur y a droit (un" +
-	" exécutant qui ne nomme aucune révision prend celles auxquelles son cons" +
-	"ommateur a droit\u202f; une version de processus les épingle).\x02Aucun " +
-	"exécutant ne sert cette définition\u202f: ses occurrences attendent qu’u" +
-	"n exécutant se connecte ou interroge.\x02Aucun processus n’utilise encor" +
-	"e cette définition\u202f: elle aura besoin d’un exécutant quand un proce" +
-	"ssus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défini" +
-	"tion en mode pull\u202f: Relais appelle ses destinations (push), elle n’" +
-	"a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette" +
-	" définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
-	"ses en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consomm" +
-	"ateur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Verr" +
+	"ous expirés\u202f: ceux que chaque identifiant d’exécutant a laissés exp" +
+	"irer dans la dernière heure.\x02Définitions servies\x02En cours\x02Verro" +
+	"us expirés (1 h)\x02dernier\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
+	"ons accordées à son consommateur\u202f: %[1]s\x02Verrous expirés dans la" +
+	" dernière heure\x02Tâches dont le verrou a expiré avant leur clôture, ou" +
+	" dont le flux d’exécutant s’est terminé pendant qu’il les détenait, par " +
+	"identifiant de l’exécutant qui les détenait, connecté ou non\u202f: un e" +
+	"xécutant qui meurt, se bloque ou perd Relais plus longtemps que son verr" +
+	"ou. Elles ont été proposées de nouveau, chaque exécution comptée comme u" +
+	"ne tentative.\x02Identifiants d’exécutant ayant laissé expirer des verro" +
+	"us dans la dernière heure\x02Verrous expirés\x02Dernière expiration\x02C" +
+	"onnecté maintenant\x14\x01\x81\x01\x00\x02q\x02Et %[1]d autre identifian" +
+	"t d’exécutant, non listé\u202f: ceux ci-dessus ont laissé expirer le plu" +
+	"s de verrous.\x00t\x02Et %[1]d autres identifiants d’exécutant, non list" +
+	"és\u202f: ceux ci-dessus ont laissé expirer le plus de verrous.\x02flux" +
+	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
+	"ordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend" +
+	" la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02De" +
+	"s occurrences de la révision %[1]d attendent, et aucun exécutant connect" +
+	"é ne la prend\u202f: abonnez-y des exécutants dont le consommateur y a " +
+	"droit (un exécutant qui ne nomme aucune révision prend celles auxquelles" +
+	" son consommateur a droit\u202f; une version de processus l’épingle)." +
+	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
+	"nnecté ne les prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus les éping" +
+	"le).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
+	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge\u202f: %[1]s.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 106126 bytes (103KiB); checksum: BDBAF6DA
+	// Total table size 107144 bytes (104KiB); checksum: EC4C959B

@@ -304,9 +304,10 @@ type Worker struct {
 }
 
 type WorkerLapse struct {
-	OccurrenceID uuid.UUID
-	Attempt      int32
-	ConsumerID   int64
-	WorkerID     string
-	LapsedAt     time.Time
+	OccurrenceID  uuid.UUID
+	Attempt       int32
+	ConsumerID    int64
+	WorkerID      string
+	DefinitionKey string
+	LapsedAt      time.Time
 }

@@ -137,14 +137,14 @@ expired as (
     set outcome = 'expired', ended_at = coalesce(a.lock_expires_at, c.reserved_at)
     from claimed c
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
-    returning a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.ended_at
+    returning a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.ended_at, c.definition_key
 ),
 lapses as (
     -- The lapse counts against the worker that let it lapse (the worker
     -- catalog's lapsed count); a claim takes few lapsed locks back, so
     -- this writes nothing on most claims.
-    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
-    select x.occurrence_id, x.number, x.consumer_id, x.worker_id, x.ended_at
+    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+    select x.occurrence_id, x.number, x.consumer_id, x.worker_id, x.definition_key, x.ended_at
     from expired x
     where x.consumer_id is not null and x.worker_id is not null
     on conflict do nothing
@@ -689,13 +689,13 @@ ended as (
     set outcome = 'disconnected', ended_at = coalesce($5::timestamptz, now())
     from handed h
     where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
-    returning a.occurrence_id, a.number, a.ended_at
+    returning a.occurrence_id, a.number, a.ended_at, h.definition_key
 ),
 lapses as (
     -- A stream that ended holding assignments let their locks lapse (the
     -- worker catalog's lapsed count).
-    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
-    select e.occurrence_id, e.number, $3, $4, e.ended_at
+    insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+    select e.occurrence_id, e.number, $3, $4, e.definition_key, e.ended_at
     from ended e
     on conflict do nothing
 )

@@ -81,9 +81,28 @@ select consumer_id from workers where id = @id and protocol = 'stream';
 -- name: WorkerLapseRecord :exec
 -- A lock the timers found lapsed with no attempt left (no claim takes it
 -- back to record it): counted against the worker that held it.
-insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
-values (@occurrence_id, @attempt, @consumer_id, @worker_id, @lapsed_at)
+insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+values (@occurrence_id, @attempt, @consumer_id, @worker_id, @definition_key, @lapsed_at)
 on conflict do nothing;
+
+-- name: WorkerLapsesRecent :many
+-- The worker ids that let locks lapse since @since (of one definition, or
+-- all), connected now or not, the most lapses first: a worker that dies
+-- and restarts is listed though its rows come and go, and so are the ids
+-- of a worker that takes a new one at each start. total counts the ids.
+select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as lapsed,
+       max(x.lapsed_at)::timestamptz as last_lapsed_at,
+       exists (select 1 from workers w
+               where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
+                 and w.live_until > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean as live,
+       (count(*) over ())::integer as total
+from worker_lapses x
+join consumers c on c.id = x.consumer_id
+where x.lapsed_at > @since::timestamptz
+  and (sqlc.narg('definition_key')::text is null or x.definition_key = sqlc.narg('definition_key')::text)
+group by x.consumer_id, c.name, x.worker_id
+order by lapsed desc, last_lapsed_at desc, x.consumer_id, x.worker_id
+limit @max;
 
 -- name: WorkerLapsesPrune :execrows
 -- Forgets lapses older than the catalog's window, a batch at a time.

@@ -232,17 +232,18 @@ func (q *Queries) WorkerDelete(ctx context.Context, id uuid.UUID) error {
 }
 
 const workerLapseRecord = `-- name: WorkerLapseRecord :exec
-insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, lapsed_at)
-values ($1, $2, $3, $4, $5)
+insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+values ($1, $2, $3, $4, $5, $6)
 on conflict do nothing
 `
 
 type WorkerLapseRecordParams struct {
-	OccurrenceID uuid.UUID
-	Attempt      int32
-	ConsumerID   int64
-	WorkerID     string
-	LapsedAt     time.Time
+	OccurrenceID  uuid.UUID
+	Attempt       int32
+	ConsumerID    int64
+	WorkerID      string
+	DefinitionKey string
+	LapsedAt      time.Time
 }
 
 // A lock the timers found lapsed with no attempt left (no claim takes it
@@ -253,6 +254,7 @@ func (q *Queries) WorkerLapseRecord(ctx context.Context, arg WorkerLapseRecordPa
 		arg.Attempt,
 		arg.ConsumerID,
 		arg.WorkerID,
+		arg.DefinitionKey,
 		arg.LapsedAt,
 	)
 	return err
@@ -279,6 +281,76 @@ func (q *Queries) WorkerLapsesPrune(ctx context.Context, arg WorkerLapsesPrunePa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const workerLapsesRecent = `-- name: WorkerLapsesRecent :many
+select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as lapsed,
+       max(x.lapsed_at)::timestamptz as last_lapsed_at,
+       exists (select 1 from workers w
+               where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
+                 and w.live_until > coalesce($1::timestamptz, now()))::boolean as live,
+       (count(*) over ())::integer as total
+from worker_lapses x
+join consumers c on c.id = x.consumer_id
+where x.lapsed_at > $2::timestamptz
+  and ($3::text is null or x.definition_key = $3::text)
+group by x.consumer_id, c.name, x.worker_id
+order by lapsed desc, last_lapsed_at desc, x.consumer_id, x.worker_id
+limit $4
+`
+
+type WorkerLapsesRecentParams struct {
+	Now           *time.Time
+	Since         time.Time
+	DefinitionKey *string
+	Max           int32
+}
+
+type WorkerLapsesRecentRow struct {
+	ConsumerID   int64
+	ConsumerName string
+	WorkerID     string
+	Lapsed       int32
+	LastLapsedAt time.Time
+	Live         bool
+	Total        int32
+}
+
+// The worker ids that let locks lapse since @since (of one definition, or
+// all), connected now or not, the most lapses first: a worker that dies
+// and restarts is listed though its rows come and go, and so are the ids
+// of a worker that takes a new one at each start. total counts the ids.
+func (q *Queries) WorkerLapsesRecent(ctx context.Context, arg WorkerLapsesRecentParams) ([]WorkerLapsesRecentRow, error) {
+	rows, err := q.db.Query(ctx, workerLapsesRecent,
+		arg.Now,
+		arg.Since,
+		arg.DefinitionKey,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerLapsesRecentRow{}
+	for rows.Next() {
+		var i WorkerLapsesRecentRow
+		if err := rows.Scan(
+			&i.ConsumerID,
+			&i.ConsumerName,
+			&i.WorkerID,
+			&i.Lapsed,
+			&i.LastLapsedAt,
+			&i.Live,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workerListLive = `-- name: WorkerListLive :many

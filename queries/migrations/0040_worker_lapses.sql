@@ -1,7 +1,9 @@
 -- Locks that lapsed while a worker held them: its lock expired unsettled,
 -- or its stream ended holding the assignment. The worker catalog counts a
--- worker's lapses of the last hour, so that a worker crash-looping under
--- one worker_id (fetching, dying, fetching again) does not look healthy.
+-- worker's lapses of the last hour, and the Workers page lists the worker
+-- ids that let locks lapse, connected or not, so that a worker dying and
+-- restarting (under one worker_id or a new one each time) does not look
+-- healthy.
 -- A row is written only where a lapse is recorded anyway (a claim taking
 -- the lapsed lock back, a stream ending, the timers failing an occurrence
 -- whose last lock lapsed), never on a settlement's path; the timers prune
@@ -12,6 +14,7 @@ create table worker_lapses (
     attempt       integer     not null,
     consumer_id   bigint      not null,
     worker_id     text        not null,
+    definition_key text       not null,
     lapsed_at     timestamptz not null,
     primary key (occurrence_id, attempt)
 );
