@@ -670,7 +670,7 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 			// The way out named for an SDK user (Temporal QA: the server's
 			// advice, to keep acknowledging heartbeats, is for a client
 			// of one's own, and this worker did).
-			log.Warn("the stream ended and the task's lock could not be kept: the task is no longer this worker's (its handler is cancelled if it still runs, its outcome not reported if it returned); Relais hands a stream's tasks back when it ends, and Config.Protocol ProtocolLongPoll keeps them through a dropped connection", "cause", err)
+			log.Warn(orphanLost(err), "cause", err)
 			t.cancel(fmt.Errorf("%w: %w", errStreamEnded, err))
 			return
 		}
@@ -680,6 +680,19 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 			return
 		}
 	}
+}
+
+// orphanLost says why a task whose stream ended is no longer this
+// worker's: Relais out of reach until its lock expired, or Relais's
+// refusal of the extension (it hands a stream's tasks back when it ends).
+// The advice to poll fits the second alone (SDK QA: it followed a
+// Relais outage longer than the lock, which polling outlives no better).
+func orphanLost(err error) string {
+	const lost = "the task is no longer this worker's (its handler is cancelled if it still runs, its outcome not reported if it returned)"
+	if errors.Is(err, errUnextended) {
+		return "the stream ended and Relais could not be reached to keep the task's lock before it expired: " + lost + "; it is offered again"
+	}
+	return "the stream ended and the task's lock could not be kept: " + lost + "; Relais hands a stream's tasks back when it ends, and Config.Protocol ProtocolLongPoll keeps them through a dropped connection"
 }
 
 // unorphan takes o out of the orphans and stops keeping its lock; false if

@@ -1864,3 +1864,21 @@ func TestRetryableErrorLowersTheAttemptsLeft(t *testing.T) {
 		})
 	}
 }
+
+// A task whose stream ended and whose lock expired while Relais could not
+// be reached is said so, without the advice to poll, which fits a lock
+// Relais refused to keep (SDK QA: a Relais outage longer than the lock
+// was told that Relais hands tasks back).
+func TestOrphanLostSaysWhetherRelaisWasReached(t *testing.T) {
+	unreached := fmt.Errorf("%w: %w: %w", ErrLockLost, errUnextended, errors.New("connection refused"))
+	if msg := orphanLost(unreached); !strings.Contains(msg, "could not be reached") || strings.Contains(msg, "ProtocolLongPoll") {
+		t.Errorf("out of reach: %q", msg)
+	}
+	refused := fmt.Errorf("%w: %w", ErrLockLost, &APIError{Status: 409, Code: "lock_expired"})
+	if msg := orphanLost(refused); !strings.Contains(msg, "hands a stream's tasks back") {
+		t.Errorf("refused: %q", msg)
+	}
+	if !strings.Contains(unreached.Error(), "it expired without a successful extension: connection refused") {
+		t.Errorf("the error reads %q, want its cause said as before", unreached)
+	}
+}

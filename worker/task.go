@@ -702,7 +702,7 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 		case !w.transient(err):
 			return time.Time{}, fmt.Errorf("%w: %w", ErrLockLost, err)
 		case !time.Now().Before(expiry):
-			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
+			return time.Time{}, fmt.Errorf("%w: %w: %w", ErrLockLost, errUnextended, err)
 		}
 		// Warned once per extension, its tries at debug level: an outage
 		// of seconds would write a line per second and task.
@@ -717,7 +717,7 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 		// was never asked (QA).
 		wait := min(max(retryEvery, retryAfter(err)), time.Until(expiry)-lastTry)
 		if wait <= 0 {
-			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
+			return time.Time{}, fmt.Errorf("%w: %w: %w", ErrLockLost, errUnextended, err)
 		}
 		if !sleepCtx(ctx, wait) {
 			return time.Time{}, ctx.Err()
@@ -1176,6 +1176,10 @@ type settleRetried struct {
 // worker id alone, would take it for the new attempt, whose handler then
 // runs anyway.
 var errReassigned = errors.New("the task was assigned to this worker again; its new attempt reports")
+
+// errUnextended says a lock expired while Relais could not be reached to
+// extend it: Relais did not refuse it.
+var errUnextended = errors.New("it expired without a successful extension")
 
 // reassigned reports whether a newer attempt of t's occurrence was
 // assigned to this worker since t.
