@@ -172,7 +172,7 @@ func (c *Console) lapses(ctx context.Context, definition string) (*lapsesView, e
 	}
 	v := &lapsesView{
 		Title:      T(ctx, "Locks lapsed in the last hour"),
-		Intro:      T(ctx, "Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. They were offered again, each run counted as an attempt."),
+		Intro:      T(ctx, "Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. Each lapse counts as an attempt: the task is offered again while it has attempts left."),
 		Caption:    T(ctx, "Worker ids that let locks lapse in the last hour"),
 		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadLapsed: T(ctx, "Locks lapsed"),
 		HeadLast: T(ctx, "Last lapse"), HeadLive: T(ctx, "Connected now"),

@@ -235,8 +235,14 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 	for i := range 3 {
 		lapse("vm-4242", i+1, latest.Add(-20*time.Minute))
 	}
+	// One of another definition: counted on the whole page, not on the
+	// definition's (the live row said 2 where the table above said 1).
+	if _, err := env.Pool.Exec(context.Background(), `insert into worker_lapses (occurrence_id, attempt, consumer_id, worker_id, definition_key, lapsed_at)
+		values ($1, 1, $2, 'crashy', 'elsewhere', $3)`, uuid.New(), id, latest.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	for i, lang := range []string{"en", "fr"} {
-		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/workers", 200)
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/workers?definition="+key, 200)
 		rows := map[string]*goquery.Selection{}
 		page.doc.Find(`[data-testid=worker-row]`).Each(func(_ int, s *goquery.Selection) { rows[s.AttrOr("data-worker", "")] = s })
 		crashy := rows["crashy"].Find(`[data-testid=worker-lapsed]`)
@@ -253,7 +259,7 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 		if got := strings.TrimSpace(steady.Text()); got != "0" || steady.Find(`[data-testid=worker-lapsed-count]`).Length() != 0 {
 			t.Errorf("%s: steady's lapsed cell %q, want a plain 0", lang, got)
 		}
-		if got, want := page.doc.Find(`[data-testid=workers] th`).Eq(5).Text(), []string{"Lapsed (1 h)", "Verrous expirés (1 h)"}[i]; got != want {
+		if got, want := page.doc.Find(`[data-testid=workers] th`).Eq(5).Text(), []string{"Lapsed (1\u00a0h)", "Verrous expirés (1\u00a0h)"}[i]; got != want {
 			t.Errorf("%s: column heading %q, want %q", lang, got, want)
 		}
 		if text(page, "lapsed-hint") == "" {
@@ -270,5 +276,13 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 		if want := [][]string{{"vm-4242 3 no", "crashy 2 yes"}, {"vm-4242 3 non", "crashy 2 oui"}}[i]; !slices.Equal(lapses, want) {
 			t.Errorf("%s: lapses table %q, want %q", lang, lapses, want)
 		}
+	}
+	all := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/workers", 200)
+	var counts []string
+	all.doc.Find(`[data-testid=worker-lapsed-count], [data-testid=lapse-count]`).Each(func(_ int, s *goquery.Selection) {
+		counts = append(counts, collapse(s.Text()))
+	})
+	if want := []string{"3", "3", "3"}; !slices.Equal(counts, want) {
+		t.Errorf("the whole page's counts %q, want %q (crashy's lapse elsewhere counted: the table, then its row)", counts, want)
 	}
 }

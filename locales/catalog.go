@@ -612,7 +612,7 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 415,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 312,
 	"Tasks": 233,
-	"Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. They were offered again, each run counted as an attempt.": 874,
+	"Tasks whose lock expired unsettled, or whose worker stream ended while it held them, by the worker id that held them, connected now or not: a worker that dies, hangs, or loses Relais for longer than its lock. Each lapse counts as an attempt: the task is offered again while it has attempts left.": 874,
 	"Temporarily unavailable":                                                                   220,
 	"That is too long to be an id or a business key.":                                           800,
 	"The %d largest groups; the filter matches more.":                                           108,
@@ -1188,20 +1188,20 @@ var enIndex = []uint32{ // 903 elements
 	0x0000a035, 0x0000a046, 0x0000a0cc, 0x0000a0f1,
 	0x0000a0f8, 0x0000a101, 0x0000a13e, 0x0000a151,
 	// Entry 360 - 37F
-	0x0000a15b, 0x0000a168, 0x0000a16d, 0x0000a177,
-	0x0000a181, 0x0000a199, 0x0000a1af, 0x0000a1bb,
-	0x0000a1dd, 0x0000a20b, 0x0000a229, 0x0000a333,
-	0x0000a364, 0x0000a371, 0x0000a37c, 0x0000a38a,
-	0x0000a3d7, 0x0000a3de, 0x0000a3eb, 0x0000a3fc,
-	0x0000a423, 0x0000a433, 0x0000a452, 0x0000a472,
-	0x0000a54a, 0x0000a62b, 0x0000a67f, 0x0000a6cf,
-	0x0000a72f, 0x0000a782, 0x0000a7ba, 0x0000a7f2,
+	0x0000a15b, 0x0000a169, 0x0000a16e, 0x0000a178,
+	0x0000a182, 0x0000a19a, 0x0000a1b0, 0x0000a1bc,
+	0x0000a1de, 0x0000a20c, 0x0000a22a, 0x0000a352,
+	0x0000a383, 0x0000a390, 0x0000a39b, 0x0000a3a9,
+	0x0000a3f6, 0x0000a3fd, 0x0000a40a, 0x0000a41b,
+	0x0000a442, 0x0000a452, 0x0000a471, 0x0000a491,
+	0x0000a569, 0x0000a64a, 0x0000a69e, 0x0000a6ee,
+	0x0000a74e, 0x0000a7a1, 0x0000a7d9, 0x0000a811,
 	// Entry 380 - 39F
-	0x0000a823, 0x0000a873, 0x0000a8a7, 0x0000a8c5,
-	0x0000a8e4, 0x0000a903, 0x0000a923,
+	0x0000a842, 0x0000a892, 0x0000a8c6, 0x0000a8e4,
+	0x0000a903, 0x0000a922, 0x0000a942,
 } // Size: 3636 bytes
 
-const enData string = "" + // Size: 43299 bytes
+const enData string = "" + // Size: 43330 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry now every instance whose retry waits…\x02Retry every" +
 	" held instance…\x02Abandon every held instance…\x02Stop every held insta" +
@@ -1824,36 +1824,37 @@ const enData string = "" + // Size: 43299 bytes
 	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
 	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Lapsed: the l" +
 	"ocks each worker id let lapse in the last hour.\x02Definitions served" +
-	"\x02In flight\x02Lapsed (1 h)\x02last\x02Connected\x02Last seen\x02No wo" +
-	"rker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker " +
-	"serves this definition.\x02every revision its consumer is granted: %[1]s" +
-	"\x02Locks lapsed in the last hour\x02Tasks whose lock expired unsettled," +
-	" or whose worker stream ended while it held them, by the worker id that " +
-	"held them, connected now or not: a worker that dies, hangs, or loses Rel" +
-	"ais for longer than its lock. They were offered again, each run counted " +
-	"as an attempt.\x02Worker ids that let locks lapse in the last hour\x02Lo" +
-	"cks lapsed\x02Last lapse\x02Connected now\x02And %[1]d more worker ids, " +
-	"not listed: those above let the most locks lapse.\x02stream\x02long poll" +
-	"ing\x02Camunda 7 facade\x02every revision its consumer is granted\x02rev" +
-	"isions %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisi" +
-	"ons %[1]s\x02Occurrences of revision %[1]d wait, and no live worker take" +
-	"s it: subscribe workers to it, with their consumers granted it (a worker" +
-	" naming no revision takes those its consumer is granted; a process versi" +
-	"on pins it).\x02Occurrences of revisions %[1]s wait, and no live worker " +
-	"takes them: subscribe workers to them, with their consumers granted them" +
-	" (a worker naming no revision takes those its consumer is granted; a pro" +
-	"cess version pins them).\x02No worker serves this definition: its occurr" +
-	"ences wait until one connects or polls.\x02No process uses this definiti" +
-	"on yet: it needs a worker once a process pulls it.\x02No process pulls t" +
-	"his definition: Relais calls its destinations (push), and it needs no wo" +
-	"rker.\x02No worker is connected for this definition; none of its occurre" +
-	"nces waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worke" +
-	"r\x00\x18\x02Served by %[1]d workers\x02It takes every revision its cons" +
-	"umer is granted: %[1]s.\x02It takes every revision its consumer is grant" +
-	"ed.\x02Revisions they take: %[1]s; some take every revision their consum" +
-	"er is granted.\x02They take every revision their consumer is granted." +
-	"\x02It takes revision %[1]d only.\x02They take revision %[1]d only.\x02I" +
-	"t takes revisions %[1]s only.\x02They take revisions %[1]s only."
+	"\x02In flight\x02Lapsed (1\u00a0h)\x02last\x02Connected\x02Last seen\x02" +
+	"No worker is connected.\x02Workers serving %[1]s\x02All workers\x02No wo" +
+	"rker serves this definition.\x02every revision its consumer is granted: " +
+	"%[1]s\x02Locks lapsed in the last hour\x02Tasks whose lock expired unset" +
+	"tled, or whose worker stream ended while it held them, by the worker id " +
+	"that held them, connected now or not: a worker that dies, hangs, or lose" +
+	"s Relais for longer than its lock. Each lapse counts as an attempt: the " +
+	"task is offered again while it has attempts left.\x02Worker ids that let" +
+	" locks lapse in the last hour\x02Locks lapsed\x02Last lapse\x02Connected" +
+	" now\x02And %[1]d more worker ids, not listed: those above let the most " +
+	"locks lapse.\x02stream\x02long polling\x02Camunda 7 facade\x02every revi" +
+	"sion its consumer is granted\x02revisions %[1]s\x02no worker takes revis" +
+	"ion %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of revision " +
+	"%[1]d wait, and no live worker takes it: subscribe workers to it, with t" +
+	"heir consumers granted it (a worker naming no revision takes those its c" +
+	"onsumer is granted; a process version pins it).\x02Occurrences of revisi" +
+	"ons %[1]s wait, and no live worker takes them: subscribe workers to them" +
+	", with their consumers granted them (a worker naming no revision takes t" +
+	"hose its consumer is granted; a process version pins them).\x02No worker" +
+	" serves this definition: its occurrences wait until one connects or poll" +
+	"s.\x02No process uses this definition yet: it needs a worker once a proc" +
+	"ess pulls it.\x02No process pulls this definition: Relais calls its dest" +
+	"inations (push), and it needs no worker.\x02No worker is connected for t" +
+	"his definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02It takes every revision its consumer is granted: %[1]s.\x02It takes" +
+	" every revision its consumer is granted.\x02Revisions they take: %[1]s; " +
+	"some take every revision their consumer is granted.\x02They take every r" +
+	"evision their consumer is granted.\x02It takes revision %[1]d only.\x02T" +
+	"hey take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They " +
+	"take revisions %[1]s only."
 
 var frIndex = []uint32{ // 903 elements
 	// Entry 0 - 1F
@@ -2100,20 +2101,20 @@ var frIndex = []uint32{ // 903 elements
 	0x0000cfda, 0x0000cfec, 0x0000d0ae, 0x0000d0e1,
 	0x0000d0ec, 0x0000d0f6, 0x0000d162, 0x0000d177,
 	// Entry 360 - 37F
-	0x0000d180, 0x0000d197, 0x0000d19f, 0x0000d1a9,
-	0x0000d1be, 0x0000d1e2, 0x0000d1fc, 0x0000d211,
-	0x0000d23d, 0x0000d27c, 0x0000d2a5, 0x0000d41c,
-	0x0000d472, 0x0000d483, 0x0000d498, 0x0000d4ad,
-	0x0000d59b, 0x0000d5a0, 0x0000d5b5, 0x0000d5c7,
-	0x0000d5fc, 0x0000d60d, 0x0000d63a, 0x0000d669,
-	0x0000d78b, 0x0000d8ad, 0x0000d923, 0x0000d9ae,
-	0x0000da3d, 0x0000daa4, 0x0000dae6, 0x0000db38,
+	0x0000d180, 0x0000d198, 0x0000d1a0, 0x0000d1aa,
+	0x0000d1bf, 0x0000d1e3, 0x0000d1fd, 0x0000d212,
+	0x0000d23e, 0x0000d27d, 0x0000d2a6, 0x0000d441,
+	0x0000d497, 0x0000d4a8, 0x0000d4bd, 0x0000d4d2,
+	0x0000d5c0, 0x0000d5c5, 0x0000d5da, 0x0000d5ec,
+	0x0000d621, 0x0000d632, 0x0000d65f, 0x0000d68e,
+	0x0000d7b0, 0x0000d8d2, 0x0000d948, 0x0000d9d3,
+	0x0000da62, 0x0000dac9, 0x0000db0b, 0x0000db5d,
 	// Entry 380 - 39F
-	0x0000db80, 0x0000dbf3, 0x0000dc3b, 0x0000dc69,
-	0x0000dc97, 0x0000dcca, 0x0000dcfd,
+	0x0000dba5, 0x0000dc18, 0x0000dc60, 0x0000dc8e,
+	0x0000dcbc, 0x0000dcef, 0x0000dd22,
 } // Size: 3636 bytes
 
-const frData string = "" + // Size: 56573 bytes
+const frData string = "" + // Size: 56610 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre maintenant toutes les instanc" +
 	"es dont la nouvelle tentative attend…\x02Reprendre toutes les instances " +
@@ -2889,48 +2890,48 @@ const frData string = "" + // Size: 56573 bytes
 	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Verr" +
 	"ous expirés\u202f: ceux que chaque identifiant d’exécutant a laissés exp" +
 	"irer dans la dernière heure.\x02Définitions servies\x02En cours\x02Verro" +
-	"us expirés (1 h)\x02dernier\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02toutes les révisi" +
-	"ons accordées à son consommateur\u202f: %[1]s\x02Verrous expirés dans la" +
-	" dernière heure\x02Tâches dont le verrou a expiré avant leur clôture, ou" +
-	" dont le flux d’exécutant s’est terminé pendant qu’il les détenait, par " +
-	"identifiant de l’exécutant qui les détenait, connecté ou non\u202f: un e" +
-	"xécutant qui meurt, se bloque ou perd Relais plus longtemps que son verr" +
-	"ou. Elles ont été proposées de nouveau, chaque exécution comptée comme u" +
-	"ne tentative.\x02Identifiants d’exécutant ayant laissé expirer des verro" +
-	"us dans la dernière heure\x02Verrous expirés\x02Dernière expiration\x02C" +
-	"onnecté maintenant\x14\x01\x81\x01\x00\x02q\x02Et %[1]d autre identifian" +
-	"t d’exécutant, non listé\u202f: ceux ci-dessus ont laissé expirer le plu" +
-	"s de verrous.\x00t\x02Et %[1]d autres identifiants d’exécutant, non list" +
-	"és\u202f: ceux ci-dessus ont laissé expirer le plus de verrous.\x02flux" +
-	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
-	"ordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend" +
-	" la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02De" +
-	"s occurrences de la révision %[1]d attendent, et aucun exécutant connect" +
-	"é ne la prend\u202f: abonnez-y des exécutants dont le consommateur y a " +
-	"droit (un exécutant qui ne nomme aucune révision prend celles auxquelles" +
-	" son consommateur a droit\u202f; une version de processus l’épingle)." +
-	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
-	"nnecté ne les prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus les éping" +
-	"le).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
-	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge\u202f: %[1]s.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"us expirés (1\u00a0h)\x02dernier\x02Connexion\x02Dernier signe de vie" +
+	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
+	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02toutes le" +
+	"s révisions accordées à son consommateur\u202f: %[1]s\x02Verrous expirés" +
+	" dans la dernière heure\x02Tâches dont le verrou a expiré avant leur clô" +
+	"ture, ou dont le flux d’exécutant s’est terminé pendant qu’il les détena" +
+	"it, par identifiant de l’exécutant qui les détenait, connecté ou non" +
+	"\u202f: un exécutant qui meurt, se bloque ou perd Relais plus longtemps " +
+	"que son verrou. Chaque expiration compte comme une tentative\u202f: la t" +
+	"âche est proposée de nouveau tant qu’il lui reste des tentatives.\x02Id" +
+	"entifiants d’exécutant ayant laissé expirer des verrous dans la dernière" +
+	" heure\x02Verrous expirés\x02Dernière expiration\x02Connecté maintenant" +
+	"\x14\x01\x81\x01\x00\x02q\x02Et %[1]d autre identifiant d’exécutant, non" +
+	" listé\u202f: ceux ci-dessus ont laissé expirer le plus de verrous.\x00t" +
+	"\x02Et %[1]d autres identifiants d’exécutant, non listés\u202f: ceux ci-" +
+	"dessus ont laissé expirer le plus de verrous.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge\u202f: %[1]s.\x02Toutes les révisions accordées au consommateu" +
+	"r sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 107144 bytes (104KiB); checksum: EC4C959B
+	// Total table size 107212 bytes (104KiB); checksum: 54D71668

@@ -50,9 +50,15 @@ Owners and grants are not restored: what is restored belongs to the role
 Relais connects as.`
 
 // backupCommand runs relais backup: pg_dump of the database serve uses,
-// written beside FILE and renamed to it once complete, so that a dump cut
-// short never passes for a backup.
-func backupCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// written to a new file beside FILE and linked to it once complete, so
+// that a dump cut short never passes for a backup.
+func backupCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+	defer func() {
+		// Ctrl-C before pg_dump ran said "context canceled" (verifier QA).
+		if err != nil && ctx.Err() != nil && !errors.Is(err, errInterrupted) {
+			err = fmt.Errorf("backup %w (%w): nothing was written", errInterrupted, context.Cause(ctx))
+		}
+	}()
 	if wantsHelp(args) {
 		return help(backupUsage, getenv, stderr)
 	}
@@ -121,12 +127,19 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 		return fmt.Errorf("backup: %w", err)
 	}
 	// A link, not a rename: it fails rather than replace a FILE that
-	// appeared meanwhile.
+	// appeared meanwhile. A file system without hard links (FAT, some
+	// network shares) gets a rename once FILE is checked absent again.
+	appeared := fmt.Errorf("%s appeared while the backup ran: relais backup writes a new file (move the other one away, or give another name)", file)
 	if err := os.Link(partial, file); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s appeared while the backup ran: relais backup writes a new file (move the other one away, or give another name)", file)
+			return appeared
 		}
-		return fmt.Errorf("backup: %w", err)
+		if _, lerr := os.Lstat(file); lerr == nil {
+			return appeared
+		}
+		if rerr := os.Rename(partial, file); rerr != nil {
+			return fmt.Errorf("backup: %w (and %w)", err, rerr)
+		}
 	}
 	fmt.Fprintf(stdout, "backup of schema version %d written to %s (%d KiB)\n", schema, file, (info.Size()+1023)/1024)
 	// Said only once checked, as serve checks them: an operator files
@@ -367,7 +380,7 @@ func runPGToolTo(ctx context.Context, stdout io.Writer, tool, rawURL string, arg
 	if err != nil && ctx.Err() != nil {
 		// Ctrl-C (or SIGTERM) stopped it: "signal: killed" would read as
 		// a crash of the tool.
-		return fmt.Errorf("%s interrupted (%w): nothing was written", filepath.Base(tool), context.Cause(ctx))
+		return fmt.Errorf("%s %w (%w): nothing was written", filepath.Base(tool), errInterrupted, context.Cause(ctx))
 	}
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
@@ -378,6 +391,9 @@ func runPGToolTo(ctx context.Context, stdout io.Writer, tool, rawURL string, arg
 	}
 	return nil
 }
+
+// errInterrupted says a signal stopped a backup or a restore.
+var errInterrupted = errors.New("interrupted")
 
 // libpqEnv maps libpq's connection parameters to the environment
 // variables that give them. sslpassword has none, and is not passed.

@@ -222,6 +222,13 @@ func TestInterruptedToolSaysSo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "nothing was written") {
 		t.Errorf("an interrupted tool: %v", err)
 	}
+	// Interrupted before pg_dump ran, a backup says so too, once (it said
+	// "context canceled": verifier QA).
+	env := map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t)}
+	err = run(ctx, []string{"backup", filepath.Join(t.TempDir(), "early.dump")}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || strings.Count(err.Error(), "interrupted") != 1 || !strings.Contains(err.Error(), "nothing was written") {
+		t.Errorf("a backup interrupted early: %v", err)
+	}
 }
 
 // A backup a newer relais made is restored, and said to be newer than this
