@@ -82,6 +82,20 @@ type WorkerLapses struct {
 	Live bool
 }
 
+// LapsesByDefinition counts the locks lapsed within LapseWindow by
+// definition key (as RecentLapses counts them).
+func (e *Engine) LapsesByDefinition(ctx context.Context) (map[string]int64, error) {
+	rows, err := e.q.WorkerLapsesByDefinition(ctx, queries.WorkerLapsesByDefinitionParams{Since: e.Now().Add(-LapseWindow), Now: e.at()})
+	if err != nil {
+		return nil, wrap("lapses by definition", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.DefinitionKey] = r.Lapsed
+	}
+	return out, nil
+}
+
 // RecentLapses lists the worker ids that let locks lapse within
 // LapseWindow (of the definition, or of all when it is ""), connected now
 // or not, the most lapses first, at most limit of them, and how many ids

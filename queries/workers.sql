@@ -209,3 +209,19 @@ select distinct (n.value->>'revision')::int as revision, pv.process_key, pv.vers
 from process_versions pv, json_each(pv.document->'nodes') n
 where n.value->>'definition' = @definition_key::text
 order by revision, pv.process_key, pv.version;
+
+-- name: WorkerLapsesByDefinition :many
+-- The locks lapsed since @since by definition, recorded or not yet taken
+-- back, as WorkerLapsesRecent counts them: what /metrics exports for an
+-- alert on workers that die holding tasks.
+select x.definition_key, count(*)::bigint as lapsed
+from (
+    select r.definition_key from worker_lapses r
+    where r.lapsed_at > @since::timestamptz
+    union all
+    select o.definition_key from occurrences o
+    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
+      and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) and o.lock_expires_at > @since::timestamptz
+      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
+) x
+group by x.definition_key;

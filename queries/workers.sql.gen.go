@@ -260,6 +260,53 @@ func (q *Queries) WorkerLapseRecord(ctx context.Context, arg WorkerLapseRecordPa
 	return err
 }
 
+const workerLapsesByDefinition = `-- name: WorkerLapsesByDefinition :many
+select x.definition_key, count(*)::bigint as lapsed
+from (
+    select r.definition_key from worker_lapses r
+    where r.lapsed_at > $1::timestamptz
+    union all
+    select o.definition_key from occurrences o
+    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
+      and o.lock_expires_at <= coalesce($2::timestamptz, now()) and o.lock_expires_at > $1::timestamptz
+      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
+) x
+group by x.definition_key
+`
+
+type WorkerLapsesByDefinitionParams struct {
+	Since time.Time
+	Now   *time.Time
+}
+
+type WorkerLapsesByDefinitionRow struct {
+	DefinitionKey string
+	Lapsed        int64
+}
+
+// The locks lapsed since @since by definition, recorded or not yet taken
+// back, as WorkerLapsesRecent counts them: what /metrics exports for an
+// alert on workers that die holding tasks.
+func (q *Queries) WorkerLapsesByDefinition(ctx context.Context, arg WorkerLapsesByDefinitionParams) ([]WorkerLapsesByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, workerLapsesByDefinition, arg.Since, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerLapsesByDefinitionRow{}
+	for rows.Next() {
+		var i WorkerLapsesByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Lapsed); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerLapsesPrune = `-- name: WorkerLapsesPrune :execrows
 delete from worker_lapses
 where (occurrence_id, attempt) in (

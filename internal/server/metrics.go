@@ -51,6 +51,7 @@ type occurrenceCounts struct {
 	retrying *prometheus.Desc
 	workers  *prometheus.Desc
 	untaken  *prometheus.Desc
+	lapsed   *prometheus.Desc
 }
 
 // workerProtocols are the protocols relais_workers_live reports for every
@@ -63,6 +64,7 @@ type countsSource interface {
 	DefinitionKeys(ctx context.Context) ([]string, error)
 	LiveWorkersByDefinition(ctx context.Context) (map[string]map[string]int64, error)
 	RevisionsWithoutTaker(ctx context.Context) (map[string][]int, error)
+	LapsesByDefinition(ctx context.Context) (map[string]int64, error)
 	CachedHealth(ctx context.Context) (engine.Health, time.Time, error)
 	Now() time.Time
 }
@@ -96,6 +98,9 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 		untaken: prometheus.NewDesc("relais_revisions_untaken",
 			"Revisions of a definition whose pull occurrences wait while no live worker takes them, though workers may serve its other revisions (a process version pinned a revision its workers do not subscribe to yet), as the console's health page names them; read from the database at each scrape.",
 			[]string{"definition"}, nil),
+		lapsed: prometheus.NewDesc("relais_locks_lapsed_last_hour",
+			"Locks of a definition's pull occurrences that lapsed in the last hour (expired unsettled, or held by a worker stream that ended), whether or not a claim took the task back since: workers dying, hanging or losing Relais while they hold tasks, as the console's Workers page lists them by worker id; read from the database at each scrape.",
+			[]string{"definition"}, nil),
 	}
 }
 
@@ -109,6 +114,7 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.retrying
 	ch <- c.workers
 	ch <- c.untaken
+	ch <- c.lapsed
 }
 
 func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -167,6 +173,13 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			for def := range byDefinition {
 				ch <- prometheus.MustNewConstMetric(c.untaken, prometheus.GaugeValue, float64(len(untaken[def])), def)
+			}
+		}
+		if lapsed, err := c.eng.LapsesByDefinition(ctx); err != nil {
+			c.logger.Debug("metrics: lapsed locks unavailable", "err", err)
+		} else {
+			for def := range byDefinition {
+				ch <- prometheus.MustNewConstMetric(c.lapsed, prometheus.GaugeValue, float64(lapsed[def]), def)
 			}
 		}
 	}

@@ -39,6 +39,12 @@ func (h *hungCounts) RevisionsWithoutTaker(ctx context.Context) (map[string][]in
 	return nil, ctx.Err()
 }
 
+func (h *hungCounts) LapsesByDefinition(ctx context.Context) (map[string]int64, error) {
+	h.reads.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func (h *hungCounts) CachedHealth(context.Context) (engine.Health, time.Time, error) {
 	return engine.Health{Definitions: map[string]*engine.DefinitionHealth{}}, time.Now(), nil
 }

@@ -358,6 +358,39 @@ func TestRevisionsUntakenGauge(t *testing.T) {
 	untaken(1, "= 1 while revision 2 waits for a worker taking revision 1 alone")
 }
 
+// relais_locks_lapsed_last_hour counts a definition's locks that lapsed
+// in the last hour, from their expiry (a worker alone on its definition
+// that died: nothing takes its tasks back), and once only when a claim
+// takes one back: an alert on workers dying while they hold tasks.
+func TestLapsedLocksGauge(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", crm)
+	lapsed := func(want float64, what string) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, "relais_locks_lapsed_last_hour "+what, func() (bool, string) {
+			got, ok := env.Metrics().Get("relais_locks_lapsed_last_hour", "definition", crm)
+			return ok && got == want, fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	lapsed(0, "= 0 before any task")
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	fetch := func(worker string) {
+		t.Helper()
+		tasks := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": worker, "max_tasks": 1, "lock_duration": "PT1S",
+			"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)
+		if len(tasks) != 1 {
+			t.Fatalf("%s fetched %v, want the task", worker, tasks)
+		}
+	}
+	fetch("dies-1")
+	lapsed(1, "= 1 once its lock expired, nothing taking it back")
+	fetch("takes-over")
+	lapsed(1, "= 1 still once taken back")
+}
+
 // relais_oldest_deferred_age_seconds says how long the oldest deferred
 // occurrence of a definition has waited to be settled by id (an approval
 // sitting on someone's desk), 0 once none is deferred.
