@@ -50,22 +50,9 @@ select w.*, c.name as consumer_name,
 from workers w
 join consumers c on c.id = w.consumer_id
 left join (
-    -- The lapses recorded, and the locks lapsed that no claim took back
-    -- yet (a worker alone on its definition that died: nothing reclaims
-    -- them), as WorkerLapsesRecent counts them; of one definition when
-    -- the page is.
     select x.consumer_id, x.worker_id, count(*)::integer as lapsed, max(x.lapsed_at)::timestamptz as last_lapsed_at
-    from (
-        select r.consumer_id, r.worker_id, r.lapsed_at from worker_lapses r
-        where r.lapsed_at > @lapsed_since::timestamptz
-          and (sqlc.narg('definition_key')::text is null or r.definition_key = sqlc.narg('definition_key')::text)
-        union all
-        select o.consumer_id, o.worker_id, o.lock_expires_at from occurrences o
-        where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-          and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) and o.lock_expires_at > @lapsed_since::timestamptz
-          and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key')::text)
-          and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-    ) x
+    from relais_lapses(@lapsed_since::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now())) x
+    where sqlc.narg('definition_key')::text is null or x.definition_key = sqlc.narg('definition_key')::text
     group by x.consumer_id, x.worker_id
 ) l on l.consumer_id = w.consumer_id and l.worker_id = w.worker_id
 where w.live_until > coalesce(sqlc.narg('now')::timestamptz, now())
@@ -103,27 +90,15 @@ on conflict do nothing;
 -- all), connected now or not, the most lapses first: a worker that dies
 -- and restarts is listed though its rows come and go, and so are the ids
 -- of a worker that takes a new one at each start. total counts the ids.
--- The locks lapsed that no claim took back yet count too (a worker alone
--- on its definition that died: nothing reclaims them), those whose
--- lapse a stream's end recorded already aside.
 select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as lapsed,
        max(x.lapsed_at)::timestamptz as last_lapsed_at,
        exists (select 1 from workers w
                where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
                  and w.live_until > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean as live,
        (count(*) over ())::integer as total
-from (
-    select r.consumer_id, r.worker_id, r.lapsed_at from worker_lapses r
-    where r.lapsed_at > @since::timestamptz
-      and (sqlc.narg('definition_key')::text is null or r.definition_key = sqlc.narg('definition_key')::text)
-    union all
-    select o.consumer_id, o.worker_id, o.lock_expires_at from occurrences o
-    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-      and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) and o.lock_expires_at > @since::timestamptz
-      and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key')::text)
-      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-) x
+from relais_lapses(@since::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now())) x
 join consumers c on c.id = x.consumer_id
+where sqlc.narg('definition_key')::text is null or x.definition_key = sqlc.narg('definition_key')::text
 group by x.consumer_id, c.name, x.worker_id
 order by lapsed desc, last_lapsed_at desc, x.consumer_id, x.worker_id
 limit @max;
@@ -215,13 +190,5 @@ order by revision, pv.process_key, pv.version;
 -- back, as WorkerLapsesRecent counts them: what /metrics exports for an
 -- alert on workers that die holding tasks.
 select x.definition_key, count(*)::bigint as lapsed
-from (
-    select r.definition_key from worker_lapses r
-    where r.lapsed_at > @since::timestamptz
-    union all
-    select o.definition_key from occurrences o
-    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-      and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) and o.lock_expires_at > @since::timestamptz
-      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-) x
+from relais_lapses(@since::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now())) x
 group by x.definition_key;

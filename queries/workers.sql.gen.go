@@ -262,15 +262,7 @@ func (q *Queries) WorkerLapseRecord(ctx context.Context, arg WorkerLapseRecordPa
 
 const workerLapsesByDefinition = `-- name: WorkerLapsesByDefinition :many
 select x.definition_key, count(*)::bigint as lapsed
-from (
-    select r.definition_key from worker_lapses r
-    where r.lapsed_at > $1::timestamptz
-    union all
-    select o.definition_key from occurrences o
-    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-      and o.lock_expires_at <= coalesce($2::timestamptz, now()) and o.lock_expires_at > $1::timestamptz
-      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-) x
+from relais_lapses($1::timestamptz, coalesce($2::timestamptz, now())) x
 group by x.definition_key
 `
 
@@ -337,18 +329,9 @@ select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as
                where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
                  and w.live_until > coalesce($1::timestamptz, now()))::boolean as live,
        (count(*) over ())::integer as total
-from (
-    select r.consumer_id, r.worker_id, r.lapsed_at from worker_lapses r
-    where r.lapsed_at > $2::timestamptz
-      and ($3::text is null or r.definition_key = $3::text)
-    union all
-    select o.consumer_id, o.worker_id, o.lock_expires_at from occurrences o
-    where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-      and o.lock_expires_at <= coalesce($1::timestamptz, now()) and o.lock_expires_at > $2::timestamptz
-      and ($3::text is null or o.definition_key = $3::text)
-      and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-) x
+from relais_lapses($2::timestamptz, coalesce($1::timestamptz, now())) x
 join consumers c on c.id = x.consumer_id
+where $3::text is null or x.definition_key = $3::text
 group by x.consumer_id, c.name, x.worker_id
 order by lapsed desc, last_lapsed_at desc, x.consumer_id, x.worker_id
 limit $4
@@ -375,9 +358,6 @@ type WorkerLapsesRecentRow struct {
 // all), connected now or not, the most lapses first: a worker that dies
 // and restarts is listed though its rows come and go, and so are the ids
 // of a worker that takes a new one at each start. total counts the ids.
-// The locks lapsed that no claim took back yet count too (a worker alone
-// on its definition that died: nothing reclaims them), those whose
-// lapse a stream's end recorded already aside.
 func (q *Queries) WorkerLapsesRecent(ctx context.Context, arg WorkerLapsesRecentParams) ([]WorkerLapsesRecentRow, error) {
 	rows, err := q.db.Query(ctx, workerLapsesRecent,
 		arg.Now,
@@ -422,22 +402,9 @@ select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions,
 from workers w
 join consumers c on c.id = w.consumer_id
 left join (
-    -- The lapses recorded, and the locks lapsed that no claim took back
-    -- yet (a worker alone on its definition that died: nothing reclaims
-    -- them), as WorkerLapsesRecent counts them; of one definition when
-    -- the page is.
     select x.consumer_id, x.worker_id, count(*)::integer as lapsed, max(x.lapsed_at)::timestamptz as last_lapsed_at
-    from (
-        select r.consumer_id, r.worker_id, r.lapsed_at from worker_lapses r
-        where r.lapsed_at > $2::timestamptz
-          and ($3::text is null or r.definition_key = $3::text)
-        union all
-        select o.consumer_id, o.worker_id, o.lock_expires_at from occurrences o
-        where o.status = 'reserved' and o.mode = 'pull' and o.consumer_id is not null and o.worker_id is not null
-          and o.lock_expires_at <= coalesce($1::timestamptz, now()) and o.lock_expires_at > $2::timestamptz
-          and ($3::text is null or o.definition_key = $3::text)
-          and not exists (select 1 from worker_lapses d where d.occurrence_id = o.id and d.attempt = o.attempts)
-    ) x
+    from relais_lapses($2::timestamptz, coalesce($1::timestamptz, now())) x
+    where $3::text is null or x.definition_key = $3::text
     group by x.consumer_id, x.worker_id
 ) l on l.consumer_id = w.consumer_id and l.worker_id = w.worker_id
 where w.live_until > coalesce($1::timestamptz, now())
