@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/fault"
 )
 
 // workersPath lists the live workers.
@@ -115,6 +116,19 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusBadRequest, workerListPage(v))
 		return
+	}
+	if f.Definition != "" {
+		// A misspelt key listed no worker, read as "nobody serves it"
+		// (verifier QA); the API answers 404 too.
+		if _, err := c.eng.FindDefinition(ctx, f.Definition); fault.HasCode(err, "not_found") {
+			key := f.Definition
+			v.Errors = []string{T(ctx, "No definition has the key “%s”.", key)}
+			c.render(w, r, http.StatusNotFound, workerListPage(v))
+			return
+		} else if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
 	}
 	workers, err := c.eng.ListWorkers(ctx, f)
 	if err != nil {

@@ -282,6 +282,11 @@ func TestWorkersShowTheirLapsedLocks(t *testing.T) {
 	all.doc.Find(`[data-testid=worker-lapsed-count], [data-testid=lapse-count]`).Each(func(_ int, s *goquery.Selection) {
 		counts = append(counts, collapse(s.Text()))
 	})
+	// A misspelt key is said so, as the API says 404 (verifier QA: "No
+	// worker serves this definition").
+	if got := text(signedIn(t, env.URL, "fr", env.Operator).mustGet("/console/workers?definition=add_company_to_cmr", 404), "filter-errors"); !strings.Contains(got, "add_company_to_cmr") {
+		t.Errorf("an unknown definition's workers: %q, want it said unknown", got)
+	}
 	if want := []string{"3", "3", "3"}; !slices.Equal(counts, want) {
 		t.Errorf("the whole page's counts %q, want %q (crashy's lapse elsewhere counted: the table, then its row)", counts, want)
 	}
