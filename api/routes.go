@@ -89,6 +89,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	r.With(operator).Method("GET", "/audit/actions", a.listOperatorActions())
 	r.With(operator).Method("GET", "/audit/bulk/{id}", a.getBulkAction())
 	r.With(operator).Method("GET", "/workers", a.listWorkers(false))
+	r.With(operator).Method("GET", "/workers/lapses", a.listLapses())
 	r.Route("/consumers", func(r chi.Router) {
 		r.Use(admin) // and so are this subtree's 404s and 405s
 		r.Method("POST", "/", a.createConsumer())

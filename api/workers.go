@@ -79,3 +79,42 @@ func (a *API) listWorkers(perDefinition bool) http.Handler {
 		return nil
 	})
 }
+
+// lapseJSON is a worker id that let locks lapse within the last hour.
+type lapseJSON struct {
+	Consumer       consumerRef `json:"consumer"`
+	WorkerID       string      `json:"worker_id"`
+	LapsedLastHour int         `json:"lapsed_last_hour"`
+	LastLapsedAt   time.Time   `json:"last_lapsed_at"`
+	Live           bool        `json:"live"`
+}
+
+// listLapses lists the worker ids that let locks lapse within the last
+// hour, connected now or not (?definition= for one definition's): a worker
+// that dies and restarts leaves the live list between its lives, or takes
+// a new id each time, which the live list no longer shows.
+func (a *API) listLapses() http.Handler {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := httpjson.PageParams[*engine.LapseCursor](r, "definition")
+		if err != nil {
+			return err
+		}
+		definition := r.URL.Query().Get("definition")
+		if definition != "" {
+			if _, err := a.eng.FindDefinition(r.Context(), definition); err != nil {
+				return err
+			}
+		}
+		rows, err := a.eng.ListLapses(r.Context(), definition, after, limit+1)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(rows, limit,
+			func(l engine.WorkerLapses) any { return engine.LapseCursor{ConsumerID: l.ConsumerID, WorkerID: l.WorkerID} },
+			func(l engine.WorkerLapses) lapseJSON {
+				return lapseJSON{Consumer: consumerRef{ID: l.ConsumerID, Name: l.ConsumerName}, WorkerID: l.WorkerID,
+					LapsedLastHour: l.Lapsed, LastLapsedAt: l.LastLapsedAt, Live: l.Live}
+			}))
+		return nil
+	})
+}

@@ -82,6 +82,33 @@ type WorkerLapses struct {
 	Live bool
 }
 
+// LapseCursor is the keyset position of ListLapses: the last worker id of
+// the page before.
+type LapseCursor struct {
+	ConsumerID int64  `json:"c"`
+	WorkerID   string `json:"w"`
+}
+
+// ListLapses lists the worker ids that let locks lapse within LapseWindow
+// (of the definition, or of all when it is ""), connected now or not, by
+// consumer then worker id after the cursor, at most limit of them.
+func (e *Engine) ListLapses(ctx context.Context, definition string, after *LapseCursor, limit int) ([]WorkerLapses, error) {
+	p := queries.WorkerLapsesListParams{Since: e.Now().Add(-LapseWindow), DefinitionKey: strPtr(definition), Now: e.at(), Max: int32(limit)}
+	if after != nil {
+		p.AfterConsumer, p.AfterWorker = &after.ConsumerID, &after.WorkerID
+	}
+	rows, err := e.q.WorkerLapsesList(ctx, p)
+	if err != nil {
+		return nil, wrap("list lapses", err)
+	}
+	out := make([]WorkerLapses, len(rows))
+	for i, r := range rows {
+		out[i] = WorkerLapses{ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Lapsed: int(r.Lapsed),
+			LastLapsedAt: r.LastLapsedAt, Live: r.Live}
+	}
+	return out, nil
+}
+
 // LapsesByDefinition counts the locks lapsed within LapseWindow by
 // definition key (as RecentLapses counts them).
 func (e *Engine) LapsesByDefinition(ctx context.Context) (map[string]int64, error) {

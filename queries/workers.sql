@@ -192,3 +192,22 @@ order by revision, pv.process_key, pv.version;
 select x.definition_key, count(*)::bigint as lapsed
 from relais_lapses(@since::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now())) x
 group by x.definition_key;
+
+-- name: WorkerLapsesList :many
+-- The worker ids that let locks lapse since @since (of one definition, or
+-- all), connected now or not, by consumer then worker id for keyset
+-- pagination after (@after_consumer, @after_worker): the API's list, which
+-- its clients sort as they need.
+select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as lapsed,
+       max(x.lapsed_at)::timestamptz as last_lapsed_at,
+       exists (select 1 from workers w
+               where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
+                 and w.live_until > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean as live
+from relais_lapses(@since::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now())) x
+join consumers c on c.id = x.consumer_id
+where (sqlc.narg('definition_key')::text is null or x.definition_key = sqlc.narg('definition_key')::text)
+  and (sqlc.narg('after_consumer')::bigint is null
+       or (x.consumer_id, x.worker_id) > (sqlc.narg('after_consumer')::bigint, sqlc.narg('after_worker')::text))
+group by x.consumer_id, c.name, x.worker_id
+order by x.consumer_id, x.worker_id
+limit @max;

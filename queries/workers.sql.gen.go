@@ -299,6 +299,78 @@ func (q *Queries) WorkerLapsesByDefinition(ctx context.Context, arg WorkerLapses
 	return items, nil
 }
 
+const workerLapsesList = `-- name: WorkerLapsesList :many
+select x.consumer_id, c.name as consumer_name, x.worker_id, count(*)::integer as lapsed,
+       max(x.lapsed_at)::timestamptz as last_lapsed_at,
+       exists (select 1 from workers w
+               where w.consumer_id = x.consumer_id and w.worker_id = x.worker_id
+                 and w.live_until > coalesce($1::timestamptz, now()))::boolean as live
+from relais_lapses($2::timestamptz, coalesce($1::timestamptz, now())) x
+join consumers c on c.id = x.consumer_id
+where ($3::text is null or x.definition_key = $3::text)
+  and ($4::bigint is null
+       or (x.consumer_id, x.worker_id) > ($4::bigint, $5::text))
+group by x.consumer_id, c.name, x.worker_id
+order by x.consumer_id, x.worker_id
+limit $6
+`
+
+type WorkerLapsesListParams struct {
+	Now           *time.Time
+	Since         time.Time
+	DefinitionKey *string
+	AfterConsumer *int64
+	AfterWorker   *string
+	Max           int32
+}
+
+type WorkerLapsesListRow struct {
+	ConsumerID   int64
+	ConsumerName string
+	WorkerID     string
+	Lapsed       int32
+	LastLapsedAt time.Time
+	Live         bool
+}
+
+// The worker ids that let locks lapse since @since (of one definition, or
+// all), connected now or not, by consumer then worker id for keyset
+// pagination after (@after_consumer, @after_worker): the API's list, which
+// its clients sort as they need.
+func (q *Queries) WorkerLapsesList(ctx context.Context, arg WorkerLapsesListParams) ([]WorkerLapsesListRow, error) {
+	rows, err := q.db.Query(ctx, workerLapsesList,
+		arg.Now,
+		arg.Since,
+		arg.DefinitionKey,
+		arg.AfterConsumer,
+		arg.AfterWorker,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerLapsesListRow{}
+	for rows.Next() {
+		var i WorkerLapsesListRow
+		if err := rows.Scan(
+			&i.ConsumerID,
+			&i.ConsumerName,
+			&i.WorkerID,
+			&i.Lapsed,
+			&i.LastLapsedAt,
+			&i.Live,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerLapsesPrune = `-- name: WorkerLapsesPrune :execrows
 delete from worker_lapses
 where (occurrence_id, attempt) in (
