@@ -110,7 +110,9 @@ func (a *API) listLapses() http.Handler {
 			return err
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(rows, limit,
-			func(l engine.WorkerLapses) any { return engine.LapseCursor{ConsumerID: l.ConsumerID, WorkerID: l.WorkerID} },
+			func(l engine.WorkerLapses) any {
+				return engine.LapseCursor{ConsumerID: l.ConsumerID, WorkerID: l.WorkerID}
+			},
 			func(l engine.WorkerLapses) lapseJSON {
 				return lapseJSON{Consumer: consumerRef{ID: l.ConsumerID, Name: l.ConsumerName}, WorkerID: l.WorkerID,
 					LapsedLastHour: l.Lapsed, LastLapsedAt: l.LastLapsedAt, Live: l.Live}
