@@ -255,7 +255,7 @@ func splitObject(obj map[string]any, fields []Field, parent Classification, path
 		}
 		class := MaxClass(parent, f.Classification)
 		fp := jsontree.Pointer(path, f.Name)
-		if class.Rank() >= min.Rank() || protectedItems(f, class, min) {
+		if WholeClass(f, class).Rank() >= min.Rank() {
 			secrets[fp] = appendValue(nil, v)
 			delete(obj, f.Name)
 			continue
@@ -312,19 +312,6 @@ func (c Contract) Protects() bool {
 		return false
 	}
 	return protects(c.Fields)
-}
-
-// protectedItems reports whether f is a list whose items, possibly through
-// nested lists, are classified at least min as a whole.
-func protectedItems(f Field, class, min Classification) bool {
-	for f.Type == TypeList && f.Items != nil {
-		f = *f.Items
-		class = MaxClass(class, f.Classification)
-		if class.Rank() >= min.Rank() {
-			return true
-		}
-	}
-	return false
 }
 
 func splitValue(v any, f Field, class Classification, path string, min Classification, secrets map[string]json.RawMessage) {

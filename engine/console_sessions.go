@@ -94,13 +94,6 @@ func (e *Engine) DeleteConsoleSession(ctx context.Context, key []byte) error {
 	return wrap("delete console session", e.q.ConsoleSessionDelete(ctx, key))
 }
 
-// PurgeConsoleSessions deletes the sessions expired at now and reports how
-// many.
-func (e *Engine) PurgeConsoleSessions(ctx context.Context, now time.Time) (int64, error) {
-	n, err := e.q.ConsoleSessionsPurge(ctx, now)
-	return n, wrap("purge console sessions", err)
-}
-
 // forgetConsoleSessions ends every console session of a database at
 // schemaVersion: a restored backup's are those live when it was taken,
 // signed out or revoked since perhaps, which a rollback must not sign in

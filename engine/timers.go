@@ -256,6 +256,6 @@ func (e *Engine) Housekeep(ctx context.Context) error {
 	if _, err := e.q.WorkerLapsesPrune(ctx, queries.WorkerLapsesPruneParams{Before: now.Add(-LapseWindow), Max: housekeepBatch}); err != nil {
 		return wrap("prune worker lapses", err)
 	}
-	_, err := e.PurgeConsoleSessions(ctx, now)
-	return err
+	_, err := e.q.ConsoleSessionsPurge(ctx, now)
+	return wrap("purge console sessions", err)
 }
